@@ -1,0 +1,87 @@
+"""loadstage's Locust extension, loaded beside every scenario (built-in or custom).
+
+- Adds the stage options: --wait-min/--wait-max (used by any user class that
+  does not set its own wait_time), --summary-file and --progress-file.
+- On the master (or a standalone runner) it writes, when Locust quits, one JSON
+  summary of the whole stage computed from the merged stats of all workers.
+- While the stage runs it rewrites --progress-file every second with the current
+  requests per second and p99.
+"""
+
+import json
+import os
+import random
+import tempfile
+
+import gevent
+from locust import User, events
+from locust.runners import WorkerRunner
+
+from loadstage.summary import summarize
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser):
+    parser.add_argument("--wait-min", type=float, default=1.0, include_in_web_ui=False,
+                        help="loadstage: shortest wait between a user's tasks, seconds")
+    parser.add_argument("--wait-max", type=float, default=2.0, include_in_web_ui=False,
+                        help="loadstage: longest wait between a user's tasks, seconds")
+    parser.add_argument("--summary-file", default="", include_in_web_ui=False,
+                        help="loadstage: where the master writes the stage's JSON summary")
+    parser.add_argument("--progress-file", default="", include_in_web_ui=False,
+                        help="loadstage: where the master writes progress every second")
+
+
+def _wait_from_options(user):
+    options = user.environment.parsed_options
+    return random.uniform(options.wait_min, options.wait_max)
+
+
+def _write_atomically(path, payload: bytes):
+    if path == "/dev/termination-log" or not os.path.dirname(os.path.abspath(path)):
+        with open(path, "wb") as f:
+            f.write(payload)
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".summary-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(payload)
+    os.replace(tmp, path)
+
+
+def _report_progress(environment, path):
+    while True:
+        gevent.sleep(1)
+        total = environment.stats.total
+        runner = environment.runner
+        progress = {
+            "users": runner.user_count,
+            "workers": len(runner.clients) if hasattr(runner, "clients") else 1,
+            "requests": total.num_requests,
+            "failures": total.num_failures,
+            "currentRps": round(total.current_rps or 0.0, 1),
+            "currentP99Ms": total.get_current_response_time_percentile(0.99),
+        }
+        _write_atomically(path, json.dumps(progress).encode())
+
+
+@events.init.add_listener
+def _on_init(environment, **_kwargs):
+    for user_class in environment.user_classes:
+        if user_class.wait_time is User.wait_time:
+            user_class.wait_time = _wait_from_options
+    options = environment.parsed_options
+    if isinstance(environment.runner, WorkerRunner) or options is None:
+        return
+    if options.progress_file:
+        gevent.spawn(_report_progress, environment, options.progress_file)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment, **_kwargs):
+    options = environment.parsed_options
+    if isinstance(environment.runner, WorkerRunner) or options is None or not options.summary_file:
+        return
+    workers = getattr(environment.runner, "worker_index_max", None)
+    summary = summarize(environment.stats, injectors=workers)
+    _write_atomically(options.summary_file, json.dumps(summary, separators=(",", ":")).encode())

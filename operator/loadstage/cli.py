@@ -1,0 +1,203 @@
+"""The `loadstage` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import report
+from .engine import StageEngine, new_status, now
+from .local_backend import Cancelled, LocalBackend, LocalRunError, Progress
+from .model import API_GROUP, API_VERSION, KIND, Experiment, load_experiment_file
+from .schema import ValidationError, format_duration, parse_duration
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS = 0, 1, 2, 3
+
+
+def _duration_arg(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a duration such as 10s or 2m, got {text!r}") from None
+
+
+def _scale_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(f"must be a number > 0 and <= 100, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loadstage", description="Load-stage experiments for gunicorn apps.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run an experiment on this machine with real processes")
+    run.add_argument("file", help="LoadExperiment YAML file")
+    run.add_argument("-o", "--output", help="write the result (the resource with its status) to this "
+                                            ".json or .yaml file, updated after every stage")
+    run.add_argument("--stage-duration", type=_duration_arg, metavar="DURATION",
+                     help="run every stage for this long instead (e.g. 10s)")
+    run.add_argument("--warmup-duration", type=_duration_arg, metavar="DURATION",
+                     help="run the warm-up stage for this long instead")
+    run.add_argument("--users-scale", type=_scale_arg, metavar="FACTOR",
+                     help="multiply users and spawn rate per injector by FACTOR (e.g. 0.1)")
+    run.add_argument("--workdir", help="keep logs and per-stage files here (default: a temporary "
+                                       "directory, removed after a successful run)")
+    run.add_argument("--fail-on-threshold", action="store_true",
+                     help=f"exit {EXIT_THRESHOLDS} if any stage failed a threshold")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+    validate = sub.add_parser("validate", help="check an experiment file and show its plan")
+    validate.add_argument("file")
+    return parser
+
+
+def _document(experiment: Experiment, status: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND,
+            "metadata": {"name": experiment.name}, "spec": experiment.source.get("spec", {}),
+            "status": status}
+
+
+def write_result(path: Path, document: dict[str, Any]) -> None:
+    text = (yaml.safe_dump(document, sort_keys=False) if path.suffix in (".yaml", ".yml")
+            else json.dumps(document, indent=2) + "\n")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class ProgressPrinter:
+    """One status line on a terminal; otherwise a line every few seconds."""
+
+    def __init__(self, stream=sys.stderr, quiet: bool = False, every: float = 5.0):
+        self.stream, self.quiet, self.every = stream, quiet, every
+        self.tty = stream.isatty()
+        self.last = 0.0
+
+    def __call__(self, p: Progress) -> None:
+        if self.quiet:
+            return
+        line = report.progress_line(p.step.label(), p.elapsed, p.step.stage.duration, p.snapshot)
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+        elif time.monotonic() - self.last >= self.every:
+            self.stream.write(line + "\n")
+            self.last = time.monotonic()
+        self.stream.flush()
+
+    def say(self, text: str) -> None:
+        if self.tty and not self.quiet:
+            self.stream.write("\r\033[K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def _print_plan(experiment: Experiment, out) -> None:
+    spec = experiment.spec
+    variants = experiment.variants()
+    total = sum(s.duration for s in spec.stages) + (spec.warmup.duration if spec.warmup else 0)
+    out.write(f"{experiment.name}: {len(variants)} variant(s) x {len(spec.stages)} stage(s), "
+              f"about {format_duration(int(total * len(variants)))} of load\n")
+    for v in variants:
+        out.write(f"  variant {v.index + 1}: {v.label()}\n")
+    for i, s in enumerate(spec.stages, 1):
+        users = s.injectors * spec.injectors.users_per_injector
+        out.write(f"  stage {i}: {s.injectors} injector(s), {users} users, "
+                  f"{format_duration(s.duration)}\n")
+
+
+def cmd_validate(args) -> int:
+    experiment = load_experiment_file(args.file)
+    print(f"{args.file}: valid")
+    _print_plan(experiment, sys.stdout)
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    experiment = load_experiment_file(args.file).scaled(
+        stage_duration=args.stage_duration, warmup_duration=args.warmup_duration,
+        users_scale=args.users_scale)
+    printer = ProgressPrinter(quiet=args.quiet)
+    output = Path(args.output) if args.output else None
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix=f"loadstage-{experiment.name}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    cancel = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum, _frame):
+        if received:
+            raise KeyboardInterrupt
+        received.append(signum)
+        cancel.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    status = new_status(experiment)
+
+    def on_update(current: dict[str, Any]) -> None:
+        if output:
+            write_result(output, _document(experiment, current))
+
+    _print_plan(experiment, sys.stderr)
+    printer.say(f"logs: {workdir}")
+    backend = LocalBackend(experiment, workdir, on_progress=printer, cancel=cancel)
+    engine = StageEngine(experiment, backend, on_update=on_update)
+    code = EXIT_OK
+    try:
+        engine.run(status)
+    except (Cancelled, KeyboardInterrupt):
+        name = signal.Signals(received[0]).name if received else "SIGINT"
+        status.update(phase="Failed", reason="Interrupted", finishedAt=now(),
+                      message=f"interrupted by {name}; finished stages are kept")
+        code = 128 + (received[0] if received else signal.SIGINT)
+    except LocalRunError as e:
+        status.update(phase="Failed", reason="ComponentFailed", message=str(e), finishedAt=now())
+        code = EXIT_FAILED
+    finally:
+        backend.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    on_update(status)
+    printer.say("")
+    print(report.render_table(status))
+    for line in report.render_capacity(status) + report.render_cross_check(status):
+        print(line)
+    if status["phase"] != "Succeeded":
+        printer.say(f"{status['phase']}: {status['message']}")
+        printer.say(f"logs kept in {workdir}")
+    elif not args.workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if output:
+        printer.say(f"result written to {output}")
+    if code == EXIT_OK and args.fail_on_threshold and any(
+            not s["verdict"]["passed"] for v in status["variants"] for s in v["stages"] if "verdict" in s):
+        code = EXIT_THRESHOLDS
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "validate": cmd_validate}[args.command](args)
+    except ValidationError as e:
+        for path, message in e.problems:
+            print(f"error: {path}: {message}", file=sys.stderr)
+        return EXIT_INVALID
+
+
+if __name__ == "__main__":
+    sys.exit(main())

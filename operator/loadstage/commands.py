@@ -1,0 +1,80 @@
+"""Command lines of every component. Pod container args and local process argv both
+come from these functions, so a local run executes what the pods will execute.
+Paths of the injector files are relative to the working directory: the repository
+root locally, the image's WORKDIR in a container."""
+
+from __future__ import annotations
+
+import math
+
+from .model import Experiment, Stage, Variant
+
+RUNNER_PORT = 8000
+REDIS_PORT = 6379
+LOCUST_MASTER_PORT = 5557
+RESULTS_EXTENSION = "injectors/loadstage_results.py"
+BUILTIN_SCENARIOS = {"respondent": "injectors/respondent.py"}
+EXPECT_WORKERS_MAX_WAIT_SECONDS = 120
+STOP_TIMEOUT_SECONDS = 2
+
+
+def redis_command(*, port: int = REDIS_PORT, bind: str = "0.0.0.0") -> list[str]:
+    return ["redis-server", "--port", str(port), "--bind", bind, "--protected-mode", "no",
+            "--save", "", "--appendonly", "no", "--maxclients", "20000", "--loglevel", "warning"]
+
+
+def runner_command(experiment: Experiment) -> list[str]:
+    return ["gunicorn", "--config", "python:runner_app.gunicorn_conf", experiment.spec.target.app]
+
+
+def runner_env(experiment: Experiment, variant: Variant, *, binds: list[str], redis_url: str,
+               metrics_dir: str, reuse_port: bool = False) -> dict[str, str]:
+    """Environment of one target pod. Gunicorn reads its settings from GUNICORN_CMD_ARGS."""
+    args = [f"--bind {b}" for b in binds] + [
+        f"--workers {variant.workers}", f"--threads {variant.threads}",
+        f"--worker-class {variant.worker_class}"]
+    if reuse_port:
+        args.append("--reuse-port")
+    return {**experiment.spec.target.env,
+            "GUNICORN_CMD_ARGS": " ".join(args),
+            "REDIS_URL": redis_url,
+            "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
+
+
+def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) -> str:
+    """The -f argument: the results extension, then the scenario (built-in or the user's)."""
+    inj = experiment.spec.injectors
+    scenario = custom_locustfile if inj.locustfile else BUILTIN_SCENARIOS[inj.scenario or "respondent"]
+    return f"{RESULTS_EXTENSION},{scenario}"
+
+
+def stage_users(experiment: Experiment, stage: Stage) -> tuple[int, float]:
+    inj = experiment.spec.injectors
+    return stage.injectors * inj.users_per_injector, stage.injectors * inj.spawn_rate
+
+
+def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, summary_file: str,
+                          progress_file: str | None = None, bind_port: int = LOCUST_MASTER_PORT,
+                          custom_locustfile: str | None = None) -> list[str]:
+    users, spawn_rate = stage_users(experiment, stage)
+    wait = experiment.spec.injectors.wait_time
+    argv = ["locust", "-f", locustfiles(experiment, custom_locustfile),
+            "--master", "--master-bind-port", str(bind_port),
+            "--expect-workers", str(stage.injectors),
+            "--expect-workers-max-wait", str(EXPECT_WORKERS_MAX_WAIT_SECONDS),
+            "--headless", "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
+            "--run-time", f"{max(1, math.ceil(stage.duration))}s",
+            "--stop-timeout", str(STOP_TIMEOUT_SECONDS), "--exit-code-on-error", "0",
+            "--host", host, "--only-summary",
+            "--wait-min", f"{wait.min:g}", "--wait-max", f"{wait.max:g}",
+            "--summary-file", summary_file]
+    if progress_file:
+        argv += ["--progress-file", progress_file]
+    return argv
+
+
+def locust_worker_command(experiment: Experiment, *, master_host: str,
+                          master_port: int = LOCUST_MASTER_PORT,
+                          custom_locustfile: str | None = None) -> list[str]:
+    return ["locust", "-f", locustfiles(experiment, custom_locustfile), "--worker",
+            "--master-host", master_host, "--master-port", str(master_port)]

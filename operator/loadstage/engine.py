@@ -1,0 +1,97 @@
+"""The stage engine: runs every variant through its warm-up and stages on a backend,
+and keeps the LoadExperiment status. Written once; the local and Kubernetes backends
+differ only in how they deploy a target and run a stage.
+
+The status is the engine's only memory: given a status with finished stages, it
+continues after them, so a restarted operator neither loses nor repeats a stage."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from .model import Experiment, Stage, Variant
+from .results import StageMeasurement, stage_result
+from .thresholds import capacity
+
+
+@dataclass(frozen=True)
+class Step:
+    variant: Variant
+    variants: int
+    stage: Stage
+    number: int | None      # 1-based stage number; None for the warm-up
+    stages: int
+
+    @property
+    def warmup(self) -> bool:
+        return self.number is None
+
+    def label(self) -> str:
+        which = "warm-up" if self.warmup else f"stage {self.number}/{self.stages}"
+        return f"variant {self.variant.index + 1}/{self.variants} ({self.variant.label()}), {which}"
+
+
+class Backend(Protocol):
+    def prepare_variant(self, variant: Variant) -> None: ...
+    def run_stage(self, step: Step) -> StageMeasurement: ...
+    def finish_variant(self, variant: Variant) -> None: ...
+    def close(self) -> None: ...
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def new_status(experiment: Experiment) -> dict[str, Any]:
+    return {
+        "phase": "Pending",
+        "message": "waiting to start",
+        "variants": [{"index": v.index, "settings": v.settings(), "stages": []}
+                     for v in experiment.variants()],
+    }
+
+
+class StageEngine:
+    def __init__(self, experiment: Experiment, backend: Backend, *,
+                 on_update: Callable[[dict[str, Any]], None] = lambda status: None):
+        self.experiment = experiment
+        self.backend = backend
+        self.on_update = on_update
+
+    def _set(self, status: dict[str, Any], **fields) -> None:
+        status.update(fields)
+        self.on_update(status)
+
+    def run(self, status: dict[str, Any] | None = None) -> dict[str, Any]:
+        status = status or new_status(self.experiment)
+        status.setdefault("startedAt", now())
+        spec = self.experiment.spec
+        variants = self.experiment.variants()
+        for variant in variants:
+            record = status["variants"][variant.index]
+            if len(record["stages"]) >= len(spec.stages):
+                continue
+            self._set(status, phase="Deploying", currentVariant=variant.index + 1, currentStage=None,
+                      message=f"deploying the target for variant {variant.index + 1}/{len(variants)}"
+                              f" ({variant.label()})")
+            self.backend.prepare_variant(variant)
+            if spec.warmup is not None and not record.get("warmedUp"):
+                step = Step(variant, len(variants), spec.warmup, None, len(spec.stages))
+                self._set(status, phase="Running", message=f"running {step.label()}")
+                self.backend.run_stage(step)
+                record["warmedUp"] = True
+            for number in range(len(record["stages"]) + 1, len(spec.stages) + 1):
+                stage = spec.stages[number - 1]
+                step = Step(variant, len(variants), stage, number, len(spec.stages))
+                self._set(status, phase="Running", currentStage=number, message=f"running {step.label()}")
+                measurement = self.backend.run_stage(step)
+                record["stages"].append(stage_result(self.experiment, number, stage, measurement))
+                if spec.thresholds is not None:
+                    record["capacity"] = capacity(record["stages"])
+                self.on_update(status)
+            self.backend.finish_variant(variant)
+        self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now(),
+                  currentVariant=None, currentStage=None)
+        return status

@@ -1,0 +1,248 @@
+"""The local backend: the target and the injectors as processes on this machine.
+
+A variant is a redis-server (unless the experiment names an external Redis) and one
+gunicorn instance per pod. All instances listen on one shared loopback port with
+SO_REUSEPORT, so the kernel spreads the injectors' connections across them the way a
+Service spreads them across pods; each instance also listens on a port of its own,
+used for readiness and /metrics. A stage is a Locust master and one worker process
+per injector. Every process runs the command line a container would run."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import redis
+
+from . import commands
+from .engine import Step, now
+from .model import Experiment, Variant
+from .process_sampler import ProcessTreeSampler
+from .processes import Child, Supervisor
+from .redis_sampler import RedisSampler
+from .results import StageMeasurement
+from .server_metrics import scrape_served_requests
+
+READY_TIMEOUT_SECONDS = 30
+STAGE_GRACE_SECONDS = commands.EXPECT_WORKERS_MAX_WAIT_SECONDS + 60
+LOOPBACK = "127.0.0.1"
+
+
+class LocalRunError(Exception):
+    """A component failed; the message says which and shows the end of its log."""
+
+
+class Cancelled(Exception):
+    pass
+
+
+def project_root() -> Path:
+    """The checkout holding injectors/: the working directory of every injector process."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / commands.RESULTS_EXTENSION).is_file():
+        raise LocalRunError(f"cannot find {commands.RESULTS_EXTENSION} under {root}; "
+                            "the local engine runs from a checkout of the loadstage repository")
+    return root
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Progress:
+    step: Step
+    elapsed: float
+    snapshot: dict[str, Any]
+
+
+@dataclass
+class _Target:
+    redis_url: str
+    redis_process: Child | None
+    shared_port: int
+    pods: list[Child]
+    admin_urls: list[str]
+
+
+class LocalBackend:
+    def __init__(self, experiment: Experiment, workdir: Path, *,
+                 on_progress: Callable[[Progress], None] = lambda p: None,
+                 cancel: threading.Event | None = None):
+        self.experiment = experiment
+        self.workdir = workdir
+        self.on_progress = on_progress
+        self.cancel = cancel or threading.Event()
+        self.root = project_root()
+        self.supervisor = Supervisor()
+        self.target: _Target | None = None
+
+    # -- target -------------------------------------------------------------
+
+    def prepare_variant(self, variant: Variant) -> None:
+        vdir = self.workdir / f"variant-{variant.index + 1}"
+        spec = self.experiment.spec
+        redis_process = None
+        if spec.redis.deployed:
+            port = free_port()
+            redis_process = self.supervisor.start(
+                "redis-server", commands.redis_command(port=port, bind=LOOPBACK),
+                log_path=vdir / "redis.log", cwd=vdir)
+            redis_url = f"redis://{LOOPBACK}:{port}/0"
+            self._wait_for_redis(redis_url, redis_process)
+        else:
+            redis_url = spec.redis.url
+        shared = free_port()
+        pods, admin_urls = [], []
+        for p in range(variant.pods):
+            admin = free_port()
+            env = commands.runner_env(
+                self.experiment, variant, binds=[f"{LOOPBACK}:{shared}", f"{LOOPBACK}:{admin}"],
+                redis_url=redis_url, metrics_dir=str(vdir / f"pod-{p + 1}-metrics"),
+                reuse_port=variant.pods > 1)
+            pods.append(self.supervisor.start(
+                f"gunicorn pod {p + 1}", commands.runner_command(self.experiment),
+                log_path=vdir / f"pod-{p + 1}.log", env=env, cwd=self.root))
+            admin_urls.append(f"http://{LOOPBACK}:{admin}")
+        self.target = _Target(redis_url, redis_process, shared, pods, admin_urls)
+        for pod, url in zip(pods, admin_urls):
+            self._wait_until_ready(pod, f"{url}/readyz")
+
+    def _wait_for_redis(self, url: str, process: Child) -> None:
+        client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        try:
+            while True:
+                self._check_cancel()
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    pass
+                self._check_alive(process)
+                if time.monotonic() > deadline:
+                    raise LocalRunError(f"redis-server did not answer within {READY_TIMEOUT_SECONDS}s")
+                time.sleep(0.1)
+        finally:
+            client.close()
+
+    def _wait_until_ready(self, process: Child, url: str) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while True:
+            self._check_cancel()
+            self._check_alive(process)
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise LocalRunError(f"{process.name} was not ready within {READY_TIMEOUT_SECONDS}s "
+                                    f"({url}); end of {process.log_path}:\n{process.tail()}")
+            time.sleep(0.2)
+
+    @staticmethod
+    def _check_alive(process: Child) -> None:
+        if not process.alive():
+            raise LocalRunError(f"{process.name} exited with code {process.process.returncode}; "
+                                f"end of {process.log_path}:\n{process.tail()}")
+
+    def _check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise Cancelled()
+
+    def finish_variant(self, variant: Variant) -> None:
+        if self.target is None:
+            return
+        for pod in self.target.pods:
+            self.supervisor.stop(pod)
+        if self.target.redis_process is not None:
+            self.supervisor.stop(self.target.redis_process)
+        self.target = None
+
+    def close(self) -> None:
+        self.supervisor.stop_all()
+        self.target = None
+
+    # -- stages -------------------------------------------------------------
+
+    def run_stage(self, step: Step) -> StageMeasurement:
+        target = self.target
+        assert target is not None, "prepare_variant must run first"
+        name = "warmup" if step.warmup else f"stage-{step.number}"
+        sdir = self.workdir / f"variant-{step.variant.index + 1}" / name
+        sdir.mkdir(parents=True, exist_ok=True)
+        summary_file, progress_file = sdir / "summary.json", sdir / "progress.json"
+        custom = self.experiment.spec.injectors.locustfile
+        custom_path = custom.path if custom else None
+        master_port = free_port()
+        served_before = scrape_served_requests(target.admin_urls)
+        started_at = now()
+        with RedisSampler(target.redis_url) as redis_sampler, \
+                ProcessTreeSampler([p.pid for p in target.pods]) as resource_sampler:
+            master = self.supervisor.start(
+                "locust master", commands.locust_master_command(
+                    self.experiment, step.stage, host=f"http://{LOOPBACK}:{target.shared_port}",
+                    summary_file=str(summary_file), progress_file=str(progress_file),
+                    bind_port=master_port, custom_locustfile=custom_path),
+                log_path=sdir / "master.log", cwd=self.root)
+            workers = [self.supervisor.start(
+                f"locust worker {i + 1}", commands.locust_worker_command(
+                    self.experiment, master_host=LOOPBACK, master_port=master_port,
+                    custom_locustfile=custom_path),
+                log_path=sdir / f"worker-{i + 1}.log", cwd=self.root)
+                for i in range(step.stage.injectors)]
+            try:
+                self._follow_stage(step, master, progress_file, target)
+            finally:
+                for worker in workers:
+                    self._stop_after_exit(worker)
+                self._stop_after_exit(master)
+        finished_at = now()
+        served_after = scrape_served_requests(target.admin_urls)
+        if not summary_file.is_file():
+            raise LocalRunError(f"the Locust master wrote no summary (exit code "
+                                f"{master.process.returncode}); end of {master.log_path}:\n{master.tail()}")
+        summary = json.loads(summary_file.read_text())
+        served = None if served_before is None or served_after is None else served_after - served_before
+        return StageMeasurement(
+            summary=summary, started_at=started_at, finished_at=finished_at,
+            redis_peak_connections=redis_sampler.result.peak_connections,
+            redis_connections_received=redis_sampler.result.connections_received,
+            target_peak_cpu_cores=resource_sampler.result.peak_cpu_cores,
+            target_peak_memory_bytes=resource_sampler.result.peak_memory_bytes,
+            served_requests=served)
+
+    def _follow_stage(self, step: Step, master: Child, progress_file: Path, target: _Target) -> None:
+        start = time.monotonic()
+        deadline = start + step.stage.duration + STAGE_GRACE_SECONDS
+        while master.alive():
+            self._check_cancel()
+            for pod in target.pods:
+                self._check_alive(pod)
+            if time.monotonic() > deadline:
+                raise LocalRunError(f"the Locust master did not finish within the stage duration plus "
+                                    f"{STAGE_GRACE_SECONDS}s; end of {master.log_path}:\n{master.tail()}")
+            try:
+                snapshot = json.loads(progress_file.read_text())
+            except (OSError, ValueError):
+                snapshot = {}
+            self.on_progress(Progress(step, time.monotonic() - start, snapshot))
+            time.sleep(0.5)
+
+    def _stop_after_exit(self, child: Child, grace: float = 10.0) -> None:
+        try:
+            child.process.wait(grace if not self.cancel.is_set() else 0.1)
+        except subprocess.TimeoutExpired:
+            pass
+        self.supervisor.stop(child, timeout=5.0)

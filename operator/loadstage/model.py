@@ -1,0 +1,360 @@
+"""The LoadExperiment model: the one parser and validator for experiment YAML,
+shared by the local engine, the operator and the CRD generator."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .schema import (Bool, Duration, Int, ListOf, MapOf, Obj, Percent, Problems, Rule, Str,
+                     ValidationError, format_duration)
+
+API_GROUP = "loadstage.io"
+API_VERSION = "v1alpha1"
+KIND = "LoadExperiment"
+WORKER_CLASSES = ("gthread", "sync", "gevent")
+DEFAULT_RUNNER_APP = "runner_app.app:app"
+PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
+MAX_VARIANTS = 100
+NAME_PATTERN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+NAME_MAX = 40
+
+
+@dataclass(frozen=True)
+class Gunicorn:
+    workers: int
+    threads: int
+    worker_class: str
+
+
+@dataclass(frozen=True)
+class Target:
+    image: str | None
+    app: str
+    pods: int
+    gunicorn: Gunicorn
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Redis:
+    deploy: bool | None
+    url: str | None
+    image: str | None
+
+    @property
+    def deployed(self) -> bool:
+        return self.url is None
+
+
+@dataclass(frozen=True)
+class WaitTime:
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class ConfigMapKey:
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Locustfile:
+    path: str | None
+    config_map: ConfigMapKey | None
+
+
+@dataclass(frozen=True)
+class Injectors:
+    image: str | None
+    users_per_injector: int
+    spawn_rate_per_injector: float | None
+    wait_time: WaitTime
+    scenario: str | None
+    locustfile: Locustfile | None
+
+    @property
+    def spawn_rate(self) -> float:
+        return self.spawn_rate_per_injector or float(self.users_per_injector)
+
+
+@dataclass(frozen=True)
+class Stage:
+    injectors: int
+    duration: float
+
+
+@dataclass(frozen=True)
+class Matrix:
+    workers: list[int] | None
+    threads: list[int] | None
+    pods: list[int] | None
+    worker_class: list[str] | None
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    p999: float | None
+    error_rate: float | None
+
+    def latency_limits_ms(self) -> dict[str, float]:
+        return {p: getattr(self, p) * 1000 for p in PERCENTILES if getattr(self, p) is not None}
+
+
+@dataclass(frozen=True)
+class Spec:
+    target: Target
+    redis: Redis
+    injectors: Injectors
+    warmup: Stage | None
+    stages: list[Stage]
+    matrix: Matrix | None
+    thresholds: Thresholds | None
+
+
+@dataclass(frozen=True)
+class Metadata:
+    name: str
+    namespace: str | None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One combination of matrix values: what the target runs with."""
+    index: int
+    pods: int
+    workers: int
+    threads: int
+    worker_class: str
+
+    def settings(self) -> dict:
+        return {"pods": self.pods, "workers": self.workers, "threads": self.threads,
+                "workerClass": self.worker_class}
+
+    def label(self) -> str:
+        return f"pods={self.pods} workers={self.workers} threads={self.threads} {self.worker_class}"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    metadata: Metadata
+    spec: Spec
+    source: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    def variants(self) -> list[Variant]:
+        m = self.spec.matrix
+        g = self.spec.target.gunicorn
+        axes = {
+            "workers": (m and m.workers) or [g.workers],
+            "threads": (m and m.threads) or [g.threads],
+            "pods": (m and m.pods) or [self.spec.target.pods],
+            "worker_class": (m and m.worker_class) or [g.worker_class],
+        }
+        return [Variant(index=i, **dict(zip(axes, combo)))
+                for i, combo in enumerate(itertools.product(*axes.values()))]
+
+    def scaled(self, *, stage_duration: float | None = None, warmup_duration: float | None = None,
+               users_scale: float | None = None) -> "Experiment":
+        """Shrinks an experiment to a machine: every stage lasts `stage_duration`,
+        users and spawn rate per injector are multiplied by `users_scale`."""
+        spec = self.spec
+        if stage_duration is not None:
+            spec = replace(spec, stages=[replace(s, duration=stage_duration) for s in spec.stages])
+        if warmup_duration is not None and spec.warmup is not None:
+            spec = replace(spec, warmup=replace(spec.warmup, duration=warmup_duration))
+        if users_scale is not None:
+            inj = spec.injectors
+            spec = replace(spec, injectors=replace(
+                inj,
+                users_per_injector=max(1, round(inj.users_per_injector * users_scale)),
+                spawn_rate_per_injector=max(1.0, inj.spawn_rate * users_scale)))
+        return replace(self, spec=spec)
+
+
+def _no_duplicates(values) -> bool:
+    return values is None or len(values) == len(set(values))
+
+
+def _variant_count(m: Matrix) -> int:
+    n = 1
+    for axis in (m.workers, m.threads, m.pods, m.worker_class):
+        n *= len(axis or [1])
+    return n
+
+
+_image = Str("Container image; defaults to the image the operator was installed with.")
+
+GUNICORN = Obj(Gunicorn, "How gunicorn serves the app in each pod.", {
+    "workers": Int("Gunicorn worker processes per pod.", minimum=1, maximum=64, default=2),
+    "threads": Int("Threads per worker (gthread worker class).", minimum=1, maximum=64, default=2),
+    "workerClass": Str("Gunicorn worker class.", enum=WORKER_CLASSES, default="gthread"),
+}, default={})
+
+TARGET = Obj(Target, "The system under test: a gunicorn-served WSGI app.", {
+    "image": _image,
+    "app": Str("WSGI application that gunicorn serves (module:callable).",
+               pattern=r"[A-Za-z_][\w.]*:[A-Za-z_][\w.()]*", pattern_hint="module:callable",
+               default=DEFAULT_RUNNER_APP),
+    "pods": Int("Number of target pods (local engine: gunicorn instances).", minimum=1, maximum=500,
+                default=1),
+    "gunicorn": GUNICORN,
+    "env": MapOf("Extra environment variables for the target.", Str("Value."),
+                 key_pattern=r"[A-Za-z_][A-Za-z0-9_]*", key_hint="an environment variable name", default={}),
+}, default={})
+
+REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per variant, or external.", {
+    "deploy": Bool("Deploy a fresh Redis for each variant (the default when no url is given)."),
+    "url": Str("URL of an external Redis, e.g. redis://redis.example:6379/0.",
+               pattern=r"rediss?://.+", pattern_hint="a redis:// or rediss:// URL"),
+    "image": _image,
+}, rules=[
+    Rule(lambda r: not (r.deploy and r.url), "set either deploy: true or url, not both",
+         cel="!(has(self.deploy) && self.deploy && has(self.url))"),
+    Rule(lambda r: not (r.deploy is False and r.url is None), "deploy: false needs a url",
+         cel="!has(self.deploy) || self.deploy || has(self.url)"),
+], default={})
+
+WAIT_TIME = Obj(WaitTime, "Wait between one user's tasks, drawn uniformly from [min, max].", {
+    "min": Duration("Shortest wait.", maximum="1h", default="1s"),
+    "max": Duration("Longest wait.", maximum="1h", default="2s"),
+}, rules=[Rule(lambda w: w.min <= w.max, "min must be <= max",
+               cel="duration(self.min) <= duration(self.max)")], default={})
+
+LOCUSTFILE = Obj(Locustfile, "A locustfile of your own instead of the built-in scenario.", {
+    "path": Str("Path of the locustfile (local engine; relative to the experiment file)."),
+    "configMap": Obj(ConfigMapKey, "ConfigMap key holding the locustfile (operator).", {
+        "name": Str("ConfigMap name."),
+        "key": Str("Key in the ConfigMap.", default="locustfile.py"),
+    }, required=["name"]),
+}, rules=[Rule(lambda l: (l.path is None) != (l.config_map is None), "set exactly one of path or configMap",
+               cel="has(self.path) != has(self.configMap)")])
+
+INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per injector.", {
+    "image": _image,
+    "usersPerInjector": Int("Simulated users per injector.", minimum=1, maximum=100000, default=10),
+    "spawnRatePerInjector": Int("Users started per second per injector; defaults to usersPerInjector.",
+                                minimum=1, maximum=100000),
+    "waitTime": WAIT_TIME,
+    "scenario": Str("Built-in scenario.", enum=("respondent",)),
+    "locustfile": LOCUSTFILE,
+}, rules=[Rule(lambda i: not (i.scenario and i.locustfile), "set either scenario or locustfile, not both",
+               cel="!(has(self.scenario) && has(self.locustfile))")], default={})
+
+STAGE = Obj(Stage, "One step of the ladder: this many injectors for this long.", {
+    "injectors": Int("Number of Locust injectors (worker processes or pods).", minimum=1, maximum=500),
+    "duration": Duration("How long the stage runs, e.g. 90s or 20m.", minimum="1s", maximum="24h"),
+}, required=["injectors", "duration"])
+
+MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these values.", {
+    "workers": ListOf("Gunicorn workers per pod.", Int("", minimum=1, maximum=64),
+                      min_items=1, max_items=20, unique=True),
+    "threads": ListOf("Threads per worker.", Int("", minimum=1, maximum=64),
+                      min_items=1, max_items=20, unique=True),
+    "pods": ListOf("Target pod counts.", Int("", minimum=1, maximum=500),
+                   min_items=1, max_items=20, unique=True),
+    "workerClass": ListOf("Gunicorn worker classes.", Str("", enum=WORKER_CLASSES),
+                          min_items=1, max_items=3, unique=True),
+}, rules=[Rule(lambda m: _variant_count(m) <= MAX_VARIANTS,
+               f"at most {MAX_VARIANTS} variants (the product of all list lengths)",
+               cel=f"(has(self.workers) ? size(self.workers) : 1) * (has(self.threads) ? size(self.threads) : 1)"
+                   f" * (has(self.pods) ? size(self.pods) : 1)"
+                   f" * (has(self.workerClass) ? size(self.workerClass) : 1) <= {MAX_VARIANTS}")])
+
+_latency = "Highest acceptable {} latency, e.g. 1000ms."
+THRESHOLDS = Obj(Thresholds, "Optional: pass/fail limits checked for every stage.", {
+    **{p: Duration(_latency.format(p), maximum="1h") for p in PERCENTILES},
+    "errorRate": Percent("Highest acceptable share of failed requests, e.g. '1%'."),
+})
+
+SPEC = Obj(Spec, "What to deploy and how to load it.", {
+    "target": TARGET,
+    "redis": REDIS,
+    "injectors": INJECTORS,
+    "warmup": Obj(Stage, "Optional stage run before each variant's stages; excluded from results.",
+                  STAGE.fields, required=["injectors", "duration"]),
+    "stages": ListOf("The ladder of stages, run in order.", STAGE, min_items=1, max_items=50),
+    "matrix": MATRIX,
+    "thresholds": THRESHOLDS,
+}, required=["stages"])
+
+METADATA = Obj(Metadata, "", {
+    "name": Str("", pattern=NAME_PATTERN, pattern_hint="a lowercase DNS label", max_length=NAME_MAX),
+    "namespace": Str(""),
+}, required=["name"])
+
+
+def _tolerant_metadata(raw: Any) -> dict:
+    # Kubernetes adds many fields to metadata; the model reads only name and namespace.
+    if isinstance(raw, dict):
+        return {k: raw[k] for k in ("name", "namespace") if k in raw}
+    return raw
+
+
+def parse_experiment(doc: Any) -> Experiment:
+    """Parses a LoadExperiment document; raises ValidationError naming every bad field."""
+    problems = Problems()
+    if not isinstance(doc, dict):
+        raise ValidationError([("(document)", f"must be a LoadExperiment mapping, got {type(doc).__name__}")])
+    expected = f"{API_GROUP}/{API_VERSION}"
+    if doc.get("apiVersion") != expected:
+        problems.add("apiVersion", f"must be {expected}, got {doc.get('apiVersion')!r}")
+    if doc.get("kind") != KIND:
+        problems.add("kind", f"must be {KIND}, got {doc.get('kind')!r}")
+    for key in doc:
+        if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
+            problems.add(str(key), "unknown field (known: apiVersion, kind, metadata, spec)")
+    if "metadata" not in doc:
+        problems.add("metadata", "is required")
+    if "spec" not in doc:
+        problems.add("spec", "is required")
+    metadata = METADATA.parse(_tolerant_metadata(doc.get("metadata")), "metadata", problems)
+    spec = SPEC.parse(doc.get("spec"), "spec", problems) if "spec" in doc else None
+    problems.raise_if_any()
+    return Experiment(metadata=metadata, spec=spec, source=doc)
+
+
+def load_experiment_file(path: str | Path) -> Experiment:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ValidationError([(str(path), f"cannot read: {e.strerror}")]) from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ValidationError([(where, f"not valid YAML: {getattr(e, 'problem', e)}")]) from None
+    if len(docs) != 1:
+        raise ValidationError([(str(path), f"must hold exactly one LoadExperiment document, found {len(docs)}")])
+    experiment = parse_experiment(docs[0])
+    lf = experiment.spec.injectors.locustfile
+    if lf is not None and lf.path is not None:
+        resolved = (path.parent / lf.path).resolve()
+        if not resolved.is_file():
+            raise ValidationError([("spec.injectors.locustfile.path", f"file not found: {resolved}")])
+        experiment = replace(experiment, spec=replace(experiment.spec, injectors=replace(
+            experiment.spec.injectors, locustfile=replace(lf, path=str(resolved)))))
+    return experiment
+
+
+def describe_stage(stage: Stage) -> str:
+    return f"{stage.injectors} injector(s) for {format_duration(stage.duration)}"
+
+
+def is_valid_name(name: str) -> bool:
+    return bool(re.fullmatch(NAME_PATTERN, name)) and len(name) <= NAME_MAX

@@ -1,0 +1,97 @@
+"""Child processes of the local engine: each in its own process group, logged to a
+file, and stopped by process group (SIGTERM, then SIGKILL). Children also get a
+parent-death signal, so even a SIGKILLed engine leaves no process behind."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def resolve_executable(name: str) -> str:
+    """Prefer the tool installed beside this Python (the project's virtualenv)."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    process: subprocess.Popen
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class Supervisor:
+    def __init__(self):
+        self.children: list[Child] = []
+
+    def start(self, name: str, argv: list[str], *, log_path: Path, env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> Child:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                [resolve_executable(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd,
+                start_new_session=True, preexec_fn=_die_with_parent)
+        child = Child(name, argv, process, log_path)
+        self.children.append(child)
+        return child
+
+    def stop(self, child: Child, timeout: float = 10.0) -> None:
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(child.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                child.process.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self._reap_group(child.pid)
+        if child in self.children:
+            self.children.remove(child)
+
+    @staticmethod
+    def _reap_group(pgid: int) -> None:
+        # A group leader can exit before its children (gunicorn workers); kill any left.
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+    def stop_all(self) -> None:
+        for child in reversed(list(self.children)):
+            self.stop(child)

@@ -1,0 +1,31 @@
+"""Pass/fail verdicts per stage, and the capacity of a variant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import Thresholds
+
+
+def verdict(stage_result: dict[str, Any], thresholds: Thresholds) -> dict[str, Any]:
+    violations = []
+    if not stage_result["requests"]:
+        violations.append("no requests were made")
+    latency = stage_result["latencyMs"]
+    for name, limit in thresholds.latency_limits_ms().items():
+        value = latency.get(name)
+        if value is not None and value > limit:
+            violations.append(f"{name} {value:g}ms > {limit:g}ms")
+    if thresholds.error_rate is not None and stage_result["errorRate"] > thresholds.error_rate:
+        violations.append(f"error rate {stage_result['errorRate']:.2%} > {thresholds.error_rate:.2%}")
+    return {"passed": not violations, "violations": violations}
+
+
+def capacity(stage_results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The highest stage (most injectors) whose verdict passed; None if none did."""
+    passed = [s for s in stage_results if s.get("verdict", {}).get("passed")]
+    if not passed:
+        return None
+    best = max(passed, key=lambda s: (s["injectors"], s["stage"]))
+    return {"stage": best["stage"], "injectors": best["injectors"], "users": best["users"],
+            "rps": best["rps"]}

@@ -1,0 +1,1 @@
+"""The system under test: a questionnaire runner that keeps its sessions in Redis."""
