@@ -173,7 +173,8 @@ def cmd_run(args) -> int:
             signal.signal(s, handler)
     on_update(status)
     printer.say("")
-    print(report.render_table(status))
+    if any(v["stages"] for v in status["variants"]):
+        print(report.render_table(status))
     for line in report.render_capacity(status) + report.render_cross_check(status):
         print(line)
     if status["phase"] != "Succeeded":

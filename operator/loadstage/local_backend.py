@@ -208,6 +208,10 @@ class LocalBackend:
                 for worker in workers:
                     self._stop_after_exit(worker)
                 self._stop_after_exit(master)
+        for child in [master, *workers]:
+            if child.process.returncode not in (0, None):
+                raise LocalRunError(f"{child.name} exited with code {child.process.returncode}; "
+                                    f"end of {child.log_path}:\n{child.tail()}")
         finished_at = now()
         served_after = scrape_served_requests(target.admin_urls)
         if not summary_file.is_file():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,11 +44,16 @@ class Child:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def tail(self, lines: int = 15) -> str:
+    def tail(self, lines: int = 8) -> str:
+        """The end of the log, led by the last exception line (the cause, when a traceback follows)."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            text = self.log_path.read_text(errors="replace").splitlines()
         except OSError:
             return ""
+        causes = [line for line in text if re.match(r"^[\w.]*(Error|Exception)\b.*: ", line)]
+        end = text[-lines:]
+        lead = [f"cause: {causes[0]}"] if causes else []
+        return "\n".join(lead + end)
 
 
 class Supervisor:

@@ -45,8 +45,11 @@ def table_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 def render_table(status: dict[str, Any]) -> str:
     header, rows = table_rows(status)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda cells: " | ".join(c.rjust(w) if i and not cells[i].startswith(("FAIL", "pass")) else c.ljust(w)
-                                     for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    left = {i for i, name in enumerate(header) if name in ("Variant", "Verdict")}
+
+    def line(cells):
+        return " | ".join(c.ljust(w) if i in left else c.rjust(w)
+                          for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
     sep = "-+-".join("-" * w for w in widths)
     return "\n".join([line(header), sep, *(line(r) for r in rows)])
 

@@ -1,0 +1,172 @@
+"""`loadstage run` end to end: real redis-server, gunicorn and Locust processes."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from loadstage.local_backend import free_port
+
+from conftest import BASE, alive, descendants, start_redis, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def spec_doc(**spec):
+    return {**BASE, "spec": {**spec}}
+
+
+def start_cli(*args, cwd=None):
+    return subprocess.Popen([sys.executable, "-m", "loadstage.cli", *map(str, args)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc, timeout):
+    """Waits for the CLI while recording every process it started."""
+    seen = {}
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, "loadstage run did not finish in time"
+        for p in descendants(proc.pid):
+            seen[p.pid] = p
+        time.sleep(0.2)
+    out, err = proc.communicate()
+    return proc.returncode, out, err, list(seen.values())
+
+
+def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(
+        target={"pods": 1, "gunicorn": {"workers": 2}},
+        injectors={"usersPerInjector": 20, "waitTime": {"min": "0s", "max": "10ms"}},
+        stages=[{"injectors": 1, "duration": "10s"}, {"injectors": 2, "duration": "10s"}],
+        matrix={"threads": [1, 4]}))
+    out_file = tmp_path / "result.json"
+    code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 240)
+    assert code == 0, err
+    assert len(started) >= 6 and not alive(started)
+    doc = json.loads(out_file.read_text())
+    status = doc["status"]
+    assert status["phase"] == "Succeeded"
+    peaks = {}
+    for variant in status["variants"]:
+        assert [s["injectors"] for s in variant["stages"]] == [1, 2]
+        for stage in variant["stages"]:
+            lat = stage["latencyMs"]
+            assert stage["requests"] > 0
+            assert lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+            assert stage["redisPeakConnections"] > 0
+            assert stage["byMethod"]["GET"]["requests"] > 0 and stage["byMethod"]["POST"]["requests"] > 0
+            served = stage["target"]["servedRequests"]
+            assert abs(served - stage["requests"]) <= max(20, 0.02 * stage["requests"])
+            assert stage["target"]["peakCpuCores"] > 0 and stage["target"]["peakMemoryBytes"] > 0
+        peaks[variant["settings"]["threads"]] = max(s["redisPeakConnections"] for s in variant["stages"])
+    assert peaks[4] > peaks[1]
+    # the table: one row per stage and variant, under the seed columns
+    table = [line for line in out.splitlines() if line.startswith("threads=")]
+    assert len(table) == 4
+    assert "Injectors | 50th | 90th | 95th | 99th | 99.9th | GETs p99 | POSTs p99 | Total Requests | Redis peak" in out
+    assert "req/s" in err and "variant 2/2" in err
+    second_stage = status["variants"][0]["stages"][1]
+    assert second_stage["users"] == 40
+
+
+def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(
+        injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
+        stages=[{"injectors": 1, "duration": "4s"}, {"injectors": 1, "duration": "60s"}]))
+    out_file = tmp_path / "result.yaml"
+    proc = start_cli("run", path, "-o", out_file)
+
+    def second_stage_running():
+        import yaml
+        try:
+            status = yaml.safe_load(out_file.read_text())["status"]
+        except (OSError, TypeError, KeyError):
+            return False
+        return status["phase"] == "Running" and len(status["variants"][0]["stages"]) == 1
+    wait_for(second_stage_running, timeout=90)
+    wait_for(lambda: any("--worker" in p.cmdline() for p in alive(descendants(proc.pid))), timeout=30)
+    started = descendants(proc.pid)
+    assert len(started) >= 4  # redis, gunicorn (+ workers), locust master and worker
+    proc.send_signal(signal.SIGTERM)
+    code, out, err, _ = finish(proc, 60)
+    assert code == 128 + signal.SIGTERM
+    wait_for(lambda: not alive(started), timeout=10)
+    import yaml
+    status = yaml.safe_load(out_file.read_text())["status"]
+    assert status["phase"] == "Failed" and status["reason"] == "Interrupted"
+    assert "interrupted by SIGTERM" in status["message"]
+    assert len(status["variants"][0]["stages"]) == 1 and status["variants"][0]["stages"][0]["requests"] > 0
+    rows = [line.split("|") for line in out.splitlines() if line.count("|") >= 9]
+    assert [cells[0].strip() for cells in rows] == ["Injectors", "1"]
+
+
+def test_bad_input_exits_2_with_the_field_and_rule_and_starts_nothing(write_experiment):
+    path = write_experiment(spec_doc(stages=[{"injectors": 1, "duration": "5s"}, {"injectors": 1, "duration": "5s"},
+                                             {"injectors": 0, "duration": "5s"}]))
+    code, out, err, started = finish(start_cli("run", path), 30)
+    assert code == 2
+    assert "error: spec.stages[2].injectors: must be >= 1, got 0" in err
+    assert "Traceback" not in err and started == []
+
+
+def test_target_that_cannot_start_fails_with_its_log_and_no_orphans(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(target={"app": "no_such_module:app"},
+                                     stages=[{"injectors": 1, "duration": "5s"}]))
+    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 60)
+    assert code == 1
+    assert "gunicorn pod 1 exited with code" in err and "No module named 'no_such_module'" in err
+    assert "Traceback (most recent call last):\n  File \"" not in err.split("end of")[0]
+    assert not alive(started)
+    status = json.loads((tmp_path / "r.json").read_text())["status"]
+    assert status["phase"] == "Failed" and status["reason"] == "ComponentFailed"
+
+
+def test_custom_locustfile_external_redis_and_warmup(write_experiment, tmp_path, supervisor):
+    redis_port = free_port()
+    start_redis(supervisor, tmp_path, redis_port)
+    (tmp_path / "mine.py").write_text(
+        "from locust import HttpUser, task\n\n"
+        "class Starter(HttpUser):\n"
+        "    @task\n"
+        "    def begin(self):\n"
+        "        self.client.post('/surveys', name='start a survey', allow_redirects=False)\n")
+    path = write_experiment(spec_doc(
+        redis={"url": f"redis://127.0.0.1:{redis_port}/0"},
+        injectors={"usersPerInjector": 3, "locustfile": {"path": "mine.py"},
+                   "waitTime": {"min": "100ms", "max": "200ms"}},
+        warmup={"injectors": 1, "duration": "2s"},
+        stages=[{"injectors": 2, "duration": "5s"}]))
+    workdir = tmp_path / "w"
+    code, out, err, _ = finish(start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", workdir), 120)
+    assert code == 0, err
+    stages = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"]
+    assert len(stages) == 1 and stages[0]["injectors"] == 2
+    (endpoint,) = stages[0]["endpoints"]
+    assert (endpoint["method"], endpoint["name"]) == ("POST", "start a survey")
+    # 6 users waiting 100-200 ms for 5 s: the experiment's waitTime applied to the user's class
+    assert 60 < stages[0]["requests"] < 400
+    assert stages[0]["redisPeakConnections"] > 0
+    assert (workdir / "variant-1" / "warmup" / "summary.json").is_file()
+    assert not (workdir / "variant-1" / "redis.log").exists()
+
+
+def test_a_crashing_injector_fails_the_stage_with_its_cause(write_experiment, tmp_path):
+    (tmp_path / "broken.py").write_text(
+        "from locust import HttpUser, task\n\n"
+        "class Broken(HttpUser):\n"
+        "    @task\n"
+        "    def start(self):  # shadows User.start: every user fails to spawn\n"
+        "        pass\n")
+    path = write_experiment(spec_doc(injectors={"locustfile": {"path": "broken.py"}},
+                                     stages=[{"injectors": 1, "duration": "3s"}]))
+    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
+    assert code == 1
+    assert "locust worker 1 exited with code 2" in err
+    assert "cause: TypeError: Broken.start() takes 1 positional argument but 2 were given" in err
+    assert not alive(started)
+    status = json.loads((tmp_path / "r.json").read_text())["status"]
+    assert status["phase"] == "Failed" and status["variants"][0]["stages"] == []
