@@ -1,0 +1,30 @@
+# One image build, three targets, all running the command lines the local engine runs:
+#   docker build --target runner-app -t loadstage/runner-app:0.1.0 .
+#   docker build --target injector   -t loadstage/injector:0.1.0 .
+#   docker build --target operator   -t loadstage/operator:0.1.0 .
+FROM python:3.11-slim-bookworm AS base
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN groupadd --gid 10001 loadstage \
+ && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin loadstage
+WORKDIR /opt/loadstage
+COPY pyproject.toml README.md ./
+COPY operator ./operator
+COPY runner-app ./runner-app
+RUN pip install --no-cache-dir . && rm -rf operator runner-app
+COPY injectors ./injectors
+USER 10001:10001
+
+# The system under test. Workers, threads, worker class and bind come from GUNICORN_CMD_ARGS.
+FROM base AS runner-app
+ENV PROMETHEUS_MULTIPROC_DIR=/tmp/metrics
+EXPOSE 8000
+CMD ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "runner_app.app:app"]
+
+# Locust master or worker; the operator passes the arguments (loadstage.commands).
+FROM base AS injector
+EXPOSE 5557
+ENTRYPOINT []
+CMD ["locust", "--help"]
+
+FROM base AS operator
+CMD ["loadstage", "operator", "--all-namespaces"]
