@@ -1,4 +1,6 @@
 import copy
+import os
+import signal
 import textwrap
 from pathlib import Path
 
@@ -77,3 +79,69 @@ def descendants(pid):
 
 def alive(processes):
     return [p for p in processes if p.is_running() and p.status() != "zombie"]
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A real control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok) on loopback."""
+    import os
+    from kube import Cluster
+    c = Cluster(f"lstest-{os.getpid()}")
+    print(f"\ncluster up in {c.up_seconds:.1f}s")
+    c.kubectl("apply", "-f", str(ROOT / "crds"), check=True)
+    wait_for(lambda: c.kubectl("get", "lx").returncode == 0, timeout=30)
+    yield c
+    c.down()
+
+
+@pytest.fixture(scope="session")
+def real_stage_summary(tmp_path_factory):
+    """The summary a real Locust master wrote for a small local stage: what a master pod would report."""
+    import json
+    import subprocess
+    import sys
+    work = tmp_path_factory.mktemp("real-summary")
+    experiment = work / "exp.yaml"
+    experiment.write_text(yaml.safe_dump({**BASE, "spec": {
+        "injectors": {"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
+        "stages": [{"injectors": 2, "duration": "3s"}]}}))
+    subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(experiment), "-q", "--workdir",
+                    str(work / "w")], check=True, capture_output=True)
+    summary = json.loads((work / "w" / "variant-1" / "stage-1" / "summary.json").read_text())
+    assert summary["requests"] > 0
+    return summary
+
+
+@pytest.fixture
+def namespace(cluster, request):
+    import re
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + "-" + str(os.getpid() % 1000)
+    cluster.core.create_namespace({"metadata": {"name": name}})
+    yield name
+    cluster.core.delete_namespace(name)
+
+
+@pytest.fixture
+def sampler_redis(supervisor, tmp_path):
+    """A loopback redis-server that stands in for the experiment's Redis Service for the sampler."""
+    from loadstage.local_backend import free_port
+    port = free_port()
+    start_redis(supervisor, tmp_path, port)
+    return port
+
+
+@pytest.fixture
+def operator(cluster, namespace, sampler_redis, tmp_path):
+    from kube import OperatorProcess
+    from loadstage.local_backend import free_port
+    started = []
+
+    def start():
+        op = OperatorProcess(cluster, namespace, f"redis://127.0.0.1:{sampler_redis}/0",
+                             tmp_path / "operator.log", free_port())
+        started.append(op)
+        return op
+    start.started = started
+    yield start
+    for op in started:
+        op.kill(signal.SIGTERM)

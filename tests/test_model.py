@@ -106,7 +106,8 @@ BAD = [
      "spec.matrix: at most 100 variants (the product of all list lengths)"),
     ({"thresholds": {"p99": 1000}}, "spec.thresholds.p99: must be a duration such as 90s, 20m or 1h30m, got 1000"),
     ({"thresholds": {"errorRate": 0.01}}, "spec.thresholds.errorRate: must be a percentage such as '1%' or '0.5%', got 0.01"),
-    ({"thresholds": {"errorRate": "150%"}}, "spec.thresholds.errorRate: must be at most 100%, got 150%"),
+    ({"thresholds": {"errorRate": "150%"}},
+     "spec.thresholds.errorRate: must be a percentage such as '1%' or '0.5%', got '150%'"),
     ({"warmup": {"injectors": 1}}, "spec.warmup.duration: is required"),
 ]
 
@@ -128,7 +129,7 @@ def test_document_level_errors():
         "apiVersion: must be loadstage.io/v1alpha1, got 'v1'",
         "kind: must be LoadExperiment, got 'Pod'",
         "spec: is required",
-        "metadata.name: must be a lowercase DNS label, got 'Bad_Name'",
+        "metadata.name: must be a lowercase DNS label starting with a letter, got 'Bad_Name'",
     ]
 
 

@@ -17,12 +17,16 @@ from typing import Any
 import yaml
 
 from . import report
-from .engine import StageEngine, new_status, now
-from .local_backend import Cancelled, LocalBackend, LocalRunError, Progress
+from .engine import Cancelled, ExperimentFailed, StageEngine, new_status, now
+from .local_backend import LocalBackend, Progress
+from .crd import render_crd
+from .manifests import Images
 from .model import API_GROUP, API_VERSION, KIND, Experiment, load_experiment_file
 from .schema import ValidationError, format_duration, parse_duration
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS = 0, 1, 2, 3
+DEFAULT_IMAGES = Images(runner="loadstage/runner-app:0.1.0", injector="loadstage/injector:0.1.0",
+                        redis="redis:7.2-alpine")
 
 
 def _duration_arg(text: str) -> float:
@@ -64,6 +68,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check an experiment file and show its plan")
     validate.add_argument("file")
+
+    sub.add_parser("crd", help="print the LoadExperiment CustomResourceDefinition")
+
+    op = sub.add_parser("operator", help="run the Kopf operator against the current cluster")
+    scope = op.add_mutually_exclusive_group(required=True)
+    scope.add_argument("-n", "--namespace", action="append", dest="namespaces", metavar="NAMESPACE",
+                       help="watch this namespace (repeatable)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
+    op.add_argument("--liveness-port", type=int, default=8080,
+                    help="serve the liveness probe on http://0.0.0.0:PORT/healthz (0: off)")
+    op.add_argument("--runner-image", default=os.environ.get("LOADSTAGE_RUNNER_IMAGE", DEFAULT_IMAGES.runner))
+    op.add_argument("--injector-image",
+                    default=os.environ.get("LOADSTAGE_INJECTOR_IMAGE", DEFAULT_IMAGES.injector))
+    op.add_argument("--redis-image", default=os.environ.get("LOADSTAGE_REDIS_IMAGE", DEFAULT_IMAGES.redis))
+    op.add_argument("--redis-sample-url", default=os.environ.get("LOADSTAGE_REDIS_SAMPLE_URL"),
+                    help="sample Redis connections at this URL instead of the experiment's Redis Service "
+                         "(for an operator outside the cluster, e.g. through kubectl port-forward)")
+    op.add_argument("-v", "--verbose", action="store_true")
     return parser
 
 
@@ -164,8 +186,8 @@ def cmd_run(args) -> int:
         status.update(phase="Failed", reason="Interrupted", finishedAt=now(),
                       message=f"interrupted by {name}; finished stages are kept")
         code = 128 + (received[0] if received else signal.SIGINT)
-    except LocalRunError as e:
-        status.update(phase="Failed", reason="ComponentFailed", message=str(e), finishedAt=now())
+    except ExperimentFailed as e:
+        status.update(phase="Failed", reason=e.reason, message=e.message, finishedAt=now())
         code = EXIT_FAILED
     finally:
         backend.close()
@@ -190,10 +212,34 @@ def cmd_run(args) -> int:
     return code
 
 
+def cmd_crd(_args) -> int:
+    sys.stdout.write(render_crd())
+    return EXIT_OK
+
+
+def cmd_operator(args) -> int:
+    import logging
+
+    import kopf
+
+    from . import handlers
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = handlers.OperatorConfig(
+        images=Images(runner=args.runner_image, injector=args.injector_image, redis=args.redis_image),
+        redis_sample_url=args.redis_sample_url)
+    kopf.run(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces or (),
+             liveness_endpoint=f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None,
+             memo=kopf.Memo(config=config))
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "validate": cmd_validate}[args.command](args)
+        return {"run": cmd_run, "validate": cmd_validate, "crd": cmd_crd,
+                "operator": cmd_operator}[args.command](args)
     except ValidationError as e:
         for path, message in e.problems:
             print(f"error: {path}: {message}", file=sys.stderr)

@@ -16,6 +16,19 @@ from .results import StageMeasurement, stage_result
 from .thresholds import capacity
 
 
+class Cancelled(Exception):
+    """The run was asked to stop (a signal, a deleted resource, an operator shutting down)."""
+
+
+class ExperimentFailed(Exception):
+    """The experiment cannot go on; `reason` is CamelCase, the message says what and why."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
 @dataclass(frozen=True)
 class Step:
     variant: Variant
@@ -73,25 +86,32 @@ class StageEngine:
             record = status["variants"][variant.index]
             if len(record["stages"]) >= len(spec.stages):
                 continue
-            self._set(status, phase="Deploying", currentVariant=variant.index + 1, currentStage=None,
+            progress = {"variant": f"{variant.index + 1}/{len(variants)}",
+                        "stage": f"{len(record['stages'])}/{len(spec.stages)}", "injectors": 0}
+            self._set(status, phase="Deploying", progress=progress,
                       message=f"deploying the target for variant {variant.index + 1}/{len(variants)}"
                               f" ({variant.label()})")
             self.backend.prepare_variant(variant)
             if spec.warmup is not None and not record.get("warmedUp"):
                 step = Step(variant, len(variants), spec.warmup, None, len(spec.stages))
-                self._set(status, phase="Running", message=f"running {step.label()}")
+                self._set(status, phase="Running", message=f"running {step.label()}",
+                          progress={**progress, "injectors": spec.warmup.injectors})
                 self.backend.run_stage(step)
                 record["warmedUp"] = True
+                self.on_update(status)
             for number in range(len(record["stages"]) + 1, len(spec.stages) + 1):
                 stage = spec.stages[number - 1]
                 step = Step(variant, len(variants), stage, number, len(spec.stages))
-                self._set(status, phase="Running", currentStage=number, message=f"running {step.label()}")
+                progress = {**progress, "stage": f"{number}/{len(spec.stages)}", "injectors": stage.injectors}
+                self._set(status, phase="Running", progress=progress, message=f"running {step.label()}")
                 measurement = self.backend.run_stage(step)
-                record["stages"].append(stage_result(self.experiment, number, stage, measurement))
+                result = stage_result(self.experiment, number, stage, measurement)
+                record["stages"].append(result)
                 if spec.thresholds is not None:
                     record["capacity"] = capacity(record["stages"])
+                status["latest"] = {"p99Ms": result["latencyMs"]["p99"],
+                                    "redisPeakConnections": result["redisPeakConnections"]}
                 self.on_update(status)
             self.backend.finish_variant(variant)
-        self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now(),
-                  currentVariant=None, currentStage=None)
+        self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now())
         return status

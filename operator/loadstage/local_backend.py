@@ -22,7 +22,7 @@ from typing import Any, Callable
 import redis
 
 from . import commands
-from .engine import Step, now
+from .engine import Cancelled, ExperimentFailed, Step, now
 from .model import Experiment, Variant
 from .process_sampler import ProcessTreeSampler
 from .processes import Child, Supervisor
@@ -35,12 +35,11 @@ STAGE_GRACE_SECONDS = commands.EXPECT_WORKERS_MAX_WAIT_SECONDS + 60
 LOOPBACK = "127.0.0.1"
 
 
-class LocalRunError(Exception):
+class LocalRunError(ExperimentFailed):
     """A component failed; the message says which and shows the end of its log."""
 
-
-class Cancelled(Exception):
-    pass
+    def __init__(self, message: str):
+        super().__init__("ComponentFailed", message)
 
 
 def project_root() -> Path:

@@ -21,7 +21,8 @@ WORKER_CLASSES = ("gthread", "sync", "gevent")
 DEFAULT_RUNNER_APP = "runner_app.app:app"
 PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
 MAX_VARIANTS = 100
-NAME_PATTERN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+CLEANUP_POLICIES = ("Delete", "Keep", "KeepOnFailure")
+NAME_PATTERN = r"[a-z]([-a-z0-9]*[a-z0-9])?"
 NAME_MAX = 40
 
 
@@ -39,6 +40,7 @@ class Target:
     pods: int
     gunicorn: Gunicorn
     env: dict[str, str]
+    ready_timeout: float
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ class Spec:
     stages: list[Stage]
     matrix: Matrix | None
     thresholds: Thresholds | None
+    cleanup: str
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,8 @@ TARGET = Obj(Target, "The system under test: a gunicorn-served WSGI app.", {
     "gunicorn": GUNICORN,
     "env": MapOf("Extra environment variables for the target.", Str("Value."),
                  key_pattern=r"[A-Za-z_][A-Za-z0-9_]*", key_hint="an environment variable name", default={}),
+    "readyTimeout": Duration("How long the target may take to become ready before the experiment fails.",
+                             minimum="1s", maximum="1h", default="5m"),
 }, default={})
 
 REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per variant, or external.", {
@@ -232,7 +237,7 @@ WAIT_TIME = Obj(WaitTime, "Wait between one user's tasks, drawn uniformly from [
     "min": Duration("Shortest wait.", maximum="1h", default="1s"),
     "max": Duration("Longest wait.", maximum="1h", default="2s"),
 }, rules=[Rule(lambda w: w.min <= w.max, "min must be <= max",
-               cel="duration(self.min) <= duration(self.max)")], default={})
+               cel="!has(self.min) || !has(self.max) || duration(self.min) <= duration(self.max)")], default={})
 
 LOCUSTFILE = Obj(Locustfile, "A locustfile of your own instead of the built-in scenario.", {
     "path": Str("Path of the locustfile (local engine; relative to the experiment file)."),
@@ -289,10 +294,15 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     "stages": ListOf("The ladder of stages, run in order.", STAGE, min_items=1, max_items=50),
     "matrix": MATRIX,
     "thresholds": THRESHOLDS,
-}, required=["stages"])
+    "cleanup": Str("What happens to the target and the injector Jobs when the experiment ends: Delete them, "
+                   "Keep them, or KeepOnFailure.", enum=CLEANUP_POLICIES, default="Delete"),
+}, required=["stages"], rules=[
+    Rule(None, "spec is immutable once created; delete the experiment and create it again",
+         cel="self == oldSelf"),
+])
 
 METADATA = Obj(Metadata, "", {
-    "name": Str("", pattern=NAME_PATTERN, pattern_hint="a lowercase DNS label", max_length=NAME_MAX),
+    "name": Str("", pattern=NAME_PATTERN, pattern_hint="a lowercase DNS label starting with a letter", max_length=NAME_MAX),
     "namespace": Str(""),
 }, required=["name"])
 

@@ -165,10 +165,17 @@ class Duration(Node):
         return seconds
 
     def openapi(self):
-        return self._with_meta({"type": "string", "pattern": f"^{DURATION_PATTERN}$"})
+        schema = {"type": "string", "pattern": f"^{DURATION_PATTERN}$", "maxLength": 20}
+        rules = ([{"rule": f"duration(self) >= duration('{self.minimum}')",
+                   "message": f"must be at least {self.minimum}"}] if self.minimum else []) + \
+                ([{"rule": f"duration(self) <= duration('{self.maximum}')",
+                   "message": f"must be at most {self.maximum}"}] if self.maximum else [])
+        if rules:
+            schema["x-kubernetes-validations"] = rules
+        return self._with_meta(schema)
 
 
-PERCENT_PATTERN = r"\d+(\.\d+)?%"
+PERCENT_PATTERN = r"(100(\.0+)?|\d{1,2}(\.\d+)?)%"
 
 
 class Percent(Node):
@@ -187,7 +194,7 @@ class Percent(Node):
         return fraction
 
     def openapi(self):
-        return self._with_meta({"type": "string", "pattern": f"^{PERCENT_PATTERN}$"})
+        return self._with_meta({"type": "string", "pattern": f"^{PERCENT_PATTERN}$", "maxLength": 10})
 
 
 class ListOf(Node):
@@ -249,8 +256,8 @@ class MapOf(Node):
 @dataclasses.dataclass(frozen=True)
 class Rule:
     """A rule across fields: `check` runs in Python, `cel` is the same rule for the API server.
-    `cel=None` marks a rule the CRD cannot express; the operator reports it in status."""
-    check: Callable[[Any], bool]
+    `check=None` is a transition rule (old versus new object) that only the API server can apply."""
+    check: Callable[[Any], bool] | None
     message: str
     cel: str | None = None
     field: str | None = None
@@ -289,7 +296,7 @@ class Obj(Node):
         obj = self.cls(**kwargs)
         if len(problems.items) == before:
             for rule in self.rules:
-                if not rule.check(obj):
+                if rule.check is not None and not rule.check(obj):
                     problems.add(_join(path, rule.field) if rule.field else path, rule.message)
         return obj
 

@@ -1,0 +1,110 @@
+"""Kopf handlers: the edge between Kopf and the stage engine.
+
+One daemon per unfinished LoadExperiment runs the StageEngine with the Kubernetes
+backend. The resource's status is the engine's memory, so when the operator restarts
+the daemon continues after the last finished stage. Kopf's keyword arguments stop here."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+import kubernetes
+
+from .crd import PLURAL
+from .engine import Cancelled, ExperimentFailed, StageEngine, new_status, now
+from .k8s_backend import KubernetesBackend
+from .k8s_status import StatusWriter
+from .manifests import Images
+from .model import API_GROUP, API_VERSION, parse_experiment
+from .schema import ValidationError
+
+FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    images: Images
+    redis_sample_url: str | None = None
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_):
+    settings.persistence.finalizer = f"{API_GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=API_GROUP, key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    # Each running experiment holds one thread for its daemon.
+    settings.execution.max_workers = 256
+    try:
+        kubernetes.config.load_incluster_config()
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()
+    memo.api = kubernetes.client.ApiClient()
+    memo.running = set()
+
+
+@kopf.on.probe(id="runningExperiments")
+def running_experiments(memo: kopf.Memo, **_) -> int:
+    return len(memo.running)
+
+
+def _unfinished(status, **_) -> bool:
+    return status.get("phase") not in FINISHED
+
+
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="experiment", when=_unfinished,
+             cancellation_backoff=15, cancellation_timeout=30, backoff=10)
+def run_experiment(body: kopf.Body, namespace: str, name: str, stopped: kopf.DaemonStopped,
+                   memo: kopf.Memo, logger: logging.Logger, **_):
+    document = copy.deepcopy(dict(body))
+    generation = body.metadata.get("generation", 1)
+    status = copy.deepcopy(dict(body.status))
+    key = (namespace, name)
+    memo.running.add(key)
+    try:
+        run(document, status, namespace, generation, stopped=stopped, memo=memo, logger=logger,
+            post_event=lambda kind, reason, message: kopf.event(body, type=kind, reason=reason,
+                                                                 message=message))
+    finally:
+        memo.running.discard(key)
+
+
+def run(document: dict[str, Any], status: dict[str, Any], namespace: str, generation: int, *,
+        stopped, memo: kopf.Memo, logger: logging.Logger, post_event) -> None:
+    config: OperatorConfig = memo.config
+    name = document["metadata"]["name"]
+    write = StatusWriter(memo.api, namespace, name, generation, status.get("conditions", []), post_event)
+    try:
+        experiment = parse_experiment(document)
+    except ValidationError as e:
+        write({**status, "phase": "Failed", "reason": "InvalidSpec", "finishedAt": now(),
+               "message": "; ".join(f"{p}: {m}" for p, m in e.problems)})
+        return
+    if not status.get("variants"):
+        status = {**status, **new_status(experiment)}
+    owner = {"apiVersion": document["apiVersion"], "kind": document["kind"], "metadata": document["metadata"]}
+    backend = KubernetesBackend(
+        experiment, namespace, api=memo.api, images=config.images, stopped=stopped,
+        adopt=lambda child: kopf.adopt(child, owner=owner),
+        on_event=lambda reason, message: post_event("Normal", reason, message),
+        redis_sample_url=config.redis_sample_url)
+    try:
+        StageEngine(experiment, backend, on_update=write).run(status)
+    except Cancelled:
+        logger.info("stopped: %s", getattr(stopped, "reason", None) or "stop requested")
+        return
+    except ExperimentFailed as e:
+        logger.warning("failed: %s: %s", e.reason, e.message)
+        write({**status, "phase": "Failed", "reason": e.reason, "message": e.message, "finishedAt": now()})
+        if experiment.spec.cleanup == "Delete":
+            backend.delete_children()
+        return
+    if experiment.spec.cleanup in ("Delete", "KeepOnFailure"):
+        backend.delete_children()

@@ -1,0 +1,330 @@
+"""The Kubernetes backend: the target as Deployments and Services, each stage as a Locust
+master Job (with its Service) and a worker Job whose parallelism is the injector count.
+
+Every call is idempotent: objects are created if missing and adopted if present, so a
+restarted operator picks a stage in flight up where it is. The stage result travels in
+the master container's termination message, which survives an operator restart."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import time
+from typing import Any, Callable
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from . import manifests
+from .engine import Cancelled, ExperimentFailed, Step, now
+from .manifests import Images
+from .model import Experiment, Variant
+from .redis_sampler import RedisSampler
+from .results import StageMeasurement
+
+POLL_SECONDS = 1.0
+METRICS_POLL_SECONDS = 5.0
+# Waiting reasons after which a pod will not start by itself.
+FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff",
+                         "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+
+
+class StopFlag:
+    """What the backend needs of kopf's DaemonStopped or a threading.Event."""
+
+    def __init__(self, flag: Any):
+        self._flag = flag
+
+    def is_set(self) -> bool:
+        return bool(self._flag.is_set() if hasattr(self._flag, "is_set") else self._flag)
+
+    def wait(self, seconds: float) -> None:
+        self._flag.wait(seconds)
+
+
+def _parse_quantity_cpu(text: str) -> float:
+    units = {"n": 1e-9, "u": 1e-6, "m": 1e-3}
+    return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+
+
+def _parse_quantity_bytes(text: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "K": 10**3, "M": 10**6, "G": 10**9}
+    for suffix, factor in units.items():
+        if text.endswith(suffix):
+            return int(float(text[:-len(suffix)]) * factor)
+    return int(text)
+
+
+class PodMetricsSampler:
+    """Peak CPU and memory of the target pods from metrics.k8s.io, where the cluster has it."""
+
+    def __init__(self, custom: client.CustomObjectsApi, namespace: str, selector: str):
+        self._custom, self._namespace, self._selector = custom, namespace, selector
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="pod-metrics", daemon=True)
+        self.available = True
+        self.peak_cpu: float | None = None
+        self.peak_memory: int | None = None
+
+    def _sample(self) -> None:
+        try:
+            items = self._custom.list_namespaced_custom_object(
+                "metrics.k8s.io", "v1beta1", self._namespace, "pods", label_selector=self._selector)["items"]
+        except ApiException as e:
+            if e.status in (404, 403, 503):
+                self.available = False
+            return
+        containers = [c for item in items for c in item.get("containers", [])]
+        if not containers:
+            return
+        cpu = sum(_parse_quantity_cpu(c["usage"]["cpu"]) for c in containers)
+        mem = sum(_parse_quantity_bytes(c["usage"]["memory"]) for c in containers)
+        self.peak_cpu = max(self.peak_cpu or 0.0, round(cpu, 3))
+        self.peak_memory = max(self.peak_memory or 0, mem)
+
+    def _loop(self) -> None:
+        while self.available and not self._stop.wait(METRICS_POLL_SECONDS):
+            self._sample()
+
+    def __enter__(self) -> "PodMetricsSampler":
+        self._sample()
+        if self.available:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+class KubernetesBackend:
+    def __init__(self, experiment: Experiment, namespace: str, *, api: client.ApiClient, images: Images,
+                 adopt: Callable[[dict], None], stopped: Any,
+                 on_event: Callable[[str, str], None] = lambda reason, message: None,
+                 redis_sample_url: str | None = None, poll: float = POLL_SECONDS):
+        self.experiment = experiment
+        self.namespace = namespace
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.batch = client.BatchV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.images = images
+        self.adopt = adopt
+        self.stopped = StopFlag(stopped)
+        self.on_event = on_event
+        self.redis_sample_url = redis_sample_url or self._in_cluster_redis_url()
+        self.poll = poll
+
+    def _in_cluster_redis_url(self) -> str:
+        if not self.experiment.spec.redis.deployed:
+            return self.experiment.spec.redis.url
+        return (f"redis://{manifests.redis_name(self.experiment)}.{self.namespace}.svc:"
+                f"{manifests.commands.REDIS_PORT}/0")
+
+    # -- objects ------------------------------------------------------------------
+
+    def _create(self, manifest: dict) -> bool:
+        """Creates the object unless it exists. True if it was created."""
+        self.adopt(manifest)
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        create = {"Deployment": self.apps.create_namespaced_deployment,
+                  "Service": self.core.create_namespaced_service,
+                  "Job": self.batch.create_namespaced_job}[kind]
+        try:
+            create(self.namespace, manifest)
+            return True
+        except ApiException as e:
+            if e.status == 409:
+                return False
+            raise ExperimentFailed("ApiError", f"cannot create {kind} {name}: {_api_reason(e)}") from None
+
+    def _apply_deployment(self, manifest: dict) -> None:
+        if not self._create(manifest):
+            self.apps.patch_namespaced_deployment(manifest["metadata"]["name"], self.namespace, manifest)
+
+    def _check_stopped(self) -> None:
+        if self.stopped.is_set():
+            raise Cancelled()
+
+    # -- target -------------------------------------------------------------------
+
+    def prepare_variant(self, variant: Variant) -> None:
+        exp = self.experiment
+        self._check_locustfile()
+        components = []
+        if exp.spec.redis.deployed:
+            self._apply_deployment(manifests.redis_deployment(exp, variant, self.images))
+            self._create(manifests.redis_service(exp))
+            components.append(manifests.redis_name(exp))
+        self._apply_deployment(manifests.runner_deployment(exp, variant, self.images))
+        self._create(manifests.runner_service(exp))
+        components.append(manifests.runner_name(exp))
+        self._wait_until_ready(components, variant)
+        self.on_event("TargetReady", f"variant {variant.index + 1}: {variant.label()}, "
+                                     f"{variant.pods} runner pod(s) ready")
+
+    def _check_locustfile(self) -> None:
+        lf = self.experiment.spec.injectors.locustfile
+        if lf is None:
+            return
+        if lf.config_map is None:
+            raise ExperimentFailed("InvalidSpec", "spec.injectors.locustfile.path works only with the local "
+                                                  "engine; in a cluster use locustfile.configMap")
+        try:
+            cm = self.core.read_namespaced_config_map(lf.config_map.name, self.namespace)
+        except ApiException as e:
+            if e.status == 404:
+                raise ExperimentFailed("LocustfileMissing", f"spec.injectors.locustfile.configMap: ConfigMap "
+                                                            f"{lf.config_map.name!r} not found") from None
+            raise
+        if lf.config_map.key not in (cm.data or {}):
+            raise ExperimentFailed("LocustfileMissing", f"spec.injectors.locustfile.configMap: ConfigMap "
+                                                        f"{lf.config_map.name!r} has no key {lf.config_map.key!r}")
+
+    def _wait_until_ready(self, names: list[str], variant: Variant) -> None:
+        timeout = self.experiment.spec.target.ready_timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_stopped()
+            waiting = [n for n in names if not self._deployment_ready(n)]
+            if not waiting:
+                return
+            for name in waiting:
+                self._raise_on_fatal_pod(name)
+            if time.monotonic() > deadline:
+                raise ExperimentFailed("TargetNotReady", f"Deployment {', '.join(waiting)} not ready after "
+                                                         f"{timeout:g}s ({self._readiness(waiting[0])})")
+            self.stopped.wait(self.poll)
+
+    def _deployment_ready(self, name: str) -> bool:
+        d = self.apps.read_namespaced_deployment_status(name, self.namespace)
+        s, want = d.status, d.spec.replicas
+        return ((s.observed_generation or 0) >= d.metadata.generation and (s.updated_replicas or 0) == want
+                and (s.ready_replicas or 0) == want and (s.replicas or 0) == want)
+
+    def _readiness(self, name: str) -> str:
+        s = self.apps.read_namespaced_deployment_status(name, self.namespace).status
+        return f"{s.ready_replicas or 0} ready, {s.updated_replicas or 0} updated of {s.replicas or 0}"
+
+    def _raise_on_fatal_pod(self, deployment: str) -> None:
+        component = deployment.rsplit("-", 1)[1]
+        selector = f"{manifests.LABEL_EXPERIMENT}={self.experiment.name},{manifests.LABEL_COMPONENT}={component}"
+        for pod in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items:
+            for cs in pod.status.container_statuses or []:
+                waiting = cs.state.waiting if cs.state else None
+                if waiting and waiting.reason in FATAL_WAITING_REASONS:
+                    raise ExperimentFailed("TargetNotReady", f"pod {pod.metadata.name} container {cs.name}: "
+                                                             f"{waiting.reason}: {waiting.message or ''}".strip())
+
+    def finish_variant(self, variant: Variant) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    # -- stages -------------------------------------------------------------------
+
+    def run_stage(self, step: Step) -> StageMeasurement:
+        exp = self.experiment
+        master = manifests.master_name(exp, step)
+        created = self._create(manifests.master_service(exp, step))
+        created = self._create(manifests.master_job(exp, step, self.images)) or created
+        created = self._create(manifests.workers_job(exp, step, self.images)) or created
+        self.on_event("StageStarted" if created else "StageResumed",
+                      f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
+        selector = f"{manifests.LABEL_EXPERIMENT}={exp.name},{manifests.LABEL_COMPONENT}=runner"
+        with RedisSampler(self.redis_sample_url) as redis_sampler, \
+                PodMetricsSampler(self.custom, self.namespace, selector) as pod_metrics:
+            terminated = self._wait_for_master(step)
+        summary = _parse_summary(terminated.message, master)
+        sample = redis_sampler.result
+        return StageMeasurement(
+            summary=summary,
+            started_at=_iso(terminated.started_at), finished_at=_iso(terminated.finished_at),
+            redis_peak_connections=sample.peak_connections if sample.samples else None,
+            redis_connections_received=sample.connections_received if sample.samples else None,
+            target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory)
+
+    def _wait_for_master(self, step: Step):
+        exp = self.experiment
+        master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
+        while True:
+            self._check_stopped()
+            for job_name in (master, workers):
+                failure = self._job_failure(job_name)
+                if failure:
+                    raise ExperimentFailed("StageFailed", f"{step.label()}: Job {job_name} failed: {failure}"
+                                           + self._master_output(master))
+            pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"job-name={master}").items
+            for pod in pods:
+                for cs in pod.status.container_statuses or []:
+                    terminated = cs.state.terminated if cs.state else None
+                    if terminated is None:
+                        continue
+                    if terminated.exit_code == 0:
+                        return terminated
+                    raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master exited with code "
+                                                          f"{terminated.exit_code}: {terminated.message or ''}")
+            self.stopped.wait(self.poll)
+
+    def _job_failure(self, name: str) -> str | None:
+        try:
+            job = self.batch.read_namespaced_job_status(name, self.namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return "the Job was deleted"
+            raise
+        for condition in job.status.conditions or []:
+            if condition.type == "Failed" and condition.status == "True":
+                return f"{condition.reason}: {condition.message}"
+        return None
+
+    def _master_output(self, master: str) -> str:
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"job-name={master}").items
+        for pod in pods:
+            for cs in pod.status.container_statuses or []:
+                if cs.state and cs.state.terminated and cs.state.terminated.message:
+                    return f"; master said: {cs.state.terminated.message[-500:]}"
+        return ""
+
+    # -- cleanup ------------------------------------------------------------------
+
+    def delete_children(self) -> None:
+        selector = f"{manifests.LABEL_EXPERIMENT}={self.experiment.name}"
+        background = client.V1DeleteOptions(propagation_policy="Background")
+        for lister, deleter in (
+                (self.batch.list_namespaced_job, self.batch.delete_namespaced_job),
+                (self.apps.list_namespaced_deployment, self.apps.delete_namespaced_deployment),
+                (self.core.list_namespaced_service, self.core.delete_namespaced_service)):
+            for item in lister(self.namespace, label_selector=selector).items:
+                try:
+                    deleter(item.metadata.name, self.namespace, body=background)
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
+
+
+def _parse_summary(message: str | None, master: str) -> dict[str, Any]:
+    try:
+        summary = json.loads(message or "")
+        if not isinstance(summary, dict) or "latencyMs" not in summary:
+            raise ValueError
+        return summary
+    except ValueError:
+        raise ExperimentFailed("StageFailed", f"the Locust master {master} ended without a stage summary in "
+                                              f"its termination message: {(message or '')[:300]!r}") from None
+
+
+def _iso(value) -> str:
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return value or now()
+
+
+def _api_reason(e: ApiException) -> str:
+    try:
+        return json.loads(e.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return f"{e.status} {e.reason}"

@@ -1,0 +1,204 @@
+"""Child objects of a LoadExperiment, as plain dicts built by pure functions.
+
+Container args come from loadstage.commands, the same functions the local engine uses.
+Every pod runs as non-root with no privilege escalation, no capabilities, the runtime's
+default seccomp profile and a read-only root filesystem (a scratch /tmp is mounted)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import commands
+from .engine import Step
+from .model import Experiment, Variant
+
+TERMINATION_LOG = "/dev/termination-log"
+LOCUSTFILE_DIR = "/etc/loadstage/locustfile"
+CUSTOM_LOCUSTFILE = f"{LOCUSTFILE_DIR}/locustfile.py"
+APP_UID = 10001
+REDIS_UID = 999
+STAGE_DEADLINE_GRACE_SECONDS = commands.EXPECT_WORKERS_MAX_WAIT_SECONDS + 300
+LABEL_EXPERIMENT = "loadstage.io/experiment"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_RUN = "loadstage.io/run"
+ANNOTATION_VARIANT = "loadstage.io/variant"
+
+
+@dataclass(frozen=True)
+class Images:
+    """Defaults from the operator's installation; an experiment's spec may override them."""
+    runner: str
+    injector: str
+    redis: str
+
+
+def runner_name(experiment: Experiment) -> str:
+    return f"{experiment.name}-runner"
+
+
+def redis_name(experiment: Experiment) -> str:
+    return f"{experiment.name}-redis"
+
+
+def run_id(step: Step) -> str:
+    return f"v{step.variant.index + 1}-" + ("warmup" if step.warmup else f"s{step.number}")
+
+
+def master_name(experiment: Experiment, step: Step) -> str:
+    return f"{experiment.name}-{run_id(step)}-master"
+
+
+def workers_name(experiment: Experiment, step: Step) -> str:
+    return f"{experiment.name}-{run_id(step)}-workers"
+
+
+def redis_url(experiment: Experiment) -> str:
+    spec = experiment.spec.redis
+    return f"redis://{redis_name(experiment)}:{commands.REDIS_PORT}/0" if spec.deployed else spec.url
+
+
+def labels(experiment: Experiment, component: str, **extra: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "loadstage", "app.kubernetes.io/instance": experiment.name,
+            "app.kubernetes.io/managed-by": "loadstage", LABEL_COMPONENT: component,
+            LABEL_EXPERIMENT: experiment.name, **extra}
+
+
+def _selector(experiment: Experiment, component: str, **extra: str) -> dict[str, str]:
+    return {LABEL_EXPERIMENT: experiment.name, LABEL_COMPONENT: component, **extra}
+
+
+def _meta(name: str, lbls: dict[str, str]) -> dict[str, Any]:
+    return {"name": name, "labels": lbls}
+
+
+def _pod_spec(containers: list[dict], uid: int, *, restart_policy: str | None = None,
+              volumes: list[dict] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": containers,
+        "volumes": [{"name": "tmp", "emptyDir": {}}, *(volumes or [])],
+    }
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    return spec
+
+
+def _container(name: str, image: str, args: list[str], *, env: dict[str, str] | None = None,
+               ports: list[dict] | None = None, mounts: list[dict] | None = None, **extra) -> dict[str, Any]:
+    container = {
+        "name": name, "image": image, "args": args,
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(mounts or [])],
+        **extra,
+    }
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    if ports:
+        container["ports"] = ports
+    return container
+
+
+def _service(name: str, lbls: dict[str, str], selector: dict[str, str], port: int, port_name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, lbls),
+            "spec": {"type": "ClusterIP", "selector": selector,
+                     "ports": [{"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}]}}
+
+
+def _deployment(name: str, lbls: dict[str, str], selector: dict[str, str], replicas: int,
+                pod_spec: dict, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, lbls),
+            "spec": {"replicas": replicas, "selector": {"matchLabels": selector},
+                     "template": {"metadata": {"labels": lbls, "annotations": annotations}, "spec": pod_spec}}}
+
+
+def redis_deployment(experiment: Experiment, variant: Variant, images: Images) -> dict[str, Any]:
+    image = experiment.spec.redis.image or images.redis
+    port = {"name": "redis", "containerPort": commands.REDIS_PORT, "protocol": "TCP"}
+    container = _container("redis", image, commands.redis_command(), ports=[port],
+                           mounts=[{"name": "data", "mountPath": "/data"}],
+                           readinessProbe={"tcpSocket": {"port": "redis"}, "periodSeconds": 2})
+    pod = _pod_spec([container], REDIS_UID, volumes=[{"name": "data", "emptyDir": {}}])
+    return _deployment(redis_name(experiment), labels(experiment, "redis"), _selector(experiment, "redis"), 1,
+                       pod, {ANNOTATION_VARIANT: str(variant.index + 1)})
+
+
+def redis_service(experiment: Experiment) -> dict[str, Any]:
+    return _service(redis_name(experiment), labels(experiment, "redis"), _selector(experiment, "redis"),
+                    commands.REDIS_PORT, "redis")
+
+
+def runner_deployment(experiment: Experiment, variant: Variant, images: Images) -> dict[str, Any]:
+    env = commands.runner_env(experiment, variant, binds=[f"0.0.0.0:{commands.RUNNER_PORT}"],
+                              redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
+    container = _container(
+        "runner", experiment.spec.target.image or images.runner, commands.runner_command(experiment), env=env,
+        ports=[{"name": "http", "containerPort": commands.RUNNER_PORT, "protocol": "TCP"}],
+        readinessProbe={"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2},
+        livenessProbe={"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10})
+    return _deployment(runner_name(experiment), labels(experiment, "runner"), _selector(experiment, "runner"),
+                       variant.pods, _pod_spec([container], APP_UID),
+                       {ANNOTATION_VARIANT: str(variant.index + 1)})
+
+
+def runner_service(experiment: Experiment) -> dict[str, Any]:
+    return _service(runner_name(experiment), labels(experiment, "runner"), _selector(experiment, "runner"),
+                    commands.RUNNER_PORT, "http")
+
+
+def _locustfile_volume(experiment: Experiment) -> tuple[list[dict], list[dict], str | None]:
+    lf = experiment.spec.injectors.locustfile
+    if lf is None or lf.config_map is None:
+        return [], [], None
+    volume = {"name": "locustfile", "configMap": {
+        "name": lf.config_map.name, "items": [{"key": lf.config_map.key, "path": "locustfile.py"}]}}
+    return [volume], [{"name": "locustfile", "mountPath": LOCUSTFILE_DIR, "readOnly": True}], CUSTOM_LOCUSTFILE
+
+
+def _job(name: str, lbls: dict[str, str], pod: dict, *, count: int, deadline: int) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(name, lbls),
+            "spec": {"parallelism": count, "completions": count, "backoffLimit": 0,
+                     "activeDeadlineSeconds": deadline,
+                     "template": {"metadata": {"labels": lbls}, "spec": pod}}}
+
+
+def _stage_deadline(step: Step) -> int:
+    return int(step.stage.duration) + STAGE_DEADLINE_GRACE_SECONDS
+
+
+def master_job(experiment: Experiment, step: Step, images: Images) -> dict[str, Any]:
+    volumes, mounts, custom = _locustfile_volume(experiment)
+    args = commands.locust_master_command(
+        experiment, step.stage, host=f"http://{runner_name(experiment)}:{commands.RUNNER_PORT}",
+        summary_file=TERMINATION_LOG, custom_locustfile=custom)
+    container = _container(
+        "locust-master", experiment.spec.injectors.image or images.injector, args, mounts=mounts,
+        ports=[{"name": "master", "containerPort": commands.LOCUST_MASTER_PORT, "protocol": "TCP"}],
+        terminationMessagePath=TERMINATION_LOG, terminationMessagePolicy="FallbackToLogsOnError")
+    lbls = labels(experiment, "locust-master", **{LABEL_RUN: run_id(step)})
+    return _job(master_name(experiment, step), lbls,
+                _pod_spec([container], APP_UID, restart_policy="Never", volumes=volumes),
+                count=1, deadline=_stage_deadline(step))
+
+
+def master_service(experiment: Experiment, step: Step) -> dict[str, Any]:
+    lbls = labels(experiment, "locust-master", **{LABEL_RUN: run_id(step)})
+    return _service(master_name(experiment, step), lbls,
+                    _selector(experiment, "locust-master", **{LABEL_RUN: run_id(step)}),
+                    commands.LOCUST_MASTER_PORT, "master")
+
+
+def workers_job(experiment: Experiment, step: Step, images: Images) -> dict[str, Any]:
+    volumes, mounts, custom = _locustfile_volume(experiment)
+    args = commands.locust_worker_command(experiment, master_host=master_name(experiment, step),
+                                          custom_locustfile=custom)
+    container = _container("locust-worker", experiment.spec.injectors.image or images.injector, args,
+                           mounts=mounts)
+    lbls = labels(experiment, "locust-worker", **{LABEL_RUN: run_id(step)})
+    return _job(workers_name(experiment, step), lbls,
+                _pod_spec([container], APP_UID, restart_policy="Never", volumes=volumes),
+                count=step.stage.injectors, deadline=_stage_deadline(step))

@@ -1,0 +1,114 @@
+"""Helpers for tests against the kwok-based control plane: the cluster, an operator
+process per test, and playing the kubelet for Locust master pods."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from kubernetes import client, config
+
+from conftest import ROOT, wait_for
+
+GROUP, VERSION, PLURAL = "loadstage.io", "v1alpha1", "loadexperiments"
+
+
+class Cluster:
+    def __init__(self, name: str):
+        self.name = name
+        started = time.monotonic()
+        out = subprocess.run([ROOT / "scripts" / "cluster", "up", name], check=True, capture_output=True,
+                             text=True)
+        self.up_seconds = time.monotonic() - started
+        self.kubeconfig = out.stdout.strip().splitlines()[-1]
+        self.api = config.new_client_from_config(config_file=self.kubeconfig)
+        self.core = client.CoreV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    def down(self):
+        subprocess.run([ROOT / "scripts" / "cluster", "down", self.name], check=False)
+
+    def kubectl(self, *args, input=None, check=False):
+        return subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, *args], input=input,
+                              capture_output=True, text=True, check=check)
+
+    def lx(self, namespace, name):
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+    def status(self, namespace, name):
+        return self.lx(namespace, name).get("status") or {}
+
+
+class OperatorProcess:
+    def __init__(self, cluster: Cluster, namespace: str, redis_sample_url: str, log_path: Path, port: int):
+        self.log_path = log_path
+        self.port = port
+        env = {**os.environ, "KUBECONFIG": cluster.kubeconfig}
+        self.log = open(log_path, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "loadstage.cli", "operator", "-n", namespace, "--liveness-port", str(port),
+             "--redis-sample-url", redis_sample_url, "--runner-image", "loadstage/runner-app:test",
+             "--injector-image", "loadstage/injector:test"],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        wait_for(self.healthy, timeout=30)
+
+    def healthy(self):
+        assert self.process.poll() is None, self.output()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.log.close()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def pods(cluster, namespace, selector):
+    return cluster.core.list_namespaced_pod(namespace, label_selector=selector).items
+
+
+def finish_job_pods(cluster, namespace, job_name, message=""):
+    """What a kubelet writes when a Job's containers exit 0: the master's termination message."""
+    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    found = pods(cluster, namespace, f"job-name={job_name}")
+    for pod in found:
+        cs = pod.status.container_statuses[0]
+        cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
+            "phase": "Succeeded",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
+            "containerStatuses": [{
+                "name": cs.name, "image": cs.image, "imageID": "", "ready": False, "restartCount": 0,
+                "started": False, "state": {"terminated": {
+                    "exitCode": 0, "reason": "Completed", "message": message,
+                    "startedAt": now, "finishedAt": now}}}]}})
+    return len(found)
+
+
+def finish_stage(cluster, namespace, master, workers, summary: dict):
+    assert finish_job_pods(cluster, namespace, master, json.dumps(summary)) == 1
+    finish_job_pods(cluster, namespace, workers)
+
+
+def running_pods_of_job(cluster, namespace, job_name, count=1):
+    return wait_for(lambda: len([p for p in pods(cluster, namespace, f"job-name={job_name}")
+                                 if p.status.phase == "Running"]) >= count, timeout=30)

@@ -1,0 +1,312 @@
+"""The operator against a real control plane (kube-apiserver, etcd, controller-manager,
+scheduler; kwok plays the nodes). The test plays the kubelet for Locust pods: it writes
+the termination message a real local Locust master produced."""
+
+import copy
+import signal
+import time
+
+import pytest
+import redis
+import yaml
+
+from conftest import ROOT, wait_for
+from kube import finish_stage, pods, running_pods_of_job
+
+pytestmark = pytest.mark.cluster
+
+
+def example(name):
+    return yaml.safe_load((ROOT / "examples" / f"{name}.yaml").read_text())
+
+
+def apply(cluster, namespace, doc):
+    return cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+
+
+def stages_done(cluster, namespace, name, variant=0):
+    variants = cluster.status(namespace, name).get("variants") or []
+    return len(variants[variant]["stages"]) if len(variants) > variant else 0
+
+
+def wait_phase(cluster, namespace, name, phase, timeout=60):
+    return wait_for(lambda: cluster.status(namespace, name).get("phase") == phase, timeout=timeout)
+
+
+def play_stage(cluster, namespace, name, run, injectors, summary, hold_connections=0, sampler_port=None):
+    """Waits for a stage's Jobs and pods, then finishes them as a kubelet would."""
+    master, workers = f"{name}-{run}-master", f"{name}-{run}-workers"
+    running_pods_of_job(cluster, namespace, master)
+    running_pods_of_job(cluster, namespace, workers, injectors)
+    held = [redis.Redis(port=sampler_port) for _ in range(hold_connections)]
+    for r in held:
+        r.ping()
+    time.sleep(1.0 if held else 0)
+    finish_stage(cluster, namespace, master, workers, summary)
+    return held
+
+
+def children(cluster, namespace, name):
+    selector = f"loadstage.io/experiment={name}"
+    return (cluster.apps.list_namespaced_deployment(namespace, label_selector=selector).items
+            + cluster.core.list_namespaced_service(namespace, label_selector=selector).items
+            + cluster.batch.list_namespaced_job(namespace, label_selector=selector).items
+            + pods(cluster, namespace, selector))
+
+
+def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namespace, operator, sampler_redis,
+                                                                  real_stage_summary):
+    operator()
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    uid = cluster.lx(namespace, "cluster-ladder")["metadata"]["uid"]
+
+    runner = wait_for(lambda: cluster.apps.list_namespaced_deployment(
+        namespace, label_selector="app.kubernetes.io/component=runner").items)[0]
+    assert runner.metadata.name == "cluster-ladder-runner" and runner.spec.replicas == 4
+    (owner,) = runner.metadata.owner_references
+    assert (owner.uid, owner.kind, owner.controller) == (uid, "LoadExperiment", True)
+    container = runner.spec.template.spec.containers[0]
+    assert container.image == "loadstage/runner-app:test"
+    assert container.args == ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "runner_app.app:app"]
+    env = {e.name: e.value for e in container.env}
+    assert env["GUNICORN_CMD_ARGS"] == "--bind 0.0.0.0:8000 --workers 4 --threads 2 --worker-class gthread"
+    assert env["REDIS_URL"] == "redis://cluster-ladder-redis:6379/0"
+    assert [(p.name, p.container_port) for p in container.ports] == [("http", 8000)]
+    assert container.security_context.allow_privilege_escalation is False
+    assert container.security_context.capabilities.drop == ["ALL"]
+    assert runner.spec.template.spec.security_context.run_as_non_root is True
+    assert runner.spec.template.spec.automount_service_account_token is False
+    redis_deploy = cluster.apps.read_namespaced_deployment("cluster-ladder-redis", namespace)
+    assert redis_deploy.spec.template.spec.containers[0].args[:3] == ["redis-server", "--port", "6379"]
+    services = {s.metadata.name: s for s in cluster.core.list_namespaced_service(namespace).items}
+    assert services["cluster-ladder-runner"].spec.ports[0].port == 8000
+    assert services["cluster-ladder-runner"].spec.selector.items() <= runner.spec.template.metadata.labels.items()
+    assert services["cluster-ladder-redis"].spec.ports[0].port == 6379
+
+    for number, injectors in enumerate([2, 4, 6], 1):
+        run = f"v1-s{number}"
+        master = wait_for(lambda: cluster.batch.list_namespaced_job(
+            namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-master").items)[0]
+        workers = cluster.batch.read_namespaced_job(f"cluster-ladder-{run}-workers", namespace)
+        assert workers.spec.parallelism == workers.spec.completions == injectors
+        assert workers.metadata.owner_references[0].uid == uid
+        args = master.spec.template.spec.containers[0].args
+        opts = dict(zip(args, args[1:]))
+        assert (opts["--expect-workers"], opts["--users"]) == (str(injectors), str(100 * injectors))
+        assert opts["--host"] == "http://cluster-ladder-runner:8000"
+        assert opts["--summary-file"] == "/dev/termination-log"
+        worker_args = workers.spec.template.spec.containers[0].args
+        assert worker_args[worker_args.index("--master-host") + 1] == f"cluster-ladder-{run}-master"
+        assert services_port(cluster, namespace, f"cluster-ladder-{run}-master") == 5557
+        table = cluster.kubectl("get", "lx", "-n", namespace).stdout
+        assert "Running" in table and f"{number - 1}/3" in table or f"{number}/3" in table
+        held = play_stage(cluster, namespace, "cluster-ladder", run, injectors, real_stage_summary,
+                          hold_connections=3 * number, sampler_port=sampler_redis)
+        wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == number)
+        for r in held:
+            r.close()
+
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    waited = cluster.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/cluster-ladder",
+                             "--timeout=30s")
+    assert waited.returncode == 0, waited.stderr
+    status = cluster.status(namespace, "cluster-ladder")
+    stages = status["variants"][0]["stages"]
+    assert [s["injectors"] for s in stages] == [2, 4, 6]
+    for number, stage in enumerate(stages, 1):
+        assert stage["latencyMs"] == real_stage_summary["latencyMs"]
+        assert stage["requests"] == real_stage_summary["requests"]
+        assert stage["byMethod"]["POST"] == real_stage_summary["byMethod"]["POST"]
+        assert stage["redisPeakConnections"] == 3 * number
+        assert stage["verdict"]["passed"] is True
+    assert status["variants"][0]["capacity"]["injectors"] == 6
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Succeeded"]["status"] == "True" and conditions["Failed"]["status"] == "False"
+    assert conditions["TargetReady"]["status"] == "True" and conditions["Running"]["status"] == "False"
+    assert status["observedGeneration"] == 1
+    assert status["progress"] == {"variant": "1/1", "stage": "3/3", "injectors": 6}
+    assert status["latest"]["redisPeakConnections"] == 9
+    table = cluster.kubectl("get", "lx", "-n", namespace).stdout.splitlines()
+    assert table[0].split()[:8] == ["NAME", "PHASE", "VARIANT", "STAGE", "INJECTORS", "P99", "(MS)", "REDIS"]
+    assert table[1].split()[:5] == ["cluster-ladder", "Succeeded", "1/1", "3/3", "6"]
+    events = event_reasons(cluster, namespace, "cluster-ladder")
+    for reason in ("Deploying", "TargetReady", "StageStarted", "StageFinished", "Succeeded"):
+        assert reason in events
+    # cleanup: Delete (the default) removes every child once the experiment has ended
+    wait_for(lambda: not [c for c in children(cluster, namespace, "cluster-ladder")
+                          if c.metadata.deletion_timestamp is None], timeout=30)
+
+
+def event_reasons(cluster, namespace, name):
+    return [e.reason for e in cluster.core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}").items]
+
+
+def services_port(cluster, namespace, name):
+    return cluster.core.read_namespaced_service(name, namespace).spec.ports[0].port
+
+
+def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, namespace, operator,
+                                                                     real_stage_summary):
+    operator()
+    doc = example("threads-at-scale")
+    doc["spec"]["target"]["pods"] = 5
+    doc["spec"]["matrix"] = {"threads": [2, 7]}
+    doc["spec"]["stages"] = doc["spec"]["stages"][:2]
+    assert apply(cluster, namespace, doc).returncode == 0
+    seen_threads = []
+    for variant, threads in enumerate([2, 7], 1):
+        for number, injectors in enumerate([10, 15], 1):
+            run = f"v{variant}-s{number}"
+            running_pods_of_job(cluster, namespace, f"threads-at-scale-{run}-master")
+            env = {e.name: e.value for e in cluster.apps.read_namespaced_deployment(
+                "threads-at-scale-runner", namespace).spec.template.spec.containers[0].env}
+            seen_threads.append(env["GUNICORN_CMD_ARGS"].split("--threads ")[1].split()[0])
+            play_stage(cluster, namespace, "threads-at-scale", run, injectors, real_stage_summary)
+            wait_for(lambda: stages_done(cluster, namespace, "threads-at-scale", variant - 1) == number)
+    wait_phase(cluster, namespace, "threads-at-scale", "Succeeded")
+    assert seen_threads == ["2", "2", "7", "7"]
+    variants = cluster.status(namespace, "threads-at-scale")["variants"]
+    assert [v["settings"]["threads"] for v in variants] == [2, 7]
+    assert variants[0]["stages"][-1]["finishedAt"] <= variants[1]["stages"][0]["startedAt"]
+
+
+def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(cluster, namespace, operator,
+                                                                               real_stage_summary):
+    first = operator()
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:2]
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+    wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == 1)
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-master")
+    jobs_before = {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items}
+    first.kill(signal.SIGKILL)
+    operator()
+    wait_for(lambda: "StageResumed" in event_reasons(cluster, namespace, "cluster-ladder"))
+    jobs_after = {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items}
+    assert jobs_after == jobs_before
+    assert jobs_before.keys() == {"cluster-ladder-v1-s1-master", "cluster-ladder-v1-s1-workers",
+                                  "cluster-ladder-v1-s2-master", "cluster-ladder-v1-s2-workers"}
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s2", 4, real_stage_summary)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    stages = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert [s["stage"] for s in stages] == [1, 2]
+    assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 2
+
+
+def test_deleting_mid_stage_stops_the_load_and_removes_every_child(cluster, namespace, operator):
+    op = operator()
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
+    assert len(children(cluster, namespace, "cluster-ladder")) >= 10
+    deleted = cluster.kubectl("delete", "-n", namespace, "lx/cluster-ladder", "--timeout=60s")
+    assert deleted.returncode == 0, deleted.stderr
+    wait_for(lambda: not children(cluster, namespace, "cluster-ladder"), timeout=60)
+    time.sleep(1)
+    log = op.output()
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+
+
+def test_target_that_cannot_pull_its_image_fails_with_the_reason(cluster, namespace, operator):
+    operator()
+    doc = example("cluster-ladder")
+    doc["spec"]["target"]["image"] = "loadstage-test/unpullable:1"
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_phase(cluster, namespace, "cluster-ladder", "Failed")
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "TargetNotReady"
+    assert "ImagePullBackOff" in status["message"] and "loadstage-test/unpullable:1" in status["message"]
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Failed"] == "True"
+    waited = cluster.kubectl("wait", "-n", namespace, "--for=condition=Failed", "lx/cluster-ladder",
+                             "--timeout=10s")
+    assert waited.returncode == 0
+    wait_for(lambda: not children(cluster, namespace, "cluster-ladder"), timeout=30)
+
+
+def test_target_that_is_never_ready_times_out(cluster, namespace, operator):
+    operator()
+    cluster.core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "no-pods"},
+                                                              "spec": {"hard": {"pods": "1"}}})
+    doc = example("cluster-ladder")
+    doc["spec"]["target"]["readyTimeout"] = "5s"
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_phase(cluster, namespace, "cluster-ladder", "Failed", timeout=60)
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "TargetNotReady"
+    assert "not ready after 5s" in status["message"]
+
+
+def test_problems_the_schema_cannot_see_end_failed_with_a_message(cluster, namespace, operator):
+    operator()
+    missing = copy.deepcopy(example("cluster-ladder"))
+    missing["metadata"]["name"] = "missing-locustfile"
+    missing["spec"]["injectors"]["locustfile"] = {"configMap": {"name": "my-locustfile"}}
+    local_path = copy.deepcopy(example("cluster-ladder"))
+    local_path["metadata"]["name"] = "local-path"
+    local_path["spec"]["injectors"]["locustfile"] = {"path": "mine.py"}
+    for doc in (missing, local_path):
+        assert apply(cluster, namespace, doc).returncode == 0
+    wait_phase(cluster, namespace, "missing-locustfile", "Failed")
+    wait_phase(cluster, namespace, "local-path", "Failed")
+    assert cluster.status(namespace, "missing-locustfile")["message"] == \
+        "spec.injectors.locustfile.configMap: ConfigMap 'my-locustfile' not found"
+    assert cluster.status(namespace, "local-path")["message"].startswith(
+        "spec.injectors.locustfile.path works only with the local engine")
+
+
+def _variant(**spec_changes):
+    doc = example("cluster-ladder")
+    for path, value in spec_changes.items():
+        node = doc["spec"]
+        keys = path.split("__")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {}) if not key.isdigit() else node[int(key)]
+        node[keys[-1] if not keys[-1].isdigit() else int(keys[-1])] = value
+    return doc
+
+
+INVALID = [
+    (_variant(stages=[]), "spec.stages: Invalid value: 0: spec.stages in body should have at least 1 items"),
+    (_variant(stages__0__injectors=0), "spec.stages[0].injectors: Invalid value: 0"),
+    (_variant(stages__1__duration="20 minutes"), "spec.stages[1].duration: Invalid value: \"20 minutes\""),
+    (_variant(stages__1__duration=600), "spec.stages[1].duration: Invalid value: \"integer\""),
+    (_variant(target__pods=0), "spec.target.pods: Invalid value: 0"),
+    (_variant(target__gunicorn__threads=100), "spec.target.gunicorn.threads: Invalid value: 100"),
+    (_variant(target__gunicorn__workerClass="eventlet"), "spec.target.gunicorn.workerClass: Unsupported value"),
+    (_variant(injectors__waitTime={"min": "3s", "max": "1s"}), "spec.injectors.waitTime: Invalid value: \"object\": min must be <= max"),
+    (_variant(injectors__usersPerInjector=-1), "spec.injectors.usersPerInjector: Invalid value: -1"),
+    (_variant(redis={"deploy": True, "url": "redis://x:6379"}), "spec.redis: Invalid value: \"object\": set either deploy: true or url, not both"),
+    (_variant(redis={"deploy": False}), "spec.redis: Invalid value: \"object\": deploy: false needs a url"),
+    (_variant(redis={"url": "http://x"}), "spec.redis.url: Invalid value: \"http://x\""),
+    (_variant(matrix={"threads": [2, 2]}), "spec.matrix.threads[1]: Duplicate value: 2"),
+    (_variant(matrix={"threads": []}), "spec.matrix.threads: Invalid value: 0"),
+    (_variant(matrix={"workers": list(range(1, 12)), "threads": list(range(1, 11))}),
+     "spec.matrix: Invalid value: \"object\": at most 100 variants"),
+    (_variant(thresholds={"errorRate": "150"}), "spec.thresholds.errorRate: Invalid value: \"150\""),
+    (_variant(thresholds={"p99": "fast"}), "spec.thresholds.p99: Invalid value: \"fast\""),
+    (_variant(injectors__scenario="respondent", injectors__locustfile={"configMap": {"name": "x"}}),
+     "spec.injectors: Invalid value: \"object\": set either scenario or locustfile, not both"),
+    (_variant(cleanup="Sometimes"), "spec.cleanup: Unsupported value: \"Sometimes\""),
+    (_variant(target__readyTimeout="2h"), "spec.target.readyTimeout: Invalid value: \"string\": must be at most 1h"),
+]
+
+
+def test_invalid_resources_are_refused_by_the_api_server_naming_the_field(cluster, namespace):
+    long_name = example("cluster-ladder")
+    long_name["metadata"]["name"] = "a" * 41
+    cases = INVALID + [(long_name, "metadata.name must be at most 40 characters")]
+    assert len(cases) >= 15
+    for doc, expected in cases:
+        result = apply(cluster, namespace, doc)
+        assert result.returncode != 0, f"accepted: {doc['spec']}"
+        assert expected in result.stderr, result.stderr
+
+
+def test_spec_is_immutable_once_created(cluster, namespace):
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    changed = example("cluster-ladder")
+    changed["spec"]["stages"][0]["injectors"] = 3
+    result = apply(cluster, namespace, changed)
+    assert result.returncode != 0
+    assert "spec is immutable once created; delete the experiment and create it again" in result.stderr
