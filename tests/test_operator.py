@@ -41,9 +41,10 @@ def play_stage(cluster, namespace, name, run, injectors, summary, hold_connectio
     held = [redis.Redis(port=sampler_port) for _ in range(hold_connections)]
     for r in held:
         r.ping()
-    time.sleep(1.0 if held else 0)
+    time.sleep(1.0 if held else 0)  # the sampler polls 4 times a second
     finish_stage(cluster, namespace, master, workers, summary)
-    return held
+    for r in held:
+        r.close()
 
 
 def children(cluster, namespace, name):
@@ -87,7 +88,8 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
         run = f"v1-s{number}"
         master = wait_for(lambda: cluster.batch.list_namespaced_job(
             namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-master").items)[0]
-        workers = cluster.batch.read_namespaced_job(f"cluster-ladder-{run}-workers", namespace)
+        workers = wait_for(lambda: cluster.batch.list_namespaced_job(
+            namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-worker").items)[0]
         assert workers.spec.parallelism == workers.spec.completions == injectors
         assert workers.metadata.owner_references[0].uid == uid
         args = master.spec.template.spec.containers[0].args
@@ -98,13 +100,11 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
         worker_args = workers.spec.template.spec.containers[0].args
         assert worker_args[worker_args.index("--master-host") + 1] == f"cluster-ladder-{run}-master"
         assert services_port(cluster, namespace, f"cluster-ladder-{run}-master") == 5557
-        table = cluster.kubectl("get", "lx", "-n", namespace).stdout
-        assert "Running" in table and f"{number - 1}/3" in table or f"{number}/3" in table
-        held = play_stage(cluster, namespace, "cluster-ladder", run, injectors, real_stage_summary,
-                          hold_connections=3 * number, sampler_port=sampler_redis)
+        row = cluster.kubectl("get", "lx", "-n", namespace, "--no-headers").stdout.split()
+        assert row[1:4] in (["Running", "1/1", f"{number}/3"], ["Deploying", "1/1", "0/3"]), row
+        play_stage(cluster, namespace, "cluster-ladder", run, injectors, real_stage_summary,
+                   hold_connections=3 * number, sampler_port=sampler_redis)
         wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == number)
-        for r in held:
-            r.close()
 
     wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
     waited = cluster.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/cluster-ladder",
@@ -180,6 +180,7 @@ def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(c
     play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage_summary)
     wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == 1)
     running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-master")
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-workers", 4)
     jobs_before = {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items}
     first.kill(signal.SIGKILL)
     operator()
