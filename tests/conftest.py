@@ -1,3 +1,6 @@
+# Locust patches the standard library with gevent on import; it must come before ssl is imported.
+import locust  # noqa: F401  isort: skip
+
 import copy
 import os
 import signal

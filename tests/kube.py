@@ -23,6 +23,8 @@ GROUP, VERSION, PLURAL = "loadstage.io", "v1alpha1", "loadexperiments"
 class Cluster:
     def __init__(self, name: str):
         self.name = name
+        self.bin = Path(subprocess.run(["bash", ROOT / "tools" / "cluster" / "build.sh"], check=True,
+                                       capture_output=True, text=True).stdout.strip().splitlines()[-1])
         started = time.monotonic()
         out = subprocess.run([ROOT / "scripts" / "cluster", "up", name], check=True, capture_output=True,
                              text=True)
@@ -38,7 +40,7 @@ class Cluster:
         subprocess.run([ROOT / "scripts" / "cluster", "down", self.name], check=False)
 
     def kubectl(self, *args, input=None, check=False):
-        return subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, *args], input=input,
+        return subprocess.run([self.bin / "kubectl", "--kubeconfig", self.kubeconfig, *args], input=input,
                               capture_output=True, text=True, check=check)
 
     def lx(self, namespace, name):

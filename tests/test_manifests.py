@@ -137,3 +137,10 @@ def test_conditions_follow_the_phase_and_keep_transition_times():
     assert by_type["Failed"] == {"type": "Failed", "status": "True", "reason": "TargetNotReady", "message": "no",
                                  "lastTransitionTime": "t3", "observedGeneration": 1}
     assert by_type["TargetReady"]["status"] == "True" and by_type["Running"]["status"] == "False"
+
+
+def test_metrics_server_quantities():
+    from loadstage.k8s_backend import _parse_quantity_bytes, _parse_quantity_cpu
+    assert _parse_quantity_cpu("250m") == 0.25 and _parse_quantity_cpu("1500000n") == 0.0015
+    assert _parse_quantity_cpu("2") == 2.0
+    assert _parse_quantity_bytes("128Mi") == 128 * 2**20 and _parse_quantity_bytes("1000") == 1000

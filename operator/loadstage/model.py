@@ -4,7 +4,6 @@ shared by the local engine, the operator and the CRD generator."""
 from __future__ import annotations
 
 import itertools
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import yaml
 
 from .schema import (Bool, Duration, Int, ListOf, MapOf, Obj, Percent, Problems, Rule, Str,
-                     ValidationError, format_duration)
+                     ValidationError)
 
 API_GROUP = "loadstage.io"
 API_VERSION = "v1alpha1"
@@ -360,11 +359,3 @@ def load_experiment_file(path: str | Path) -> Experiment:
         experiment = replace(experiment, spec=replace(experiment.spec, injectors=replace(
             experiment.spec.injectors, locustfile=replace(lf, path=str(resolved)))))
     return experiment
-
-
-def describe_stage(stage: Stage) -> str:
-    return f"{stage.injectors} injector(s) for {format_duration(stage.duration)}"
-
-
-def is_valid_name(name: str) -> bool:
-    return bool(re.fullmatch(NAME_PATTERN, name)) and len(name) <= NAME_MAX

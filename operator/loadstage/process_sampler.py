@@ -28,6 +28,7 @@ class ProcessTreeSampler:
         self.result: ResourceSample | None = None
 
     def _processes(self) -> list[psutil.Process]:
+        """Every process of the trees; known ones are reused, as cpu_percent measures since the last call."""
         found = []
         for pid in self._roots:
             try:
@@ -35,11 +36,7 @@ class ProcessTreeSampler:
                 found += [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 continue
-        procs = []
-        for p in found:
-            known = self._known.setdefault(p.pid, p)
-            procs.append(known)
-        return procs
+        return [self._known.setdefault(p.pid, p) for p in found]
 
     def _sample(self, record: bool) -> None:
         cpu, mem = 0.0, 0
