@@ -118,7 +118,8 @@ def real_stage_summary(tmp_path_factory):
 @pytest.fixture
 def namespace(cluster, request):
     import re
-    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-") + "-" + str(os.getpid() % 1000)
+    import uuid
+    name = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower())[:36].strip("-") + "-" + uuid.uuid4().hex[:6]
     cluster.core.create_namespace({"metadata": {"name": name}})
     yield name
     cluster.core.delete_namespace(name)
@@ -139,9 +140,9 @@ def operator(cluster, namespace, sampler_redis, tmp_path):
     from loadstage.local_backend import free_port
     started = []
 
-    def start():
-        op = OperatorProcess(cluster, namespace, f"redis://127.0.0.1:{sampler_redis}/0",
-                             tmp_path / "operator.log", free_port())
+    def start(kubeconfig=None, scope=None):
+        op = OperatorProcess(kubeconfig or cluster.kubeconfig, scope or ["-n", namespace],
+                             f"redis://127.0.0.1:{sampler_redis}/0", tmp_path / "operator.log", free_port())
         started.append(op)
         return op
     start.started = started

@@ -13,6 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import yaml
 from kubernetes import client, config
 
 from conftest import ROOT, wait_for
@@ -43,6 +44,25 @@ class Cluster:
         return subprocess.run([self.bin / "kubectl", "--kubeconfig", self.kubeconfig, *args], input=input,
                               capture_output=True, text=True, check=check)
 
+    def api_rbac(self):
+        return client.RbacAuthorizationV1Api(self.api)
+
+    def helm(self, *args, check=False):
+        return subprocess.run([self.bin / "helm", "--kubeconfig", self.kubeconfig, *map(str, args)],
+                              capture_output=True, text=True, check=check)
+
+    def service_account_kubeconfig(self, namespace, account, path: Path) -> str:
+        """A kubeconfig that authenticates as a ServiceAccount, with a token from the TokenRequest API."""
+        token = self.kubectl("create", "token", account, "-n", namespace, "--duration=2h", check=True).stdout.strip()
+        admin = yaml.safe_load(Path(self.kubeconfig).read_text())
+        cluster_entry = admin["clusters"][0]
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "clusters": [cluster_entry],
+            "users": [{"name": account, "user": {"token": token}}],
+            "contexts": [{"name": account, "context": {"cluster": cluster_entry["name"], "user": account}}],
+            "current-context": account}))
+        return str(path)
+
     def lx(self, namespace, name):
         return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
 
@@ -51,13 +71,13 @@ class Cluster:
 
 
 class OperatorProcess:
-    def __init__(self, cluster: Cluster, namespace: str, redis_sample_url: str, log_path: Path, port: int):
+    def __init__(self, kubeconfig: str, scope: list[str], redis_sample_url: str, log_path: Path, port: int):
         self.log_path = log_path
         self.port = port
-        env = {**os.environ, "KUBECONFIG": cluster.kubeconfig}
+        env = {**os.environ, "KUBECONFIG": kubeconfig}
         self.log = open(log_path, "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "loadstage.cli", "operator", "-n", namespace, "--liveness-port", str(port),
+            [sys.executable, "-m", "loadstage.cli", "operator", *scope, "--liveness-port", str(port),
              "--redis-sample-url", redis_sample_url, "--runner-image", "loadstage/runner-app:test",
              "--injector-image", "loadstage/injector:test"],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

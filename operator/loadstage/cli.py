@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--redis-sample-url", default=os.environ.get("LOADSTAGE_REDIS_SAMPLE_URL"),
                     help="sample Redis connections at this URL instead of the experiment's Redis Service "
                          "(for an operator outside the cluster, e.g. through kubectl port-forward)")
+    op.add_argument("--metrics-port", type=int, default=0,
+                    help="serve the operator's Prometheus metrics on this port (0: off)")
     op.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -228,7 +230,7 @@ def cmd_operator(args) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = handlers.OperatorConfig(
         images=Images(runner=args.runner_image, injector=args.injector_image, redis=args.redis_image),
-        redis_sample_url=args.redis_sample_url)
+        redis_sample_url=args.redis_sample_url, metrics_port=args.metrics_port or None)
     kopf.run(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces or (),
              liveness_endpoint=f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None,
              memo=kopf.Memo(config=config))

@@ -16,6 +16,7 @@ import kubernetes
 
 from .crd import PLURAL
 from .engine import Cancelled, ExperimentFailed, StageEngine, new_status, now
+from . import operator_metrics as metrics
 from .k8s_backend import KubernetesBackend
 from .k8s_status import StatusWriter
 from .manifests import Images
@@ -29,6 +30,7 @@ FINISHED = ("Succeeded", "Failed")
 class OperatorConfig:
     images: Images
     redis_sample_url: str | None = None
+    metrics_port: int | None = None
 
 
 @kopf.on.startup()
@@ -38,6 +40,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_):
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=API_GROUP, key="last-handled-configuration")
     settings.posting.level = logging.WARNING
+    # The CRD is installed before the operator; scanning CRDs and namespaces would need
+    # cluster-wide RBAC that the namespaced install must not have.
+    settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     # Each running experiment holds one thread for its daemon.
@@ -48,6 +53,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_):
         kubernetes.config.load_kube_config()
     memo.api = kubernetes.client.ApiClient()
     memo.running = set()
+    if memo.config.metrics_port:
+        metrics.serve(memo.config.metrics_port)
 
 
 @kopf.on.probe(id="runningExperiments")
@@ -68,12 +75,14 @@ def run_experiment(body: kopf.Body, namespace: str, name: str, stopped: kopf.Dae
     status = copy.deepcopy(dict(body.status))
     key = (namespace, name)
     memo.running.add(key)
+    metrics.EXPERIMENTS_RUNNING.set(len(memo.running))
     try:
         run(document, status, namespace, generation, stopped=stopped, memo=memo, logger=logger,
             post_event=lambda kind, reason, message: kopf.event(body, type=kind, reason=reason,
                                                                  message=message))
     finally:
         memo.running.discard(key)
+        metrics.EXPERIMENTS_RUNNING.set(len(memo.running))
 
 
 def run(document: dict[str, Any], status: dict[str, Any], namespace: str, generation: int, *,

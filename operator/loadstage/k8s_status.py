@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from kubernetes import client
 
+from . import operator_metrics as metrics
 from .crd import PLURAL
 from .engine import now
 from .model import API_GROUP, API_VERSION
@@ -65,6 +66,10 @@ class StatusWriter:
         status["conditions"] = self.conditions = conditions_for(status, self.conditions, self.generation)
         self.custom.patch_namespaced_custom_object_status(
             API_GROUP, API_VERSION, self.namespace, PLURAL, self.name, {"status": status})
+        metrics.STATUS_WRITES.labels(self.namespace).inc()
+        if status["phase"] in ("Succeeded", "Failed") and (self.last or ("",))[0] != status["phase"]:
+            metrics.EXPERIMENTS_FINISHED.labels(self.namespace, status["phase"],
+                                                status.get("reason") or status["phase"]).inc()
         self._post_events(status)
 
     def _post_events(self, status: dict[str, Any]) -> None:
@@ -76,6 +81,7 @@ class StatusWriter:
         stages = [(v, s) for v in status.get("variants", []) for s in v["stages"]]
         if self.stages_seen is not None:
             for variant, stage in stages[self.stages_seen:]:
+                metrics.STAGES_FINISHED.labels(self.namespace).inc()
                 lat = stage["latencyMs"]
                 self.post_event("Normal", "StageFinished",
                                 f"variant {variant['index'] + 1} stage {stage['stage']}: {stage['requests']:,} "

@@ -1,0 +1,223 @@
+"""The Helm chart, installed with a real helm into the real control plane; RBAC checked by
+running the operator as the chart's ServiceAccount; Pod Security checked by real admission."""
+
+import json
+
+import pytest
+import yaml
+
+from conftest import ROOT, wait_for
+from kube import pods
+from test_operator import apply, example, play_stage, wait_phase
+
+pytestmark = pytest.mark.cluster
+CHART = ROOT / "charts" / "loadstage"
+
+
+@pytest.fixture
+def namespaces(cluster, namespace):
+    """More namespaces for one test, deleted afterwards."""
+    made = []
+
+    def make(suffix, labels=None):
+        name = f"{namespace[:40]}-{suffix}"
+        cluster.core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+        made.append(name)
+        return name
+    yield make
+    for name in made:
+        cluster.core.delete_namespace(name)
+
+
+def release_objects(cluster, release, namespace):
+    selector = f"app.kubernetes.io/instance={release}"
+    rbac = cluster.api_rbac()
+    return ([f"Deployment/{d.metadata.name}" for d in cluster.apps.list_namespaced_deployment(
+                namespace, label_selector=selector).items]
+            + [f"Service/{s.metadata.name}" for s in cluster.core.list_namespaced_service(
+                namespace, label_selector=selector).items]
+            + [f"ServiceAccount/{s.metadata.name}" for s in cluster.core.list_namespaced_service_account(
+                namespace, label_selector=selector).items]
+            + [f"ClusterRole/{r.metadata.name}" for r in rbac.list_cluster_role(label_selector=selector).items]
+            + [f"ClusterRoleBinding/{r.metadata.name}"
+               for r in rbac.list_cluster_role_binding(label_selector=selector).items]
+            + [f"Role/{r.metadata.namespace}/{r.metadata.name}"
+               for r in rbac.list_role_for_all_namespaces(label_selector=selector).items]
+            + [f"RoleBinding/{r.metadata.namespace}/{r.metadata.name}"
+               for r in rbac.list_role_binding_for_all_namespaces(label_selector=selector).items])
+
+
+def test_lint_is_clean_and_the_chart_crd_is_the_generated_one(cluster):
+    lint = cluster.helm("lint", "--strict", CHART)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert "0 chart(s) failed" in lint.stdout
+    assert (CHART / "crds" / "loadexperiments.loadstage.io.yaml").read_text() == \
+        (ROOT / "crds" / "loadexperiments.loadstage.io.yaml").read_text()
+
+
+VALUE_SETS = {
+    "defaults": [],
+    "namespaced": ["--set", "watch.mode=namespaces", "--set", "watch.namespaces={NS_A,NS_B}"],
+    "no-metrics-existing-account": ["--set", "metrics.enabled=false", "--set", "serviceAccount.create=false",
+                                    "--set", "serviceAccount.name=default"],
+    "custom-images": ["--set", "image.repository=registry.example/ls/operator", "--set", "image.tag=1.2.3",
+                      "--set-string", "runnerImage.tag=9", "--set", "resources.limits.memory=1Gi"],
+}
+
+
+@pytest.mark.parametrize("values", VALUE_SETS, ids=list(VALUE_SETS))
+def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, values):
+    release_ns = namespaces("rel")
+    args = [a.replace("NS_A", namespaces("a")).replace("NS_B", namespaces("b")) if "NS_A" in a else a
+            for a in VALUE_SETS[values]]
+    rendered = cluster.helm("template", f"t-{values}", CHART, "-n", release_ns, *args)
+    assert rendered.returncode == 0, rendered.stderr
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    kinds = sorted(d["kind"] for d in docs)
+    dry = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered.stdout)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count("(server dry run)") == len(docs)
+    if values == "namespaced":
+        assert kinds.count("Role") == 2 and "ClusterRole" not in kinds
+    if values == "no-metrics-existing-account":
+        assert "Service" not in kinds and "ServiceAccount" not in kinds
+    if values == "custom-images":
+        deploy = next(d for d in docs if d["kind"] == "Deployment")
+        container = deploy["spec"]["template"]["spec"]["containers"][0]
+        assert container["image"] == "registry.example/ls/operator:1.2.3"
+        assert {"name": "LOADSTAGE_RUNNER_IMAGE", "value": "loadstage/runner-app:9"} in container["env"]
+
+
+@pytest.mark.parametrize("bad,message", [
+    (["--set", "watch.mode=everything"], "watch.mode: watch.mode must be one of the following"),
+    (["--set", "watch.mode=namespaces"], "watch.namespaces: Array must have at least 1 items"),
+    (["--set", "metrics.port=80"], "metrics.port: Must be greater than or equal to 1024"),
+    (["--set", "watch.namespaces={Bad_NS}"], "watch.namespaces.0: Does not match pattern"),
+    (["--set", "replicas=2"], "Additional property replicas is not allowed"),
+])
+def test_wrong_values_fail_at_install_naming_the_value(cluster, namespace, bad, message):
+    result = cluster.helm("install", "bad", CHART, "-n", namespace, *bad)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+    assert cluster.helm("status", "bad", "-n", namespace).returncode != 0
+
+
+def test_install_wait_upgrade_and_uninstall(cluster, namespace):
+    installed = cluster.helm("install", "ls", CHART, "-n", namespace, "--wait", "--timeout", "60s")
+    assert installed.returncode == 0, installed.stderr
+    assert "kubectl get lx -w" in installed.stdout
+    deploy = cluster.apps.read_namespaced_deployment("ls-loadstage", namespace)
+    assert deploy.spec.strategy.type == "Recreate" and deploy.spec.replicas == 1
+    container = deploy.spec.template.spec.containers[0]
+    assert container.args[:3] == ["loadstage", "operator", "--all-namespaces"]
+    assert container.liveness_probe.http_get.path == "/healthz"
+    assert container.resources.limits["memory"] == "512Mi"
+    assert deploy.status.ready_replicas == 1
+    assert "Service/ls-loadstage-metrics" in release_objects(cluster, "ls", namespace)
+
+    upgraded = cluster.helm("upgrade", "ls", CHART, "-n", namespace, "--wait", "--timeout", "60s",
+                            "--set", "metrics.enabled=false", "--set", "resources.limits.memory=1Gi")
+    assert upgraded.returncode == 0, upgraded.stderr
+    deploy = cluster.apps.read_namespaced_deployment("ls-loadstage", namespace)
+    container = deploy.spec.template.spec.containers[0]
+    assert container.resources.limits["memory"] == "1Gi"
+    assert not any(a.startswith("--metrics-port") for a in container.args)
+    assert "Service/ls-loadstage-metrics" not in release_objects(cluster, "ls", namespace)
+
+    assert cluster.helm("uninstall", "ls", "-n", namespace, "--wait").returncode == 0
+    wait_for(lambda: not release_objects(cluster, "ls", namespace), timeout=30)
+    # the CRD strategy: installed from crds/, never deleted by Helm
+    assert cluster.kubectl("get", "crd", "loadexperiments.loadstage.io").returncode == 0
+
+
+def test_cluster_mode_rbac_is_enough_to_run_a_whole_experiment(cluster, namespace, namespaces, operator,
+                                                                tmp_path, real_stage_summary):
+    release_ns = namespaces("system")
+    assert cluster.helm("install", "lsc", CHART, "-n", release_ns, "--wait").returncode == 0
+    kubeconfig = cluster.service_account_kubeconfig(release_ns, "lsc-loadstage", tmp_path / "sa.kubeconfig")
+    op = operator(kubeconfig=kubeconfig, scope=["--all-namespaces"])
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:2]
+    doc["spec"]["warmup"] = {"injectors": 1, "duration": "1m"}
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stage(cluster, namespace, "cluster-ladder", "v1-warmup", 1, real_stage_summary)
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s2", 4, real_stage_summary)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    stages = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert [s["stage"] for s in stages] == [1, 2]
+    assert "Forbidden" not in op.output() and " ERROR " not in op.output(), op.output()[-3000:]
+    cluster.helm("uninstall", "lsc", "-n", release_ns)
+
+
+def test_namespaced_mode_runs_watched_namespaces_and_ignores_others(cluster, namespace, namespaces, operator,
+                                                                    tmp_path, real_stage_summary):
+    release_ns, watched, unwatched = namespaces("system"), namespaces("watched"), namespaces("other")
+    installed = cluster.helm("install", "lsn", CHART, "-n", release_ns, "--wait",
+                             "--set", "watch.mode=namespaces", "--set", f"watch.namespaces={{{watched}}}")
+    assert installed.returncode == 0, installed.stderr
+    kubeconfig = cluster.service_account_kubeconfig(release_ns, "lsn-loadstage", tmp_path / "sa.kubeconfig")
+    op = operator(kubeconfig=kubeconfig, scope=["--namespace", watched])
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:1]
+    assert apply(cluster, watched, doc).returncode == 0
+    assert apply(cluster, unwatched, doc).returncode == 0
+    play_stage(cluster, watched, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+    wait_phase(cluster, watched, "cluster-ladder", "Succeeded")
+    assert cluster.status(unwatched, "cluster-ladder") == {}
+    assert not cluster.batch.list_namespaced_job(unwatched).items
+    assert "Forbidden" not in op.output() and " ERROR " not in op.output(), op.output()[-3000:]
+
+    account = f"system:serviceaccount:{release_ns}:lsn-loadstage"
+
+    def can(*args):
+        return cluster.kubectl("auth", "can-i", f"--as={account}", *args).returncode == 0
+    assert can("create", "jobs.batch", "-n", watched)
+    assert can("patch", "loadexperiments.loadstage.io/status", "-n", watched)
+    assert not can("create", "jobs.batch", "-n", unwatched)
+    assert not can("list", "pods", "--all-namespaces")
+    assert not can("get", "loadexperiments.loadstage.io", "-n", unwatched)
+    cluster.helm("uninstall", "lsn", "-n", release_ns)
+
+
+def test_rbac_grants_nothing_it_does_not_need(cluster, namespace):
+    assert cluster.helm("install", "lsr", CHART, "-n", namespace, "--wait").returncode == 0
+    account = f"system:serviceaccount:{namespace}:lsr-loadstage"
+
+    def can(*args):
+        return cluster.kubectl("auth", "can-i", f"--as={account}", *args).returncode == 0
+    granted = cluster.kubectl("auth", "can-i", "--list", f"--as={account}", "-n", "default").stdout
+    assert can("create", "deployments.apps", "-n", "default") and can("delete", "jobs.batch", "-n", "default")
+    assert can("list", "pods", "-n", "default") and can("get", "configmaps", "-n", "default")
+    for verb, resource in [("get", "secrets"), ("list", "secrets"), ("create", "pods"), ("delete", "pods"),
+                           ("create", "configmaps"), ("update", "deployments.apps"),
+                           ("create", "roles.rbac.authorization.k8s.io"),
+                           ("create", "rolebindings.rbac.authorization.k8s.io"),
+                           ("escalate", "clusterroles.rbac.authorization.k8s.io"),
+                           ("bind", "clusterroles.rbac.authorization.k8s.io"),
+                           ("impersonate", "serviceaccounts"), ("create", "serviceaccounts/token"),
+                           ("delete", "namespaces"), ("create", "customresourcedefinitions.apiextensions.k8s.io"),
+                           ("delete", "loadexperiments.loadstage.io"), ("create", "pods/exec")]:
+        assert not can(verb, resource, "-n", "default"), f"{verb} {resource} is granted:\n{granted}"
+    assert "*" not in json.dumps(cluster.api_rbac().read_cluster_role("lsr-loadstage").to_dict()["rules"])
+    cluster.helm("uninstall", "lsr", "-n", namespace)
+
+
+def test_pods_of_an_experiment_pass_restricted_pod_security(cluster, namespaces, operator, real_stage_summary):
+    restricted = namespaces("restricted", labels={"pod-security.kubernetes.io/enforce": "restricted",
+                                                  "pod-security.kubernetes.io/enforce-version": "latest"})
+    # the namespace rejects a pod that is not restricted, so admission is really enforcing
+    privileged = cluster.kubectl("run", "probe", "-n", restricted, "--image=busybox", "--restart=Never")
+    assert privileged.returncode != 0 and "violates PodSecurity" in privileged.stderr
+    operator(scope=["--namespace", restricted])
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:1]
+    doc["spec"]["cleanup"] = "Keep"
+    assert apply(cluster, restricted, doc).returncode == 0
+    play_stage(cluster, restricted, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+    wait_phase(cluster, restricted, "cluster-ladder", "Succeeded")
+    components = {p.metadata.labels["app.kubernetes.io/component"] for p in pods(
+        cluster, restricted, "loadstage.io/experiment=cluster-ladder")}
+    assert components == {"redis", "runner", "locust-master", "locust-worker"}
+    warnings = cluster.core.list_namespaced_event(restricted, field_selector="reason=FailedCreate").items
+    assert not warnings, [w.message for w in warnings]
