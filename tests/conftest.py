@@ -57,15 +57,17 @@ def wait_for(check, timeout=20.0, interval=0.1):
     raise AssertionError(f"condition not met within {timeout}s")
 
 
-def start_redis(supervisor, tmp_path, port):
+def start_redis(supervisor, tmp_path, port, *extra_args):
     import redis
     from loadstage import commands
-    child = supervisor.start("redis", commands.redis_command(port=port, bind="127.0.0.1"),
+    child = supervisor.start("redis", commands.redis_command(port=port, bind="127.0.0.1") + list(extra_args),
                              log_path=tmp_path / f"redis-{port}.log", cwd=tmp_path)
 
     def up():
         try:
             return redis.Redis(port=port, socket_connect_timeout=0.2).ping()
+        except redis.AuthenticationError:
+            return True
         except redis.ConnectionError:
             return False
     wait_for(up)

@@ -209,6 +209,11 @@ def test_pods_of_an_experiment_pass_restricted_pod_security(cluster, namespaces,
     # the namespace rejects a pod that is not restricted, so admission is really enforcing
     privileged = cluster.kubectl("run", "probe", "-n", restricted, "--image=busybox", "--restart=Never")
     assert privileged.returncode != 0 and "violates PodSecurity" in privileged.stderr
+    # the operator's own pod is admitted too
+    installed = cluster.helm("install", "lspsa", CHART, "-n", restricted, "--wait", "--timeout", "60s",
+                             "--set", "watch.mode=namespaces", "--set", f"watch.namespaces={{{restricted}}}")
+    assert installed.returncode == 0, installed.stderr
+    assert cluster.apps.read_namespaced_deployment("lspsa-loadstage", restricted).status.ready_replicas == 1
     operator(scope=["--namespace", restricted])
     doc = example("cluster-ladder")
     doc["spec"]["stages"] = doc["spec"]["stages"][:1]
@@ -221,3 +226,48 @@ def test_pods_of_an_experiment_pass_restricted_pod_security(cluster, namespaces,
     assert components == {"redis", "runner", "locust-master", "locust-worker"}
     warnings = cluster.core.list_namespaced_event(restricted, field_selector="reason=FailedCreate").items
     assert not warnings, [w.message for w in warnings]
+
+
+def test_redis_password_secret_is_used_by_the_sampler_and_is_the_only_secret_readable(
+        cluster, namespace, namespaces, supervisor, tmp_path, real_stage_summary):
+    from kube import OperatorProcess
+    from loadstage.local_backend import free_port
+    from conftest import start_redis
+    import redis as redis_client
+    release_ns = namespaces("system")
+    installed = cluster.helm("install", "lsp", CHART, "-n", release_ns, "--wait",
+                             "--set", "rbac.redisPasswordSecrets={redis-auth}")
+    assert installed.returncode == 0, installed.stderr
+    for name in ("redis-auth", "other"):
+        cluster.core.create_namespaced_secret(namespace, {"metadata": {"name": name},
+                                                          "stringData": {"password": "s3cret-pass"}})
+    account = f"system:serviceaccount:{release_ns}:lsp-loadstage"
+
+    def can(*args):
+        return cluster.kubectl("auth", "can-i", f"--as={account}", *args).returncode == 0
+    assert can("get", "secret/redis-auth", "-n", namespace)
+    assert not can("get", "secret/other", "-n", namespace) and not can("list", "secrets", "-n", namespace)
+
+    port = free_port()
+    start_redis(supervisor, tmp_path, port, "--requirepass", "s3cret-pass")
+    kubeconfig = cluster.service_account_kubeconfig(release_ns, "lsp-loadstage", tmp_path / "sa.kubeconfig")
+    op = OperatorProcess(kubeconfig, ["--all-namespaces"], f"redis://127.0.0.1:{port}/0",
+                         tmp_path / "operator.log", free_port())
+    try:
+        doc = example("cluster-ladder")
+        doc["spec"]["stages"] = doc["spec"]["stages"][:1]
+        doc["spec"]["redis"]["passwordSecret"] = {"name": "redis-auth"}
+        assert apply(cluster, namespace, doc).returncode == 0
+        redis_pod = wait_for(lambda: pods(cluster, namespace, "app.kubernetes.io/component=redis"))[0]
+        assert redis_pod.spec.containers[0].args[-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
+        held = [redis_client.Redis(port=port, password="s3cret-pass") for _ in range(4)]
+        for r in held:
+            r.ping()
+        play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+        wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+        for r in held:
+            r.close()
+        assert cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"][0]["redisPeakConnections"] == 4
+    finally:
+        op.kill()
+    cluster.helm("uninstall", "lsp", "-n", release_ns)

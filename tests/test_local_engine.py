@@ -113,6 +113,14 @@ def test_bad_input_exits_2_with_the_field_and_rule_and_starts_nothing(write_expe
     assert "Traceback" not in err and started == []
 
 
+def test_redis_password_secret_is_refused_locally_with_the_field(write_experiment):
+    path = write_experiment(spec_doc(redis={"passwordSecret": {"name": "auth"}},
+                                     stages=[{"injectors": 1, "duration": "5s"}]))
+    code, out, err, started = finish(start_cli("run", path), 30)
+    assert code == 2 and started == []
+    assert "error: spec.redis.passwordSecret: Secrets exist only in a cluster" in err
+
+
 def test_target_that_cannot_start_fails_with_its_log_and_no_orphans(write_experiment, tmp_path):
     path = write_experiment(spec_doc(target={"app": "no_such_module:app"},
                                      stages=[{"injectors": 1, "duration": "5s"}]))

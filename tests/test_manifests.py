@@ -144,3 +144,17 @@ def test_metrics_server_quantities():
     assert _parse_quantity_cpu("250m") == 0.25 and _parse_quantity_cpu("1500000n") == 0.0015
     assert _parse_quantity_cpu("2") == 2.0
     assert _parse_quantity_bytes("128Mi") == 128 * 2**20 and _parse_quantity_bytes("1000") == 1000
+
+
+def test_redis_password_comes_from_the_secret_for_redis_and_the_target():
+    e = experiment(redis={"passwordSecret": {"name": "redis-auth"}})
+    v = e.variants()[0]
+    redis_container = manifests.redis_deployment(e, v, IMAGES)["spec"]["template"]["spec"]["containers"][0]
+    assert redis_container["args"][-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
+    secret_ref = {"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "redis-auth", "key": "password"}}}
+    assert secret_ref in redis_container["env"]
+    runner = manifests.runner_deployment(e, v, IMAGES)["spec"]["template"]["spec"]["containers"][0]
+    assert secret_ref in runner["env"]
+    plain = experiment()
+    assert "--requirepass" not in manifests.redis_deployment(plain, plain.variants()[0], IMAGES)[
+        "spec"]["template"]["spec"]["containers"][0]["args"]

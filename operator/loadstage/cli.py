@@ -153,7 +153,11 @@ def cmd_validate(args) -> int:
 
 
 def cmd_run(args) -> int:
-    experiment = load_experiment_file(args.file).scaled(
+    experiment = load_experiment_file(args.file)
+    if experiment.spec.redis.password_secret is not None:
+        raise ValidationError([("spec.redis.passwordSecret", "Secrets exist only in a cluster; the local engine's "
+                                                             "Redis listens on loopback without a password")])
+    experiment = experiment.scaled(
         stage_duration=args.stage_duration, warmup_duration=args.warmup_duration,
         users_scale=args.users_scale)
     printer = ProgressPrinter(quiet=args.quiet)

@@ -18,9 +18,16 @@ EXPECT_WORKERS_MAX_WAIT_SECONDS = 120
 STOP_TIMEOUT_SECONDS = 2
 
 
-def redis_command(*, port: int = REDIS_PORT, bind: str = "0.0.0.0") -> list[str]:
-    return ["redis-server", "--port", str(port), "--bind", bind, "--protected-mode", "no",
+REDIS_PASSWORD_ENV = "REDIS_PASSWORD"
+
+
+def redis_command(*, port: int = REDIS_PORT, bind: str = "0.0.0.0", require_password: bool = False) -> list[str]:
+    """With require_password, the password comes from $REDIS_PASSWORD (Kubernetes expands $(VAR) in args)."""
+    argv = ["redis-server", "--port", str(port), "--bind", bind, "--protected-mode", "no",
             "--save", "", "--appendonly", "no", "--maxclients", "20000", "--loglevel", "warning"]
+    if require_password:
+        argv += ["--requirepass", f"$({REDIS_PASSWORD_ENV})"]
+    return argv
 
 
 def runner_command(experiment: Experiment) -> list[str]:

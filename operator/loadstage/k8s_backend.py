@@ -7,6 +7,7 @@ the master container's termination message, which survives an operator restart."
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import threading
@@ -153,6 +154,7 @@ class KubernetesBackend:
     def prepare_variant(self, variant: Variant) -> None:
         exp = self.experiment
         self._check_locustfile()
+        self._redis_password()
         components = []
         if exp.spec.redis.deployed:
             self._apply_deployment(manifests.redis_deployment(exp, variant, self.images))
@@ -164,6 +166,24 @@ class KubernetesBackend:
         self._wait_until_ready(components, variant)
         self.on_event("TargetReady", f"variant {variant.index + 1}: {variant.label()}, "
                                      f"{variant.pods} runner pod(s) ready")
+
+    def _redis_password(self) -> str | None:
+        secret = self.experiment.spec.redis.password_secret
+        if secret is None:
+            return None
+        where = f"spec.redis.passwordSecret: Secret {secret.name!r}"
+        try:
+            data = self.core.read_namespaced_secret(secret.name, self.namespace).data or {}
+        except ApiException as e:
+            if e.status == 404:
+                raise ExperimentFailed("RedisSecretMissing", f"{where} not found") from None
+            if e.status == 403:
+                raise ExperimentFailed("RedisSecretForbidden", f"{where}: the operator may not read it; list it "
+                                                               f"in the chart's rbac.redisPasswordSecrets") from None
+            raise
+        if secret.key not in data:
+            raise ExperimentFailed("RedisSecretMissing", f"{where} has no key {secret.key!r}")
+        return base64.b64decode(data[secret.key]).decode()
 
     def _check_locustfile(self) -> None:
         lf = self.experiment.spec.injectors.locustfile
@@ -235,7 +255,7 @@ class KubernetesBackend:
         self.on_event("StageStarted" if created else "StageResumed",
                       f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
         selector = f"{manifests.LABEL_EXPERIMENT}={exp.name},{manifests.LABEL_COMPONENT}=runner"
-        with RedisSampler(self.redis_sample_url) as redis_sampler, \
+        with RedisSampler(self.redis_sample_url, password=self._redis_password()) as redis_sampler, \
                 PodMetricsSampler(self.custom, self.namespace, selector) as pod_metrics:
             terminated = self._wait_for_master(step)
         summary = _parse_summary(terminated.message, master)

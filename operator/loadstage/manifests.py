@@ -87,8 +87,17 @@ def _pod_spec(containers: list[dict], uid: int, *, restart_policy: str | None = 
     return spec
 
 
+def _password_env(experiment: Experiment) -> list[dict]:
+    secret = experiment.spec.redis.password_secret
+    if secret is None:
+        return []
+    return [{"name": commands.REDIS_PASSWORD_ENV,
+             "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}}]
+
+
 def _container(name: str, image: str, args: list[str], *, env: dict[str, str] | None = None,
-               ports: list[dict] | None = None, mounts: list[dict] | None = None, **extra) -> dict[str, Any]:
+               secret_env: list[dict] | None = None, ports: list[dict] | None = None,
+               mounts: list[dict] | None = None, **extra) -> dict[str, Any]:
     container = {
         "name": name, "image": image, "args": args,
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
@@ -96,8 +105,8 @@ def _container(name: str, image: str, args: list[str], *, env: dict[str, str] | 
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(mounts or [])],
         **extra,
     }
-    if env:
-        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    if env or secret_env:
+        container["env"] = [{"name": k, "value": v} for k, v in (env or {}).items()] + (secret_env or [])
     if ports:
         container["ports"] = ports
     return container
@@ -119,7 +128,9 @@ def _deployment(name: str, lbls: dict[str, str], selector: dict[str, str], repli
 def redis_deployment(experiment: Experiment, variant: Variant, images: Images) -> dict[str, Any]:
     image = experiment.spec.redis.image or images.redis
     port = {"name": "redis", "containerPort": commands.REDIS_PORT, "protocol": "TCP"}
-    container = _container("redis", image, commands.redis_command(), ports=[port],
+    require_password = experiment.spec.redis.password_secret is not None
+    container = _container("redis", image, commands.redis_command(require_password=require_password),
+                           secret_env=_password_env(experiment), ports=[port],
                            mounts=[{"name": "data", "mountPath": "/data"}],
                            readinessProbe={"tcpSocket": {"port": "redis"}, "periodSeconds": 2})
     pod = _pod_spec([container], REDIS_UID, volumes=[{"name": "data", "emptyDir": {}}])
@@ -137,6 +148,7 @@ def runner_deployment(experiment: Experiment, variant: Variant, images: Images) 
                               redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
     container = _container(
         "runner", experiment.spec.target.image or images.runner, commands.runner_command(experiment), env=env,
+        secret_env=_password_env(experiment),
         ports=[{"name": "http", "containerPort": commands.RUNNER_PORT, "protocol": "TCP"}],
         readinessProbe={"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2},
         livenessProbe={"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10})

@@ -43,10 +43,17 @@ class Target:
 
 
 @dataclass(frozen=True)
+class SecretKey:
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
 class Redis:
     deploy: bool | None
     url: str | None
     image: str | None
+    password_secret: SecretKey | None
 
     @property
     def deployed(self) -> bool:
@@ -225,6 +232,11 @@ REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per var
     "url": Str("URL of an external Redis, e.g. redis://redis.example:6379/0.",
                pattern=r"rediss?://.+", pattern_hint="a redis:// or rediss:// URL"),
     "image": _image,
+    "passwordSecret": Obj(SecretKey, "Secret key holding the Redis password (cluster only). A deployed Redis "
+                                     "requires it; the target and the sampler authenticate with it.", {
+        "name": Str("Secret name.", max_length=253),
+        "key": Str("Key in the Secret.", default="password", max_length=253),
+    }, required=["name"]),
 }, rules=[
     Rule(lambda r: not (r.deploy and r.url), "set either deploy: true or url, not both",
          cel="!(has(self.deploy) && self.deploy && has(self.url))"),

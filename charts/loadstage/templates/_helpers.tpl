@@ -75,4 +75,11 @@ app.kubernetes.io/component: operator
 - apiGroups: [metrics.k8s.io]
   resources: [pods]
   verbs: [get, list]
+{{- with .Values.rbac.redisPasswordSecrets }}
+# loadstage: the Redis password of experiments with spec.redis.passwordSecret (these Secrets only).
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: {{ toJson . }}
+  verbs: [get]
+{{- end }}
 {{- end -}}
