@@ -6,6 +6,9 @@
   summary of the whole stage computed from the merged stats of all workers.
 - While the stage runs it rewrites --progress-file every second with the current
   requests per second and p99.
+- With --stage-seconds, the master ends the stage itself: it stops the users, waits
+  one worker report interval so that every worker's last samples arrive, then quits.
+  (Locust's own --run-time quits at once, dropping samples still in flight.)
 """
 
 import json
@@ -15,7 +18,7 @@ import tempfile
 
 import gevent
 from locust import User, events
-from locust.runners import WorkerRunner
+from locust.runners import WORKER_REPORT_INTERVAL, WorkerRunner
 
 from loadstage.summary import summarize
 
@@ -30,6 +33,8 @@ def _add_options(parser):
                         help="loadstage: where the master writes the stage's JSON summary")
     parser.add_argument("--progress-file", default="", include_in_web_ui=False,
                         help="loadstage: where the master writes progress every second")
+    parser.add_argument("--stage-seconds", type=float, default=0, include_in_web_ui=False,
+                        help="loadstage: stop the users after this long, collect the last reports, quit")
 
 
 def _wait_from_options(user):
@@ -75,6 +80,22 @@ def _on_init(environment, **_kwargs):
         return
     if options.progress_file:
         gevent.spawn(_report_progress, environment, options.progress_file)
+
+
+def _end_stage(environment, seconds):
+    gevent.sleep(seconds)
+    environment.runner.stop()
+    if not isinstance(environment.runner, WorkerRunner) and hasattr(environment.runner, "clients"):
+        gevent.sleep(WORKER_REPORT_INTERVAL + 1)
+    environment.runner.quit()
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kwargs):
+    options = environment.parsed_options
+    if isinstance(environment.runner, WorkerRunner) or options is None or not options.stage_seconds:
+        return
+    gevent.spawn(_end_stage, environment, options.stage_seconds)
 
 
 @events.quitting.add_listener

@@ -82,7 +82,8 @@ def test_master_and_worker_command_lines():
     assert argv[0] == "locust" and "--master" in argv and "--headless" in argv
     assert opts["-f"] == "injectors/loadstage_results.py,injectors/respondent.py"
     assert (opts["--expect-workers"], opts["--users"], opts["--spawn-rate"]) == ("10", "2000", "500")
-    assert (opts["--run-time"], opts["--host"]) == ("90s", "http://runner:8000")
+    assert (opts["--stage-seconds"], opts["--host"]) == ("90", "http://runner:8000")
+    assert opts["--run-time"] == "150s"  # Locust's own limit is only a backstop
     assert (opts["--wait-min"], opts["--wait-max"]) == ("0.5", "2")
     assert opts["--summary-file"] == "/dev/termination-log"
     worker = commands.locust_worker_command(e, master_host="lx-master")

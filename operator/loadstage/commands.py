@@ -16,6 +16,7 @@ RESULTS_EXTENSION = "injectors/loadstage_results.py"
 BUILTIN_SCENARIOS = {"respondent": "injectors/respondent.py"}
 EXPECT_WORKERS_MAX_WAIT_SECONDS = 120
 STOP_TIMEOUT_SECONDS = 2
+RUN_TIME_BACKSTOP_SECONDS = 60  # Locust's own limit, should the extension not end the stage
 
 
 REDIS_PASSWORD_ENV = "REDIS_PASSWORD"
@@ -70,7 +71,8 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
             "--expect-workers", str(stage.injectors),
             "--expect-workers-max-wait", str(EXPECT_WORKERS_MAX_WAIT_SECONDS),
             "--headless", "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
-            "--run-time", f"{max(1, math.ceil(stage.duration))}s",
+            "--stage-seconds", f"{stage.duration:g}",
+            "--run-time", f"{math.ceil(stage.duration) + RUN_TIME_BACKSTOP_SECONDS}s",
             "--stop-timeout", str(STOP_TIMEOUT_SECONDS), "--exit-code-on-error", "0",
             "--host", host, "--only-summary",
             "--wait-min", f"{wait.min:g}", "--wait-max", f"{wait.max:g}",

@@ -8,7 +8,7 @@ import time
 import redis
 from flask import Flask, Response, abort, g, redirect, request
 
-from . import metrics, store
+from . import delays, metrics, store
 
 QUESTIONS = [
     "How did you hear about us?",
@@ -54,6 +54,15 @@ def create_app() -> Flask:
     def metrics_endpoint():
         body, content_type = metrics.render()
         return Response(body, mimetype=None, content_type=content_type)
+
+    @app.get("/delay/<profile>")
+    def delay(profile: str):
+        """Sleeps for a delay drawn from a named, seeded distribution (for fidelity benchmarks)."""
+        seconds = delays.draw(profile)
+        if seconds is None:
+            abort(404)
+        time.sleep(seconds)
+        return f"{seconds * 1000:.3f}\n"
 
     @app.post("/surveys")
     def start():

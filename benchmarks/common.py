@@ -1,0 +1,38 @@
+"""Shared by the benchmark commands: the machine they ran on, and result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "kernel": platform.release()}
+
+
+def write_result(name: str, result: dict) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **result}, indent=2) + "\n")
+    return path
+
+
+def loadstage(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "loadstage.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, check=check)

@@ -1,0 +1,86 @@
+"""Benchmark (a): are loadstage's percentiles right?
+
+Runs a real local experiment whose injectors each load a different server-side latency
+profile (fast, slow, bimodal), keeps every request's latency on the injector side, and
+compares p50..p99.9 against the exact values from those raw samples, for loadstage's
+merged-distribution percentiles and for the spreadsheet method (per-injector percentiles
+averaged, weighted by request count).
+
+    python benchmarks/fidelity.py [--injectors 10] [--duration 60s] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from common import ROOT, loadstage, write_result
+from loadstage.distribution import PERCENTILE_LEVELS, bucket_width, exact_percentile, weighted_average_percentile
+
+
+def experiment(injectors: int, duration: str, users: int) -> dict:
+    return {
+        "apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": "fidelity"},
+        "spec": {
+            "target": {"pods": 1, "gunicorn": {"workers": 2, "workerClass": "gevent"}},
+            "injectors": {"usersPerInjector": users,
+                          "locustfile": {"path": str(ROOT / "benchmarks" / "fidelity_locustfile.py")}},
+            "stages": [{"injectors": injectors, "duration": duration}],
+        },
+    }
+
+
+def measure(injectors: int, duration: str, users: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="loadstage-fidelity-") as tmp:
+        tmp = Path(tmp)
+        raw = tmp / "raw"
+        raw.mkdir()
+        (tmp / "exp.yaml").write_text(yaml.safe_dump(experiment(injectors, duration, users)))
+        loadstage("run", str(tmp / "exp.yaml"), "-q", "-o", str(tmp / "result.json"),
+                  env={"LOADSTAGE_RAW_LOG_DIR": str(raw)})
+        stage = json.loads((tmp / "result.json").read_text())["status"]["variants"][0]["stages"][0]
+        per_injector = [[float(x) for x in p.read_text().split()] for p in sorted(raw.glob("injector-*.txt"))]
+    everything = [s for samples in per_injector for s in samples]
+    rows = {}
+    for name, q in PERCENTILE_LEVELS.items():
+        exact = exact_percentile(everything, q)
+        merged = stage["latencyMs"][name]
+        averaged = weighted_average_percentile([(len(s), exact_percentile(s, q)) for s in per_injector if s])
+        rows[name] = {
+            "exactMs": round(exact, 2), "loadstageMs": merged, "weightedAverageMs": round(averaged, 2),
+            "loadstageError": round(abs(merged - exact) / exact, 4),
+            "weightedAverageError": round(abs(averaged - exact) / exact, 4),
+            "withinTarget": abs(merged - exact) <= 0.01 * exact + bucket_width(exact),
+        }
+    return {"injectors": len(per_injector), "rawSamples": len(everything), "loadstageRequests": stage["requests"],
+            "requestsPerInjector": [len(s) for s in per_injector], "percentiles": rows}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--injectors", type=int, default=10)
+    parser.add_argument("--duration", default="60s")
+    parser.add_argument("--users", type=int, default=4, help="users per injector")
+    parser.add_argument("--smoke", action="store_true", help="3 injectors for 5 s (CI)")
+    args = parser.parse_args()
+    injectors, duration = (3, "5s") if args.smoke else (args.injectors, args.duration)
+    result = measure(injectors, duration, args.users)
+    print(f"{result['injectors']} injectors, {result['rawSamples']:,} raw samples "
+          f"(loadstage counted {result['loadstageRequests']:,})")
+    print(f"{'':6} {'exact':>9} {'loadstage':>10} {'error':>7} {'weighted avg':>13} {'error':>7}  target")
+    for name, r in result["percentiles"].items():
+        print(f"{name:6} {r['exactMs']:9.1f} {r['loadstageMs']:10.1f} {r['loadstageError']:7.2%} "
+              f"{r['weightedAverageMs']:13.1f} {r['weightedAverageError']:7.2%}  "
+              f"{'met' if r['withinTarget'] else 'MISSED'}")
+    if not args.smoke:
+        print(f"written to {write_result('fidelity', {'command': ' '.join(sys.argv), **result})}")
+    return 0 if all(r["withinTarget"] for r in result["percentiles"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
