@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from waiting import ROOT, wait_for  # noqa: F401  (re-exported for the tests)
 
 BASE = {
     "apiVersion": "loadstage.io/v1alpha1",
@@ -44,17 +44,6 @@ def supervisor():
     sup = Supervisor()
     yield sup
     sup.stop_all()
-
-
-def wait_for(check, timeout=20.0, interval=0.1):
-    import time
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 def start_redis(supervisor, tmp_path, port, *extra_args):
@@ -91,7 +80,7 @@ def cluster():
     """A real control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok) on loopback."""
     import os
     from kube import Cluster
-    c = Cluster(f"lstest-{os.getpid()}")
+    c = Cluster.up(f"lstest-{os.getpid()}")
     print(f"\ncluster up in {c.up_seconds:.1f}s")
     c.kubectl("apply", "-f", str(ROOT / "crds"), check=True)
     wait_for(lambda: c.kubectl("get", "lx").returncode == 0, timeout=30)

@@ -16,21 +16,31 @@ from pathlib import Path
 import yaml
 from kubernetes import client, config
 
-from conftest import ROOT, wait_for
+from waiting import ROOT, wait_for
 
 GROUP, VERSION, PLURAL = "loadstage.io", "v1alpha1", "loadexperiments"
 
 
 class Cluster:
-    def __init__(self, name: str):
-        self.name = name
-        self.bin = Path(subprocess.run(["bash", ROOT / "tools" / "cluster" / "build.sh"], check=True,
-                                       capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    @classmethod
+    def up(cls, name: str) -> "Cluster":
         started = time.monotonic()
         out = subprocess.run([ROOT / "scripts" / "cluster", "up", name], check=True, capture_output=True,
                              text=True)
-        self.up_seconds = time.monotonic() - started
-        self.kubeconfig = out.stdout.strip().splitlines()[-1]
+        cluster = cls.attach(name, out.stdout.strip().splitlines()[-1])
+        cluster.up_seconds = time.monotonic() - started
+        return cluster
+
+    @classmethod
+    def attach(cls, name: str, kubeconfig: str) -> "Cluster":
+        return cls(name, kubeconfig)
+
+    def __init__(self, name: str, kubeconfig: str):
+        self.name = name
+        self.bin = Path(subprocess.run(["bash", ROOT / "tools" / "cluster" / "build.sh"], check=True,
+                                       capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        self.kubeconfig = kubeconfig
+        self.up_seconds = None
         self.api = config.new_client_from_config(config_file=self.kubeconfig)
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
@@ -112,7 +122,7 @@ def pods(cluster, namespace, selector):
 def finish_job_pods(cluster, namespace, job_name, message=""):
     """What a kubelet writes when a Job's containers exit 0: the master's termination message."""
     now = dt.datetime.now(dt.timezone.utc).isoformat()
-    found = pods(cluster, namespace, f"job-name={job_name}")
+    found = [p for p in pods(cluster, namespace, f"job-name={job_name}") if p.status.container_statuses]
     for pod in found:
         cs = pod.status.container_statuses[0]
         cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {

@@ -39,6 +39,8 @@ def summarize(stats, *, injectors: int | None = None) -> dict[str, Any]:
         **_row(total.num_requests, total.num_failures, total.response_times, total.max_response_time),
         "rps": round(total.num_requests / elapsed, 2) if elapsed else 0.0,
         "elapsedSeconds": round(elapsed, 2),
+        "loadStartedAt": round(total.start_time, 3),   # epoch seconds: the test started
+        "loadEndedAt": round(end, 3),                  # epoch seconds: the last request completed
         "injectors": injectors,
         "byMethod": {m: _entry_row(e for e in entries if e.method == m)
                      for m in sorted({e.method for e in entries})},
