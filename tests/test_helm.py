@@ -78,7 +78,8 @@ def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, 
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.count("(server dry run)") == len(docs)
     if values == "namespaced":
-        assert kinds.count("Role") == 2 and "ClusterRole" not in kinds
+        # a framework Role and an experiments Role in each of the two namespaces, nothing cluster-wide
+        assert kinds.count("Role") == 4 and kinds.count("RoleBinding") == 4 and "ClusterRole" not in kinds
     if values == "no-metrics-existing-account":
         assert "Service" not in kinds and "ServiceAccount" not in kinds
     if values == "custom-images":
@@ -199,7 +200,10 @@ def test_rbac_grants_nothing_it_does_not_need(cluster, namespace):
                            ("delete", "namespaces"), ("create", "customresourcedefinitions.apiextensions.k8s.io"),
                            ("delete", "loadexperiments.loadstage.io"), ("create", "pods/exec")]:
         assert not can(verb, resource, "-n", "default"), f"{verb} {resource} is granted:\n{granted}"
-    assert "*" not in json.dumps(cluster.api_rbac().read_cluster_role("lsr-loadstage").to_dict()["rules"])
+    framework = cluster.api_rbac().read_cluster_role("lsr-loadstage-framework").to_dict()["rules"]
+    experiments = cluster.api_rbac().read_cluster_role("lsr-loadstage-experiments").to_dict()["rules"]
+    assert {r["resources"][0] for r in framework} == {"loadexperiments", "events"}
+    assert "*" not in json.dumps(framework + experiments)
     cluster.helm("uninstall", "lsr", "-n", namespace)
 
 

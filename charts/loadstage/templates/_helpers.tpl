@@ -33,50 +33,58 @@ app.kubernetes.io/component: operator
 {{- printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag) -}}
 {{- end -}}
 
-{{/* Rules loadstage needs in a namespace it watches, beside what Kopf needs. */}}
-{{- define "loadstage.rules" -}}
-# Kopf: watch LoadExperiments, keep its finalizer and progress annotations, write status.
+{{/* What the Kopf framework needs to operate on LoadExperiments. */}}
+{{- define "loadstage.frameworkRules" -}}
+# Watch LoadExperiments; keep Kopf's finalizer and progress annotations on them (patch).
 - apiGroups: [loadstage.io]
   resources: [loadexperiments]
   verbs: [get, list, watch, patch]
-- apiGroups: [loadstage.io]
-  resources: [loadexperiments/status]
-  verbs: [get, patch]
-# Kopf and loadstage: Events for every transition and finished stage.
+# Post Events about LoadExperiments.
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
-# loadstage: the target (Redis and runner Deployments and Services), reconfigured per variant.
+{{- end -}}
+
+{{/* What loadstage itself needs to run experiments. */}}
+{{- define "loadstage.experimentRules" -}}
+# Write each experiment's status: phase, conditions, stage results.
+- apiGroups: [loadstage.io]
+  resources: [loadexperiments/status]
+  verbs: [get, patch]
+# The target: Redis and runner Deployments, reconfigured per variant, deleted by the cleanup policy.
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [get, list, create, patch, delete]
+# Whether the target is ready.
 - apiGroups: [apps]
   resources: [deployments/status]
   verbs: [get]
+# Services of the target and of each stage's Locust master.
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, delete]
-# loadstage: one master Job and one worker Job per stage.
+# One master Job and one worker Job per stage.
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, create, delete]
+# Whether a stage's Jobs failed.
 - apiGroups: [batch]
   resources: [jobs/status]
   verbs: [get]
-# loadstage: readiness reasons of target pods, and the master pod's termination message.
+# Why target pods are not ready, and the master pod's termination message (the stage result).
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list]
-# loadstage: checks that a custom locustfile's ConfigMap exists.
+# That a custom locustfile's ConfigMap exists.
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get]
-# loadstage: the target's peak CPU and memory, where metrics-server runs.
+# The target's peak CPU and memory, where metrics-server runs.
 - apiGroups: [metrics.k8s.io]
   resources: [pods]
   verbs: [get, list]
 {{- with .Values.rbac.redisPasswordSecrets }}
-# loadstage: the Redis password of experiments with spec.redis.passwordSecret (these Secrets only).
+# The Redis password of experiments with spec.redis.passwordSecret, for the sampler (these Secrets only).
 - apiGroups: [""]
   resources: [secrets]
   resourceNames: {{ toJson . }}
