@@ -275,3 +275,26 @@ def test_redis_password_secret_is_used_by_the_sampler_and_is_the_only_secret_rea
     finally:
         op.kill()
     cluster.helm("uninstall", "lsp", "-n", release_ns)
+
+
+def test_missing_permission_is_reported_in_status_and_recovers_when_restored(
+        cluster, namespace, namespaces, operator, tmp_path, real_stage_summary):
+    release_ns = namespaces("system")
+    values = ["--set", "watch.mode=namespaces", "--set", f"watch.namespaces={{{namespace}}}"]
+    assert cluster.helm("install", "lsm", CHART, "-n", release_ns, "--wait", *values).returncode == 0
+    role = cluster.api_rbac().read_namespaced_role("lsm-loadstage-experiments", namespace)
+    role.rules = [r for r in role.rules if "deployments" not in r.resources]
+    cluster.api_rbac().replace_namespaced_role("lsm-loadstage-experiments", namespace, role)
+    kubeconfig = cluster.service_account_kubeconfig(release_ns, "lsm-loadstage", tmp_path / "sa.kubeconfig")
+    operator(kubeconfig=kubeconfig, scope=["--namespace", namespace])
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:1]
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_for(lambda: "Kubernetes API error 403 Forbidden; retrying" in
+             cluster.status(namespace, "cluster-ladder").get("message", ""), timeout=30)
+    assert cluster.status(namespace, "cluster-ladder")["phase"] == "Deploying"
+    restored = cluster.helm("upgrade", "lsm", CHART, "-n", release_ns, "--wait", *values)
+    assert restored.returncode == 0, restored.stderr
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded", timeout=90)
+    cluster.helm("uninstall", "lsm", "-n", release_ns)

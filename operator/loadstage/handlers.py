@@ -24,6 +24,7 @@ from .model import API_GROUP, API_VERSION, parse_experiment
 from .schema import ValidationError
 
 FINISHED = ("Succeeded", "Failed")
+API_RETRY_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,11 @@ def run(document: dict[str, Any], status: dict[str, Any], namespace: str, genera
         redis_sample_url=config.redis_sample_url)
     try:
         StageEngine(experiment, backend, on_update=write).run(status)
+    except kubernetes.client.ApiException as e:
+        message = f"Kubernetes API error {e.status} {e.reason}; retrying in {API_RETRY_SECONDS}s"
+        logger.warning(message)
+        write({**status, "message": message})
+        raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
     except Cancelled:
         logger.info("stopped: %s", getattr(stopped, "reason", None) or "stop requested")
         return

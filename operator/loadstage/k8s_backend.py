@@ -139,7 +139,9 @@ class KubernetesBackend:
         except ApiException as e:
             if e.status == 409:
                 return False
-            raise ExperimentFailed("ApiError", f"cannot create {kind} {name}: {_api_reason(e)}") from None
+            if e.status in (400, 422):  # the object itself is invalid: retrying cannot help
+                raise ExperimentFailed("InvalidChild", f"cannot create {kind} {name}: {_api_reason(e)}") from None
+            raise  # forbidden, throttled, unavailable: the caller retries
 
     def _apply_deployment(self, manifest: dict) -> None:
         if not self._create(manifest):
