@@ -27,9 +27,11 @@ def machine() -> dict:
 
 
 def write_result(name: str, result: dict) -> Path:
+    """Records a full run's figures with the command line and the machine that produced them."""
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps({"machine": machine(), **result}, indent=2) + "\n")
+    command = " ".join(["python", *sys.argv])
+    path.write_text(json.dumps({"command": command, "machine": machine(), **result}, indent=2) + "\n")
     return path
 
 

@@ -67,7 +67,7 @@ def main() -> int:
           f"gaps between stages: {r['gapBetweenStagesSeconds']} s (median {r['gapMedianSeconds']} s)")
     print(f"load per stage: {r['loadSecondsPerStage']} s; requests: {r['requests']}")
     if not args.smoke:
-        print(f"written to {write_result('local_overhead', {'command': ' '.join(sys.argv), **r})}")
+        print(f"written to {write_result('local_overhead', r)}")
     return 0
 
 

@@ -182,7 +182,7 @@ def main() -> int:
               f"{r['apiRequestsPerExperimentMinute']} per experiment-minute; stage end -> next Job "
               f"{r['stageEndToNextJobSeconds']} s; create -> first child {r['createToFirstChildSeconds']} s")
     if not args.smoke:
-        print(f"written to {write_result('operator_cost', {'command': ' '.join(sys.argv), 'levels': results})}")
+        print(f"written to {write_result('operator_cost', {'levels': results})}")
     return 0 if all(r["finished"] == r["experiments"] for r in results) else 1
 
 
