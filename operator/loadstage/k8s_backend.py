@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from . import manifests
@@ -25,6 +25,7 @@ from .redis_sampler import RedisSampler
 from .results import StageMeasurement
 
 POLL_SECONDS = 1.0
+STAGE_WATCH_SECONDS = 10  # longest wait on a watch of the master pod before Jobs are re-checked
 METRICS_POLL_SECONDS = 5.0
 # Waiting reasons after which a pod will not start by itself.
 FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff",
@@ -270,8 +271,11 @@ class KubernetesBackend:
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory)
 
     def _wait_for_master(self, step: Step):
+        """Waits on a watch of the master pod (its end is seen at once); between watches, which
+        last at most STAGE_WATCH_SECONDS, checks whether either Job failed."""
         exp = self.experiment
         master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
+        selector = f"job-name={master}"
         while True:
             self._check_stopped()
             for job_name in (master, workers):
@@ -279,17 +283,25 @@ class KubernetesBackend:
                 if failure:
                     raise ExperimentFailed("StageFailed", f"{step.label()}: Job {job_name} failed: {failure}"
                                            + self._master_output(master))
-            pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"job-name={master}").items
-            for pod in pods:
-                for cs in pod.status.container_statuses or []:
-                    terminated = cs.state.terminated if cs.state else None
-                    if terminated is None:
-                        continue
-                    if terminated.exit_code == 0:
-                        return terminated
-                    raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master exited with code "
-                                                          f"{terminated.exit_code}: {terminated.message or ''}")
-            self.stopped.wait(self.poll)
+            listed = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
+            terminated = _master_terminated(listed.items, step)
+            if terminated is not None:
+                return terminated
+            self._watch_pods(selector, listed.metadata.resource_version)
+
+    def _watch_pods(self, selector: str, resource_version: str) -> None:
+        """Returns at the first change of a matching pod, on stop, or after STAGE_WATCH_SECONDS."""
+        w = watch.Watch()
+        try:
+            for _event in w.stream(self.core.list_namespaced_pod, self.namespace, label_selector=selector,
+                                   resource_version=resource_version, timeout_seconds=STAGE_WATCH_SECONDS,
+                                   _request_timeout=STAGE_WATCH_SECONDS + 5):
+                break
+        except ApiException as e:
+            if e.status != 410:  # 410: the resource version is too old; the caller lists again
+                raise
+        finally:
+            w.stop()
 
     def _job_failure(self, name: str) -> str | None:
         try:
@@ -326,6 +338,20 @@ class KubernetesBackend:
                 except ApiException as e:
                     if e.status != 404:
                         raise
+
+
+def _master_terminated(pods: list, step: Step):
+    """The master container's terminated state if it exited 0; raises if it failed."""
+    for pod in pods:
+        for cs in pod.status.container_statuses or []:
+            terminated = cs.state.terminated if cs.state else None
+            if terminated is None:
+                continue
+            if terminated.exit_code == 0:
+                return terminated
+            raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master exited with code "
+                                                  f"{terminated.exit_code}: {terminated.message or ''}")
+    return None
 
 
 def _parse_summary(message: str | None, master: str) -> dict[str, Any]:

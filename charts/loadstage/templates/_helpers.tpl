@@ -71,10 +71,11 @@ app.kubernetes.io/component: operator
 - apiGroups: [batch]
   resources: [jobs/status]
   verbs: [get]
-# Why target pods are not ready, and the master pod's termination message (the stage result).
+# Why target pods are not ready, and the master pod's termination message (the stage result),
+# watched so that a stage's end is seen at once.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list]
+  verbs: [get, list, watch]
 # That a custom locustfile's ConfigMap exists.
 - apiGroups: [""]
   resources: [configmaps]
