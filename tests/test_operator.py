@@ -79,7 +79,10 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
     assert runner.spec.template.spec.automount_service_account_token is False
     redis_deploy = cluster.apps.read_namespaced_deployment("cluster-ladder-redis", namespace)
     assert redis_deploy.spec.template.spec.containers[0].args[:3] == ["redis-server", "--port", "6379"]
-    services = {s.metadata.name: s for s in cluster.core.list_namespaced_service(namespace).items}
+    def target_services():
+        found = {s.metadata.name: s for s in cluster.core.list_namespaced_service(namespace).items}
+        return found if {"cluster-ladder-runner", "cluster-ladder-redis"} <= found.keys() else None
+    services = wait_for(target_services)  # created right after the Deployments
     assert services["cluster-ladder-runner"].spec.ports[0].port == 8000
     assert services["cluster-ladder-runner"].spec.selector.items() <= runner.spec.template.metadata.labels.items()
     assert services["cluster-ladder-redis"].spec.ports[0].port == 6379
