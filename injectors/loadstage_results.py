@@ -43,11 +43,12 @@ def _wait_from_options(user):
 
 
 def _write_atomically(path, payload: bytes):
-    if path == "/dev/termination-log" or not os.path.dirname(os.path.abspath(path)):
+    """Replaces the file by a rename, except under /dev (e.g. a Kubernetes termination log)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory == "/dev" or directory.startswith("/dev/"):
         with open(path, "wb") as f:
             f.write(payload)
         return
-    directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".summary-")
     with os.fdopen(fd, "wb") as f:
         f.write(payload)

@@ -56,16 +56,12 @@ def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) ->
     return f"{RESULTS_EXTENSION},{scenario}"
 
 
-def stage_users(experiment: Experiment, stage: Stage) -> tuple[int, float]:
-    inj = experiment.spec.injectors
-    return stage.injectors * inj.users_per_injector, stage.injectors * inj.spawn_rate
-
-
 def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, summary_file: str,
                           progress_file: str | None = None, bind_port: int = LOCUST_MASTER_PORT,
                           custom_locustfile: str | None = None) -> list[str]:
-    users, spawn_rate = stage_users(experiment, stage)
-    wait = experiment.spec.injectors.wait_time
+    injectors = experiment.spec.injectors
+    users, spawn_rate = injectors.users_for(stage.injectors), injectors.spawn_rate_for(stage.injectors)
+    wait = injectors.wait_time
     argv = ["locust", "-f", locustfiles(experiment, custom_locustfile),
             "--master", "--master-bind-port", str(bind_port),
             "--expect-workers", str(stage.injectors),

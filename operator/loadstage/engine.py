@@ -53,8 +53,12 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+def iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return iso(dt.datetime.now(dt.timezone.utc))
 
 
 def new_status(experiment: Experiment) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from . import manifests
-from .engine import Cancelled, ExperimentFailed, Step, now
+from .engine import Cancelled, ExperimentFailed, Step, iso, now
 from .manifests import Images
 from .model import Experiment, Variant
 from .redis_sampler import RedisSampler
@@ -118,6 +118,7 @@ class KubernetesBackend:
         self.on_event = on_event
         self.redis_sample_url = redis_sample_url or self._in_cluster_redis_url()
         self.poll = poll
+        self.redis_password: str | None = None
 
     def _in_cluster_redis_url(self) -> str:
         if not self.experiment.spec.redis.deployed:
@@ -157,7 +158,7 @@ class KubernetesBackend:
     def prepare_variant(self, variant: Variant) -> None:
         exp = self.experiment
         self._check_locustfile()
-        self._redis_password()
+        self.redis_password = self._read_redis_password()
         components = []
         if exp.spec.redis.deployed:
             self._apply_deployment(manifests.redis_deployment(exp, variant, self.images))
@@ -170,7 +171,7 @@ class KubernetesBackend:
         self.on_event("TargetReady", f"variant {variant.index + 1}: {variant.label()}, "
                                      f"{variant.pods} runner pod(s) ready")
 
-    def _redis_password(self) -> str | None:
+    def _read_redis_password(self) -> str | None:
         secret = self.experiment.spec.redis.password_secret
         if secret is None:
             return None
@@ -258,7 +259,7 @@ class KubernetesBackend:
         self.on_event("StageStarted" if created else "StageResumed",
                       f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
         selector = f"{manifests.LABEL_EXPERIMENT}={exp.name},{manifests.LABEL_COMPONENT}=runner"
-        with RedisSampler(self.redis_sample_url, password=self._redis_password()) as redis_sampler, \
+        with RedisSampler(self.redis_sample_url, password=self.redis_password) as redis_sampler, \
                 PodMetricsSampler(self.custom, self.namespace, selector) as pod_metrics:
             terminated = self._wait_for_master(step)
         summary = _parse_summary(terminated.message, master)
@@ -366,9 +367,7 @@ def _parse_summary(message: str | None, master: str) -> dict[str, Any]:
 
 
 def _iso(value) -> str:
-    if isinstance(value, dt.datetime):
-        return value.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-    return value or now()
+    return iso(value) if isinstance(value, dt.datetime) else value or now()
 
 
 def _api_reason(e: ApiException) -> str:

@@ -91,6 +91,13 @@ class Injectors:
     def spawn_rate(self) -> float:
         return self.spawn_rate_per_injector or float(self.users_per_injector)
 
+    def users_for(self, injectors: int) -> int:
+        """Total users of a stage with this many injectors."""
+        return injectors * self.users_per_injector
+
+    def spawn_rate_for(self, injectors: int) -> float:
+        return injectors * self.spawn_rate
+
 
 @dataclass(frozen=True)
 class Stage:

@@ -28,7 +28,7 @@ def stage_result(experiment: Experiment, number: int, stage: Stage,
     result: dict[str, Any] = {
         "stage": number,
         "injectors": stage.injectors,
-        "users": stage.injectors * experiment.spec.injectors.users_per_injector,
+        "users": experiment.spec.injectors.users_for(stage.injectors),
         "durationSeconds": stage.duration,
         "startedAt": m.started_at,
         "finishedAt": m.finished_at,
