@@ -2,15 +2,26 @@
 #   docker build --target runner-app -t loadstage/runner-app:0.1.0 .
 #   docker build --target injector   -t loadstage/injector:0.1.0 .
 #   docker build --target operator   -t loadstage/operator:0.1.0 .
-FROM python:3.11-slim-bookworm AS base
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# PYTHON_IMAGE is any Debian-based image with Python 3.11 and its venv module: the official
+# python:3.11-slim-bookworm by default; the real-node tests use one built from Debian's packages.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+FROM ${PYTHON_IMAGE} AS base
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/loadstage/venv PATH=/opt/loadstage/venv/bin:$PATH
 RUN groupadd --gid 10001 loadstage \
  && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin loadstage
 WORKDIR /opt/loadstage
-COPY pyproject.toml README.md ./
+# The pinned dependencies first, in a layer of their own that code changes do not invalidate.
+COPY pyproject.toml ./
+RUN python3 -m venv "$VIRTUAL_ENV" \
+ && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+      > /tmp/requirements.txt \
+ && pip install --no-cache-dir -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt
+COPY README.md ./
 COPY operator ./operator
 COPY runner-app ./runner-app
-RUN pip install --no-cache-dir . && rm -rf operator runner-app
+RUN pip install --no-cache-dir --no-deps . && rm -rf operator runner-app build
 COPY injectors ./injectors
 USER 10001:10001
 

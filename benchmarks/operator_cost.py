@@ -32,7 +32,7 @@ import yaml
 from common import ROOT, write_result
 
 sys.path.insert(0, str(ROOT / "tests"))
-from kube import Cluster, finish_job_pods  # noqa: E402
+from kube import Cluster, binaries, finish_job_pods  # noqa: E402
 
 SA_NAMESPACE, RELEASE = "loadstage-bench", "bench"
 ACCOUNT = f"system:serviceaccount:{SA_NAMESPACE}:{RELEASE}-loadstage"
@@ -161,7 +161,7 @@ def main() -> int:
         redis = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(tmp / "r.sock")],
                                  stdout=subprocess.DEVNULL)
         try:
-            cluster = Cluster.attach(name, kubeconfig)
+            cluster = Cluster(name, kubeconfig, binaries("kwok"))
             cluster.kubectl("apply", "-f", str(ROOT / "crds"), check=True)
             installed = cluster.helm("install", RELEASE, ROOT / "charts" / "loadstage", "-n", SA_NAMESPACE,
                                      "--create-namespace", "--wait")

@@ -6,6 +6,9 @@
   summary of the whole stage computed from the merged stats of all workers.
 - While the stage runs it rewrites --progress-file every second with the current
   requests per second and p99.
+- With --target-metrics, the master reads the target's own request count from every
+  instance's /metrics when the stage starts and when it ends; the summary carries the
+  difference as servedRequests.
 - With --stage-seconds, the master ends the stage itself: it stops the users, waits
   one worker report interval so that every worker's last samples arrive, then quits.
   (Locust's own --run-time quits at once, dropping samples still in flight.)
@@ -20,6 +23,7 @@ import gevent
 from locust import User, events
 from locust.runners import WORKER_REPORT_INTERVAL, WorkerRunner
 
+from loadstage.server_metrics import scrape_served_requests, served_between
 from loadstage.summary import summarize
 
 
@@ -33,6 +37,9 @@ def _add_options(parser):
                         help="loadstage: where the master writes the stage's JSON summary")
     parser.add_argument("--progress-file", default="", include_in_web_ui=False,
                         help="loadstage: where the master writes progress every second")
+    parser.add_argument("--target-metrics", default="", include_in_web_ui=False,
+                        help="loadstage: comma-separated /metrics URLs of the target; a host with several "
+                             "addresses (a headless Service) means every address")
     parser.add_argument("--stage-seconds", type=float, default=0, include_in_web_ui=False,
                         help="loadstage: stop the users after this long, collect the last reports, quit")
 
@@ -91,12 +98,20 @@ def _end_stage(environment, seconds):
     environment.runner.quit()
 
 
+def _target_metrics(options):
+    return [url for url in options.target_metrics.split(",") if url]
+
+
 @events.test_start.add_listener
 def _on_test_start(environment, **_kwargs):
     options = environment.parsed_options
-    if isinstance(environment.runner, WorkerRunner) or options is None or not options.stage_seconds:
+    if isinstance(environment.runner, WorkerRunner) or options is None:
         return
-    gevent.spawn(_end_stage, environment, options.stage_seconds)
+    if options.target_metrics:
+        # fired before any user is dispatched: nothing of this stage has reached the target yet
+        environment.loadstage_served_before = scrape_served_requests(_target_metrics(options))
+    if options.stage_seconds:
+        gevent.spawn(_end_stage, environment, options.stage_seconds)
 
 
 @events.quitting.add_listener
@@ -104,6 +119,10 @@ def _on_quitting(environment, **_kwargs):
     options = environment.parsed_options
     if isinstance(environment.runner, WorkerRunner) or options is None or not options.summary_file:
         return
+    served = None
+    if options.target_metrics:
+        served = served_between(getattr(environment, "loadstage_served_before", None),
+                                scrape_served_requests(_target_metrics(options)))
     workers = getattr(environment.runner, "worker_index_max", None)
-    summary = summarize(environment.stats, injectors=workers)
+    summary = summarize(environment.stats, injectors=workers, served_requests=served)
     _write_atomically(options.summary_file, json.dumps(summary, separators=(",", ":")).encode())

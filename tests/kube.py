@@ -21,24 +21,26 @@ from waiting import ROOT, wait_for
 GROUP, VERSION, PLURAL = "loadstage.io", "v1alpha1", "loadexperiments"
 
 
+def binaries(group: str) -> Path:
+    """The pinned cluster binaries (tools/cluster/build.sh): `kwok` or `realnode`."""
+    out = subprocess.run(["bash", ROOT / "tools" / "cluster" / "build.sh", group], check=True,
+                         capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
 class Cluster:
     @classmethod
     def up(cls, name: str) -> "Cluster":
         started = time.monotonic()
         out = subprocess.run([ROOT / "scripts" / "cluster", "up", name], check=True, capture_output=True,
                              text=True)
-        cluster = cls.attach(name, out.stdout.strip().splitlines()[-1])
+        cluster = cls(name, out.stdout.strip().splitlines()[-1], binaries("kwok"))
         cluster.up_seconds = time.monotonic() - started
         return cluster
 
-    @classmethod
-    def attach(cls, name: str, kubeconfig: str) -> "Cluster":
-        return cls(name, kubeconfig)
-
-    def __init__(self, name: str, kubeconfig: str):
+    def __init__(self, name: str, kubeconfig: str, bin_dir: Path):
         self.name = name
-        self.bin = Path(subprocess.run(["bash", ROOT / "tools" / "cluster" / "build.sh"], check=True,
-                                       capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        self.bin = bin_dir
         self.kubeconfig = kubeconfig
         self.up_seconds = None
         self.api = config.new_client_from_config(config_file=self.kubeconfig)
@@ -88,6 +90,7 @@ class OperatorProcess:
         self.log = open(log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "loadstage.cli", "operator", *scope, "--liveness-port", str(port),
+             "--listen-address", "127.0.0.1",
              "--redis-sample-url", redis_sample_url, "--runner-image", "loadstage/runner-app:test",
              "--injector-image", "loadstage/injector:test"],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

@@ -72,13 +72,25 @@ def test_runner_deployment():
     (c,) = pod["spec"]["containers"]
     assert c["image"] == "r:1" and c["args"] == commands.runner_command(e)
     env = {x["name"]: x["value"] for x in c["env"]}
-    assert env["GUNICORN_CMD_ARGS"] == "--bind 0.0.0.0:8000 --workers 7 --threads 3 --worker-class gthread"
+    assert env["GUNICORN_CMD_ARGS"] == ("--bind 0.0.0.0:8000 --workers 7 --threads 3 --worker-class gthread"
+                                       " --no-control-socket")
     assert env["REDIS_URL"] == "redis://demo-redis:6379/0" and env["X"] == "1"
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]}}
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+def test_the_runner_pods_service_is_headless_over_the_runner_pods():
+    e = experiment()
+    deployment = manifests.runner_deployment(e, e.variants()[0], IMAGES)
+    balanced, headless = manifests.runner_service(e), manifests.runner_pods_service(e)
+    assert balanced["spec"].get("clusterIP") is None and headless["spec"]["clusterIP"] == "None"
+    assert headless["metadata"]["name"] == "demo-runner-pods"
+    assert headless["spec"]["selector"] == balanced["spec"]["selector"]
+    assert headless["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert manifests.runner_metrics_urls(e) == ["http://demo-runner-pods:8000/metrics"]
 
 
 def test_external_redis_is_used_as_given_and_not_deployed():
@@ -103,7 +115,8 @@ def test_stage_jobs_and_master_service():
     assert master["spec"]["activeDeadlineSeconds"] == 1200 + manifests.STAGE_DEADLINE_GRACE_SECONDS
     mc = master["spec"]["template"]["spec"]["containers"][0]
     assert mc["args"] == commands.locust_master_command(
-        e, e.spec.stages[0], host="http://demo-runner:8000", summary_file="/dev/termination-log")
+        e, e.spec.stages[0], host="http://demo-runner:8000", summary_file="/dev/termination-log",
+        target_metrics=["http://demo-runner-pods:8000/metrics"])
     assert mc["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert service["spec"]["selector"].items() <= master["spec"]["template"]["metadata"]["labels"].items()
     assert service["spec"]["ports"][0]["port"] == 5557
@@ -150,6 +163,7 @@ def test_redis_password_comes_from_the_secret_for_redis_and_the_target():
     e = experiment(redis={"passwordSecret": {"name": "redis-auth"}})
     v = e.variants()[0]
     redis_container = manifests.redis_deployment(e, v, IMAGES)["spec"]["template"]["spec"]["containers"][0]
+    assert "readinessProbe" not in redis_container and "livenessProbe" not in redis_container  # probes are clients
     assert redis_container["args"][-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
     secret_ref = {"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "redis-auth", "key": "password"}}}
     assert secret_ref in redis_container["env"]

@@ -63,14 +63,15 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
 
     runner = wait_for(lambda: cluster.apps.list_namespaced_deployment(
         namespace, label_selector="app.kubernetes.io/component=runner").items)[0]
-    assert runner.metadata.name == "cluster-ladder-runner" and runner.spec.replicas == 4
+    assert runner.metadata.name == "cluster-ladder-runner" and runner.spec.replicas == 2
     (owner,) = runner.metadata.owner_references
     assert (owner.uid, owner.kind, owner.controller) == (uid, "LoadExperiment", True)
     container = runner.spec.template.spec.containers[0]
     assert container.image == "loadstage/runner-app:test"
     assert container.args == ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "runner_app.app:app"]
     env = {e.name: e.value for e in container.env}
-    assert env["GUNICORN_CMD_ARGS"] == "--bind 0.0.0.0:8000 --workers 4 --threads 2 --worker-class gthread"
+    assert env["GUNICORN_CMD_ARGS"] == ("--bind 0.0.0.0:8000 --workers 2 --threads 2 --worker-class gthread"
+                                       " --no-control-socket")
     assert env["REDIS_URL"] == "redis://cluster-ladder-redis:6379/0"
     assert [(p.name, p.container_port) for p in container.ports] == [("http", 8000)]
     assert container.security_context.allow_privilege_escalation is False
@@ -97,7 +98,7 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
         assert workers.metadata.owner_references[0].uid == uid
         args = master.spec.template.spec.containers[0].args
         opts = dict(zip(args, args[1:]))
-        assert (opts["--expect-workers"], opts["--users"]) == (str(injectors), str(100 * injectors))
+        assert (opts["--expect-workers"], opts["--users"]) == (str(injectors), str(25 * injectors))
         assert opts["--host"] == "http://cluster-ladder-runner:8000"
         assert opts["--summary-file"] == "/dev/termination-log"
         worker_args = workers.spec.template.spec.containers[0].args

@@ -10,7 +10,7 @@ import redis
 from loadstage import commands
 from loadstage.local_backend import free_port, project_root
 from loadstage.model import parse_experiment
-from loadstage.server_metrics import scrape_served_requests
+from loadstage.server_metrics import scrape_served_requests, served_between
 
 from conftest import BASE, start_redis, wait_for
 
@@ -81,11 +81,12 @@ def test_respondent_walks_every_page_and_answers_land_in_redis(app):
 
 
 def test_metrics_merge_every_worker_and_count_by_route(app):
-    before = scrape_served_requests([app["base"]])
+    metrics = [f"{app['base']}/metrics"]
+    before = scrape_served_requests(metrics)
     for _ in range(6):
         walk_questionnaire(app["base"])
     call(f"{app['base']}/healthz")
-    assert scrape_served_requests([app["base"]]) - before == 6 * 12
+    assert served_between(before, scrape_served_requests(metrics)) == 6 * 12
     _, _, text = call(f"{app['base']}/metrics")
     pages = [line for line in text.splitlines() if line.startswith("runner_request_duration_seconds_count")
              and 'route="/surveys/<sid>/pages/<int:page>"' in line]

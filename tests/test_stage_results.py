@@ -77,7 +77,8 @@ def test_master_and_worker_command_lines():
                               "waitTime": {"min": "500ms", "max": "2s"}},
                    stages=[{"injectors": 10, "duration": "90s"}])
     argv = commands.locust_master_command(e, e.spec.stages[0], host="http://runner:8000",
-                                          summary_file="/dev/termination-log")
+                                          summary_file="/dev/termination-log",
+                                          target_metrics=["http://a:1/metrics", "http://b:2/metrics"])
     opts = dict(zip(argv, argv[1:]))
     assert argv[0] == "locust" and "--master" in argv and "--headless" in argv
     assert opts["-f"] == "injectors/loadstage_results.py,injectors/respondent.py"
@@ -86,6 +87,11 @@ def test_master_and_worker_command_lines():
     assert opts["--run-time"] == "150s"  # Locust's own limit is only a backstop
     assert (opts["--wait-min"], opts["--wait-max"]) == ("0.5", "2")
     assert opts["--summary-file"] == "/dev/termination-log"
+    assert opts["--target-metrics"] == "http://a:1/metrics,http://b:2/metrics"
+    assert opts["--master-bind-host"] == "*"
+    local = commands.locust_master_command(e, e.spec.stages[0], host="http://127.0.0.1:8000", summary_file="s",
+                                           target_metrics=[], bind_host="127.0.0.1")
+    assert local[local.index("--master-bind-host") + 1] == "127.0.0.1"
     worker = commands.locust_worker_command(e, master_host="lx-master")
     assert worker[worker.index("--master-host") + 1] == "lx-master" and "--worker" in worker
 
@@ -100,7 +106,8 @@ def test_runner_environment_configures_gunicorn():
                            "env": {"FEATURE": "on"}})
     v = e.variants()[0]
     env = commands.runner_env(e, v, binds=["0.0.0.0:8000"], redis_url="redis://r:6379/0", metrics_dir="/tmp/m")
-    assert env["GUNICORN_CMD_ARGS"] == "--bind 0.0.0.0:8000 --workers 7 --threads 3 --worker-class gthread"
+    assert env["GUNICORN_CMD_ARGS"] == ("--bind 0.0.0.0:8000 --workers 7 --threads 3 --worker-class gthread"
+                                       " --no-control-socket")
     assert env["FEATURE"] == "on" and env["REDIS_URL"] == "redis://r:6379/0"
     assert commands.runner_command(e) == ["gunicorn", "--config", "python:runner_app.gunicorn_conf",
                                           "runner_app.app:app"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from . import report
+from . import report, result_source
 from .engine import Cancelled, ExperimentFailed, StageEngine, new_status, now
 from .local_backend import LocalBackend, Progress
 from .crd import render_crd
@@ -69,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check an experiment file and show its plan")
     validate.add_argument("file")
 
+    rep = sub.add_parser("report", help="print the results of a run: a result file or lx/NAME in a cluster")
+    rep.add_argument("source", help="a result file from `loadstage run -o`, or lx/NAME (current kubeconfig)")
+    rep.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
+
     sub.add_parser("crd", help="print the LoadExperiment CustomResourceDefinition")
 
     op = sub.add_parser("operator", help="run the Kopf operator against the current cluster")
@@ -77,7 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="watch this namespace (repeatable)")
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
     op.add_argument("--liveness-port", type=int, default=8080,
-                    help="serve the liveness probe on http://0.0.0.0:PORT/healthz (0: off)")
+                    help="serve the liveness probe on http://ADDRESS:PORT/healthz (0: off)")
+    op.add_argument("--listen-address", default="0.0.0.0",
+                    help="address of the liveness and metrics servers (default 0.0.0.0: every interface of "
+                         "the pod; 127.0.0.1 for an operator run on a workstation)")
     op.add_argument("--runner-image", default=os.environ.get("LOADSTAGE_RUNNER_IMAGE", DEFAULT_IMAGES.runner))
     op.add_argument("--injector-image",
                     default=os.environ.get("LOADSTAGE_INJECTOR_IMAGE", DEFAULT_IMAGES.injector))
@@ -201,10 +208,7 @@ def cmd_run(args) -> int:
             signal.signal(s, handler)
     on_update(status)
     printer.say("")
-    if any(v["stages"] for v in status["variants"]):
-        print(report.render_table(status))
-    for line in report.render_capacity(status) + report.render_cross_check(status):
-        print(line)
+    print_results(status)
     if status["phase"] != "Succeeded":
         printer.say(f"{status['phase']}: {status['message']}")
         printer.say(f"logs kept in {workdir}")
@@ -216,6 +220,22 @@ def cmd_run(args) -> int:
             not s["verdict"]["passed"] for v in status["variants"] for s in v["stages"] if "verdict" in s):
         code = EXIT_THRESHOLDS
     return code
+
+
+def print_results(status: dict[str, Any]) -> None:
+    if any(v["stages"] for v in status["variants"]):
+        print(report.render_table(status))
+    for line in report.render_capacity(status) + report.render_cross_check(status):
+        print(line)
+
+
+def cmd_report(args) -> int:
+    document = result_source.load_document(args.source, args.namespace)
+    status = document["status"]
+    print_results(status)
+    if status.get("phase") != "Succeeded":
+        print(f"{status.get('phase', 'Pending')}: {status.get('message', '')}")
+    return EXIT_OK
 
 
 def cmd_crd(_args) -> int:
@@ -234,9 +254,11 @@ def cmd_operator(args) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = handlers.OperatorConfig(
         images=Images(runner=args.runner_image, injector=args.injector_image, redis=args.redis_image),
-        redis_sample_url=args.redis_sample_url, metrics_port=args.metrics_port or None)
+        namespaces=tuple(args.namespaces or ()), redis_sample_url=args.redis_sample_url,
+        metrics_port=args.metrics_port or None, listen_address=args.listen_address)
+    liveness = f"http://{args.listen_address}:{args.liveness_port}/healthz" if args.liveness_port else None
     kopf.run(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces or (),
-             liveness_endpoint=f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None,
+             liveness_endpoint=liveness,
              memo=kopf.Memo(config=config))
     return EXIT_OK
 
@@ -244,7 +266,7 @@ def cmd_operator(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "validate": cmd_validate, "crd": cmd_crd,
+        return {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "crd": cmd_crd,
                 "operator": cmd_operator}[args.command](args)
     except ValidationError as e:
         for path, message in e.problems:

@@ -38,9 +38,11 @@ def runner_command(experiment: Experiment) -> list[str]:
 def runner_env(experiment: Experiment, variant: Variant, *, binds: list[str], redis_url: str,
                metrics_dir: str, reuse_port: bool = False) -> dict[str, str]:
     """Environment of one target pod. Gunicorn reads its settings from GUNICORN_CMD_ARGS."""
+    # no control socket: gunicorn would put it under $HOME, read-only in a pod and shared between
+    # the local engine's instances
     args = [f"--bind {b}" for b in binds] + [
         f"--workers {variant.workers}", f"--threads {variant.threads}",
-        f"--worker-class {variant.worker_class}"]
+        f"--worker-class {variant.worker_class}", "--no-control-socket"]
     if reuse_port:
         args.append("--reuse-port")
     return {**experiment.spec.target.env,
@@ -57,13 +59,15 @@ def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) ->
 
 
 def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, summary_file: str,
-                          progress_file: str | None = None, bind_port: int = LOCUST_MASTER_PORT,
+                          target_metrics: list[str], progress_file: str | None = None,
+                          bind_host: str = "*", bind_port: int = LOCUST_MASTER_PORT,
                           custom_locustfile: str | None = None) -> list[str]:
+    """`target_metrics`: the target's /metrics URLs, for its own count of the stage's requests."""
     injectors = experiment.spec.injectors
     users, spawn_rate = injectors.users_for(stage.injectors), injectors.spawn_rate_for(stage.injectors)
     wait = injectors.wait_time
     argv = ["locust", "-f", locustfiles(experiment, custom_locustfile),
-            "--master", "--master-bind-port", str(bind_port),
+            "--master", "--master-bind-host", bind_host, "--master-bind-port", str(bind_port),
             "--expect-workers", str(stage.injectors),
             "--expect-workers-max-wait", str(EXPECT_WORKERS_MAX_WAIT_SECONDS),
             "--headless", "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
@@ -72,7 +76,7 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
             "--stop-timeout", str(STOP_TIMEOUT_SECONDS), "--exit-code-on-error", "0",
             "--host", host, "--only-summary",
             "--wait-min", f"{wait.min:g}", "--wait-max", f"{wait.max:g}",
-            "--summary-file", summary_file]
+            "--summary-file", summary_file, "--target-metrics", ",".join(target_metrics)]
     if progress_file:
         argv += ["--progress-file", progress_file]
     return argv

@@ -86,15 +86,22 @@ class StageEngine:
         status.setdefault("startedAt", now())
         spec = self.experiment.spec
         variants = self.experiment.variants()
+        # A run picked up after a restart keeps its phase and progress while the target is re-checked:
+        # the stage in flight goes on, and the status must not go backwards.
+        resuming = status.get("phase") == "Running"
         for variant in variants:
             record = status["variants"][variant.index]
             if len(record["stages"]) >= len(spec.stages):
                 continue
             progress = {"variant": f"{variant.index + 1}/{len(variants)}",
                         "stage": f"{len(record['stages'])}/{len(spec.stages)}", "injectors": 0}
-            self._set(status, phase="Deploying", progress=progress,
-                      message=f"deploying the target for variant {variant.index + 1}/{len(variants)}"
-                              f" ({variant.label()})")
+            which = f"variant {variant.index + 1}/{len(variants)} ({variant.label()})"
+            if resuming:
+                progress = status.get("progress", progress)
+                self._set(status, message=f"resuming {which}: checking the target")
+                resuming = False
+            else:
+                self._set(status, phase="Deploying", progress=progress, message=f"deploying the target for {which}")
             self.backend.prepare_variant(variant)
             if spec.warmup is not None and not record.get("warmedUp"):
                 step = Step(variant, len(variants), spec.warmup, None, len(spec.stages))

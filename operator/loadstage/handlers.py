@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,17 +26,46 @@ from .schema import ValidationError
 
 FINISHED = ("Succeeded", "Failed")
 API_RETRY_SECONDS = 10
+API_WAIT_SECONDS = 120
+API_NOT_SERVING = {404: "the LoadExperiment CRD is not installed", 429: "the API server is initializing its storage",
+                   503: "the API server is unavailable"}
 
 
 @dataclass(frozen=True)
 class OperatorConfig:
     images: Images
+    namespaces: tuple[str, ...] = ()     # empty: every namespace
     redis_sample_url: str | None = None
     metrics_port: int | None = None
+    listen_address: str = "0.0.0.0"
+
+
+def wait_for_the_api(api: kubernetes.client.ApiClient, namespaces: tuple[str, ...], logger: logging.Logger,
+                     timeout: float = API_WAIT_SECONDS) -> None:
+    """Returns once LoadExperiments can be listed, or after `timeout` (Kopf then reports the error).
+    Right after a CRD is installed the API server refuses it for a moment, and Kopf would log each
+    refused watch as an error."""
+    custom = kubernetes.client.CustomObjectsApi(api)
+    deadline = time.monotonic() + timeout
+    said = None
+    while True:
+        try:
+            for namespace in namespaces:
+                custom.list_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, limit=1)
+            if not namespaces:
+                custom.list_cluster_custom_object(API_GROUP, API_VERSION, PLURAL, limit=1)
+            return
+        except kubernetes.client.ApiException as e:
+            if e.status not in API_NOT_SERVING or time.monotonic() > deadline:
+                return
+            if API_NOT_SERVING[e.status] != said:
+                said = API_NOT_SERVING[e.status]
+                logger.info("waiting for the LoadExperiment API: %s", said)
+        time.sleep(1)
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_):
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_):
     settings.persistence.finalizer = f"{API_GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -55,7 +85,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_):
     memo.api = kubernetes.client.ApiClient()
     memo.running = set()
     if memo.config.metrics_port:
-        metrics.serve(memo.config.metrics_port)
+        metrics.serve(memo.config.metrics_port, memo.config.listen_address)
+    wait_for_the_api(memo.api, memo.config.namespaces, logger)
 
 
 @kopf.on.probe(id="runningExperiments")

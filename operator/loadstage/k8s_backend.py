@@ -166,6 +166,7 @@ class KubernetesBackend:
             components.append(manifests.redis_name(exp))
         self._apply_deployment(manifests.runner_deployment(exp, variant, self.images))
         self._create(manifests.runner_service(exp))
+        self._create(manifests.runner_pods_service(exp))
         components.append(manifests.runner_name(exp))
         self._wait_until_ready(components, variant)
         self.on_event("TargetReady", f"variant {variant.index + 1}: {variant.label()}, "
@@ -235,12 +236,9 @@ class KubernetesBackend:
     def _raise_on_fatal_pod(self, deployment: str) -> None:
         component = deployment.rsplit("-", 1)[1]
         selector = f"{manifests.LABEL_EXPERIMENT}={self.experiment.name},{manifests.LABEL_COMPONENT}={component}"
-        for pod in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items:
-            for cs in pod.status.container_statuses or []:
-                waiting = cs.state.waiting if cs.state else None
-                if waiting and waiting.reason in FATAL_WAITING_REASONS:
-                    raise ExperimentFailed("TargetNotReady", f"pod {pod.metadata.name} container {cs.name}: "
-                                                             f"{waiting.reason}: {waiting.message or ''}".strip())
+        fatal = _cannot_start(self.core.list_namespaced_pod(self.namespace, label_selector=selector).items)
+        if fatal:
+            raise ExperimentFailed("TargetNotReady", fatal)
 
     def finish_variant(self, variant: Variant) -> None:
         pass
@@ -272,11 +270,12 @@ class KubernetesBackend:
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory)
 
     def _wait_for_master(self, step: Step):
-        """Waits on a watch of the master pod (its end is seen at once); between watches, which
-        last at most STAGE_WATCH_SECONDS, checks whether either Job failed."""
+        """Waits on a watch of the stage's pods (the master's end and a pod that cannot start are seen
+        at once); between watches, which last at most STAGE_WATCH_SECONDS, checks whether either Job
+        failed."""
         exp = self.experiment
         master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
-        selector = f"job-name={master}"
+        selector = f"{manifests.LABEL_EXPERIMENT}={exp.name},{manifests.LABEL_RUN}={manifests.run_id(step)}"
         while True:
             self._check_stopped()
             for job_name in (master, workers):
@@ -285,7 +284,11 @@ class KubernetesBackend:
                     raise ExperimentFailed("StageFailed", f"{step.label()}: Job {job_name} failed: {failure}"
                                            + self._master_output(master))
             listed = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
-            terminated = _master_terminated(listed.items, step)
+            fatal = _cannot_start(listed.items)
+            if fatal:
+                raise ExperimentFailed("InjectorNotStarting", f"{step.label()}: {fatal}")
+            terminated = _master_terminated(
+                [p for p in listed.items if (p.metadata.labels or {}).get("job-name") == master], step)
             if terminated is not None:
                 return terminated
             self._watch_pods(selector, listed.metadata.resource_version)
@@ -339,6 +342,17 @@ class KubernetesBackend:
                 except ApiException as e:
                     if e.status != 404:
                         raise
+
+
+def _cannot_start(pods: list) -> str | None:
+    """What keeps a container from ever starting (a bad image, a crash loop), naming pod and image."""
+    for pod in pods:
+        for cs in pod.status.container_statuses or []:
+            waiting = cs.state.waiting if cs.state else None
+            if waiting and waiting.reason in FATAL_WAITING_REASONS:
+                return (f"pod {pod.metadata.name} container {cs.name} (image {cs.image}): {waiting.reason}: "
+                        f"{waiting.message or ''}").strip()
+    return None
 
 
 def _master_terminated(pods: list, step: Step):

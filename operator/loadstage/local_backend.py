@@ -28,7 +28,6 @@ from .process_sampler import ProcessTreeSampler
 from .processes import Child, Supervisor
 from .redis_sampler import RedisSampler
 from .results import StageMeasurement
-from .server_metrics import scrape_served_requests
 
 READY_TIMEOUT_SECONDS = 30
 STAGE_GRACE_SECONDS = commands.EXPECT_WORKERS_MAX_WAIT_SECONDS + 60
@@ -185,7 +184,6 @@ class LocalBackend:
         custom = self.experiment.spec.injectors.locustfile
         custom_path = custom.path if custom else None
         master_port = free_port()
-        served_before = scrape_served_requests(target.admin_urls)
         started_at = now()
         with RedisSampler(target.redis_url) as redis_sampler, \
                 ProcessTreeSampler([p.pid for p in target.pods]) as resource_sampler:
@@ -193,7 +191,8 @@ class LocalBackend:
                 "locust master", commands.locust_master_command(
                     self.experiment, step.stage, host=f"http://{LOOPBACK}:{target.shared_port}",
                     summary_file=str(summary_file), progress_file=str(progress_file),
-                    bind_port=master_port, custom_locustfile=custom_path),
+                    target_metrics=[f"{url}/metrics" for url in target.admin_urls],
+                    bind_host=LOOPBACK, bind_port=master_port, custom_locustfile=custom_path),
                 log_path=sdir / "master.log", cwd=self.root)
             workers = [self.supervisor.start(
                 f"locust worker {i + 1}", commands.locust_worker_command(
@@ -212,19 +211,16 @@ class LocalBackend:
                 raise LocalRunError(f"{child.name} exited with code {child.process.returncode}; "
                                     f"end of {child.log_path}:\n{child.tail()}")
         finished_at = now()
-        served_after = scrape_served_requests(target.admin_urls)
         if not summary_file.is_file():
             raise LocalRunError(f"the Locust master wrote no summary (exit code "
                                 f"{master.process.returncode}); end of {master.log_path}:\n{master.tail()}")
         summary = json.loads(summary_file.read_text())
-        served = None if served_before is None or served_after is None else served_after - served_before
         return StageMeasurement(
             summary=summary, started_at=started_at, finished_at=finished_at,
             redis_peak_connections=redis_sampler.result.peak_connections,
             redis_connections_received=redis_sampler.result.connections_received,
             target_peak_cpu_cores=resource_sampler.result.peak_cpu_cores,
-            target_peak_memory_bytes=resource_sampler.result.peak_memory_bytes,
-            served_requests=served)
+            target_peak_memory_bytes=resource_sampler.result.peak_memory_bytes)
 
     def _follow_stage(self, step: Step, master: Child, progress_file: Path, target: _Target) -> None:
         start = time.monotonic()

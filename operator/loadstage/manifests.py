@@ -37,6 +37,11 @@ def runner_name(experiment: Experiment) -> str:
     return f"{experiment.name}-runner"
 
 
+def runner_pods_name(experiment: Experiment) -> str:
+    """The headless Service: its DNS name resolves to every ready runner pod."""
+    return f"{experiment.name}-runner-pods"
+
+
 def redis_name(experiment: Experiment) -> str:
     return f"{experiment.name}-redis"
 
@@ -129,10 +134,11 @@ def redis_deployment(experiment: Experiment, variant: Variant, images: Images) -
     image = experiment.spec.redis.image or images.redis
     port = {"name": "redis", "containerPort": commands.REDIS_PORT, "protocol": "TCP"}
     require_password = experiment.spec.redis.password_secret is not None
+    # No probe: each probe would be a Redis client and count as load. The runners' readiness
+    # (/readyz pings Redis) is what tells that Redis serves.
     container = _container("redis", image, commands.redis_command(require_password=require_password),
                            secret_env=_password_env(experiment), ports=[port],
-                           mounts=[{"name": "data", "mountPath": "/data"}],
-                           readinessProbe={"tcpSocket": {"port": "redis"}, "periodSeconds": 2})
+                           mounts=[{"name": "data", "mountPath": "/data"}])
     pod = _pod_spec([container], REDIS_UID, volumes=[{"name": "data", "emptyDir": {}}])
     return _deployment(redis_name(experiment), labels(experiment, "redis"), _selector(experiment, "redis"), 1,
                        pod, {ANNOTATION_VARIANT: str(variant.index + 1)})
@@ -162,6 +168,18 @@ def runner_service(experiment: Experiment) -> dict[str, Any]:
                     commands.RUNNER_PORT, "http")
 
 
+def runner_pods_service(experiment: Experiment) -> dict[str, Any]:
+    """Headless: the Locust master reads every runner pod's /metrics through it."""
+    service = _service(runner_pods_name(experiment), labels(experiment, "runner"), _selector(experiment, "runner"),
+                       commands.RUNNER_PORT, "http")
+    service["spec"]["clusterIP"] = "None"
+    return service
+
+
+def runner_metrics_urls(experiment: Experiment) -> list[str]:
+    return [f"http://{runner_pods_name(experiment)}:{commands.RUNNER_PORT}/metrics"]
+
+
 def _locustfile_volume(experiment: Experiment) -> tuple[list[dict], list[dict], str | None]:
     lf = experiment.spec.injectors.locustfile
     if lf is None or lf.config_map is None:
@@ -186,7 +204,7 @@ def master_job(experiment: Experiment, step: Step, images: Images) -> dict[str, 
     volumes, mounts, custom = _locustfile_volume(experiment)
     args = commands.locust_master_command(
         experiment, step.stage, host=f"http://{runner_name(experiment)}:{commands.RUNNER_PORT}",
-        summary_file=TERMINATION_LOG, custom_locustfile=custom)
+        summary_file=TERMINATION_LOG, target_metrics=runner_metrics_urls(experiment), custom_locustfile=custom)
     container = _container(
         "locust-master", experiment.spec.injectors.image or images.injector, args, mounts=mounts,
         ports=[{"name": "master", "containerPort": commands.LOCUST_MASTER_PORT, "protocol": "TCP"}],

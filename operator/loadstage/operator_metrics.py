@@ -12,5 +12,5 @@ EXPERIMENTS_FINISHED = Counter("loadstage_experiments_finished_total", "Experime
 STATUS_WRITES = Counter("loadstage_status_writes_total", "Status patches written.", ["namespace"])
 
 
-def serve(port: int) -> None:
-    start_http_server(port)
+def serve(port: int, address: str) -> None:
+    start_http_server(port, address)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import redis
 
 SAMPLE_INTERVAL_SECONDS = 0.25
+SAMPLER_CLIENT_NAME = "loadstage-sampler"   # how the sampler shows in CLIENT LIST
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class RedisSampler:
     def __init__(self, url: str, *, password: str | None = None,
                  interval: float = SAMPLE_INTERVAL_SECONDS):
         self._client = redis.Redis.from_url(url, password=password, socket_timeout=2,
-                                            socket_connect_timeout=1)
+                                            socket_connect_timeout=1, client_name=SAMPLER_CLIENT_NAME)
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="redis-sampler", daemon=True)

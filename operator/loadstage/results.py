@@ -18,7 +18,6 @@ class StageMeasurement:
     redis_connections_received: int | None = None
     target_peak_cpu_cores: float | None = None
     target_peak_memory_bytes: int | None = None
-    served_requests: int | None = None       # the target's own count, from its /metrics
 
 
 def stage_result(experiment: Experiment, number: int, stage: Stage,
@@ -43,7 +42,7 @@ def stage_result(experiment: Experiment, number: int, stage: Stage,
         "redisConnectionsReceived": m.redis_connections_received,
         "target": {"peakCpuCores": m.target_peak_cpu_cores,
                    "peakMemoryBytes": m.target_peak_memory_bytes,
-                   "servedRequests": m.served_requests},
+                   "servedRequests": s.get("servedRequests")},   # the target's own count
     }
     if s.get("errors"):
         result["errors"] = s["errors"]

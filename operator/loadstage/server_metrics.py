@@ -1,7 +1,12 @@
-"""The target's own count of served requests, read from its Prometheus /metrics."""
+"""The target's own count of served requests, read from its Prometheus /metrics.
+
+The Locust master reads it from every target instance when a stage starts and when it ends. A URL
+whose host resolves to several addresses (a headless Service) stands for one instance per address."""
 
 from __future__ import annotations
 
+import socket
+import urllib.parse
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,13 +23,31 @@ def served_requests(metrics_text: str) -> int:
     return int(total)
 
 
-def scrape_served_requests(base_urls: list[str], timeout: float = 5.0) -> int | None:
-    """Sum over every instance; None if any instance cannot be read."""
-    total = 0
-    for url in base_urls:
-        try:
-            with urllib.request.urlopen(f"{url}/metrics", timeout=timeout) as response:
-                total += served_requests(response.read().decode())
-        except OSError:
-            return None
-    return total
+def instance_urls(url: str) -> list[str]:
+    """One URL per address the URL's host resolves to."""
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or 80
+    addresses = sorted({info[4][0] for info in socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)})
+    return [urllib.parse.urlunsplit(parts._replace(netloc=f"[{a}]:{port}" if ":" in a else f"{a}:{port}"))
+            for a in addresses]
+
+
+def scrape_served_requests(metrics_urls: list[str], timeout: float = 5.0) -> dict[str, int] | None:
+    """Served requests by instance URL; None if any instance cannot be read."""
+    counts = {}
+    try:
+        for url in metrics_urls:
+            for instance in instance_urls(url):
+                with urllib.request.urlopen(instance, timeout=timeout) as response:
+                    counts[instance] = served_requests(response.read().decode())
+    except (OSError, ValueError):
+        return None
+    return counts
+
+
+def served_between(before: dict[str, int] | None, after: dict[str, int] | None) -> int | None:
+    """Requests served between two readings of the same instances; None if they are not comparable
+    (an instance could not be read, or the set of instances changed)."""
+    if before is None or after is None or before.keys() != after.keys():
+        return None
+    return sum(after[i] - before[i] for i in after)

@@ -29,8 +29,9 @@ def _entry_row(entries: Iterable) -> dict[str, Any]:
                 max((e.max_response_time for e in entries), default=0))
 
 
-def summarize(stats, *, injectors: int | None = None) -> dict[str, Any]:
-    """`stats` is a locust RequestStats; on a master it holds every worker's samples merged."""
+def summarize(stats, *, injectors: int | None = None, served_requests: int | None = None) -> dict[str, Any]:
+    """`stats` is a locust RequestStats; on a master it holds every worker's samples merged.
+    `served_requests` is the target's own count for the stage, where it was read."""
     total = stats.total
     entries = [e for e in stats.entries.values() if e.num_requests or e.num_failures]
     end = total.last_request_timestamp or total.start_time
@@ -42,6 +43,7 @@ def summarize(stats, *, injectors: int | None = None) -> dict[str, Any]:
         "loadStartedAt": round(total.start_time, 3),   # epoch seconds: the test started
         "loadEndedAt": round(end, 3),                  # epoch seconds: the last request completed
         "injectors": injectors,
+        "servedRequests": served_requests,
         "byMethod": {m: _entry_row(e for e in entries if e.method == m)
                      for m in sorted({e.method for e in entries})},
         "endpoints": [{"method": e.method, "name": e.name, **_entry_row([e])}
