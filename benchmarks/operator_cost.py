@@ -158,7 +158,8 @@ def main() -> int:
         kubeconfig = subprocess.run([ROOT / "scripts" / "cluster", "up", name, "--", "--kube-audit-policy",
                                      str(policy)], check=True, capture_output=True, text=True).stdout.strip()
         cluster_dir = Path(kubeconfig).parent / "clusters" / name
-        redis = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(tmp / "r.sock")],
+        redis = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(tmp / "r.sock"), "--save", ""],
+                                 cwd=tmp,
                                  stdout=subprocess.DEVNULL)
         try:
             cluster = Cluster(name, kubeconfig, binaries("kwok"))

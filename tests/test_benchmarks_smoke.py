@@ -38,7 +38,9 @@ def test_local_overhead_smoke_runs():
     assert "gaps between stages" in result.stdout
 
 
-def test_operator_cost_smoke_runs():
+@pytest.mark.cluster
+def test_operator_cost_smoke_runs_and_leaves_no_file_behind():
     result = run("operator_cost.py")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 experiment(s): 1 finished" in result.stdout
+    assert not (ROOT / "dump.rdb").exists(), "the benchmark's redis-server saved its data into the checkout"
