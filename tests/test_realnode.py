@@ -33,7 +33,7 @@ def node():
     print(f"\nreal node: images {node.images_seconds:.0f}s, up {node.up_seconds:.0f}s, "
           f"chart installed at {time.monotonic() - started:.0f}s")
     yield node
-    subprocess.run([ROOT / "scripts" / "realnode", "down"], capture_output=True)
+    subprocess.run([ROOT / "scripts" / "realnode", "down", "--purge"], capture_output=True)
 
 
 def experiment(name, *, pods=2, stages=((1, "30s"), (2, "30s")), cleanup="Keep", **injectors):
