@@ -17,6 +17,9 @@ for tool in buildah mmdebstrap gcc; do command -v "$tool" >/dev/null || die "$to
 BIN=$(bin_dir)
 ROOTFS=$NODE_HOME/rootfs
 mkdir -p "$NODE_IMAGES" "$ROOTFS"
+# a working container left by a failed step is unmounted and removed on the way out
+working=""
+trap '[ -z "$working" ] || buildah rm "$working" >/dev/null 2>&1' EXIT
 
 # save REF NAME: the image as a docker-archive tarball that keeps its reference
 save() {
@@ -32,10 +35,10 @@ scratch_image() {
   local ref=$1 name=$2 file=$3 user=$4 container entrypoint; shift 4
   [ -s "$NODE_IMAGES/$name.tar" ] && return
   entrypoint=$(printf '"%s",' "$@"); entrypoint="[${entrypoint%,}]"
-  container=$(buildah from scratch)
+  container=$(buildah from scratch); working=$container
   buildah copy --quiet "$container" "$file" "/$(basename "$file")" >/dev/null
   buildah config --entrypoint "$entrypoint" --cmd '' --user "$user" "$container"
-  buildah commit --quiet --rm "$container" "$ref" >/dev/null
+  buildah commit --quiet --rm "$container" "$ref" >/dev/null; working=""
   save "$ref" "$name"
 }
 
@@ -64,14 +67,14 @@ debian_image() {
       bookworm "${rootfs%.tar}.partial.tar" "${sources[@]}"   # the suffix tells mmdebstrap: a tarball
     mv "${rootfs%.tar}.partial.tar" "$rootfs"
   fi
-  container=$(buildah from scratch)
+  container=$(buildah from scratch); working=$container
   mount=$(buildah mount "$container")
   tar -C "$mount" -xf "$rootfs"
   buildah umount "$container" >/dev/null
   buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --env LANG=C.UTF-8 \
     --label org.opencontainers.image.description="Debian bookworm with $packages, for loadstage's real-node tests" \
     "$@" "$container"
-  buildah commit --quiet --rm "$container" "$ref" >/dev/null
+  buildah commit --quiet --rm "$container" "$ref" >/dev/null; working=""
   save "$ref" "$name"
 }
 
