@@ -39,4 +39,4 @@ def _write(environment, **_kwargs):
     if directory and isinstance(environment.runner, WorkerRunner):
         path = os.path.join(directory, f"injector-{environment.runner.worker_index}.txt")
         with open(path, "w") as f:
-            f.write("\n".join(f"{s:.3f}" for s in _samples[:_reported]))
+            f.write("\n".join(repr(s) for s in _samples[:_reported]))

@@ -32,7 +32,7 @@ import yaml
 from common import ROOT, write_result
 
 sys.path.insert(0, str(ROOT / "tests"))
-from kube import Cluster, binaries, finish_job_pods  # noqa: E402
+from kube import Cluster, RealStage, binaries, finish_stage, pods  # noqa: E402
 
 SA_NAMESPACE, RELEASE = "loadstage-bench", "bench"
 ACCOUNT = f"system:serviceaccount:{SA_NAMESPACE}:{RELEASE}-loadstage"
@@ -55,9 +55,10 @@ def experiment(name: str) -> dict:
 class Driver(threading.Thread):
     """Plays the kubelet for master pods, and times what the operator does."""
 
-    def __init__(self, cluster: Cluster, namespace: str, stage_seconds: float, summary: dict):
+    def __init__(self, cluster: Cluster, namespace: str, stage_seconds: float, stage: RealStage, log_dir: Path):
         super().__init__(daemon=True)
-        self.cluster, self.namespace, self.stage_seconds, self.summary = cluster, namespace, stage_seconds, summary
+        self.cluster, self.namespace, self.stage_seconds, self.stage = cluster, namespace, stage_seconds, stage
+        self.log_dir = log_dir
         self.stop = threading.Event()
         self.job_seen: dict[str, float] = {}
         self.finished: dict[str, float] = {}
@@ -72,8 +73,9 @@ class Driver(threading.Thread):
                 self.first_child.setdefault(deploy.metadata.labels["loadstage.io/experiment"], now)
             for name, seen in list(self.job_seen.items()):
                 if name.endswith("-master") and name not in self.finished and now - seen >= self.stage_seconds:
-                    if finish_job_pods(self.cluster, self.namespace, name, json.dumps(self.summary)):
-                        finish_job_pods(self.cluster, self.namespace, name.replace("-master", "-workers"))
+                    if [p for p in pods(self.cluster, self.namespace, f"job-name={name}") if p.status.container_statuses]:
+                        finish_stage(self.cluster, self.namespace, name, name.replace("-master", "-workers"),
+                                     self.stage, self.log_dir)
                         self.finished[name] = time.time()
 
 
@@ -86,10 +88,10 @@ def audit_lines(path: Path) -> int:
 
 
 def run_level(cluster: Cluster, kubeconfig: str, audit_log: Path, count: int, stage_seconds: float,
-              summary: dict, sample_url: str, workdir: Path) -> dict:
+              stage: RealStage, sample_url: str, workdir: Path) -> dict:
     namespace = f"bench-{count}"
     cluster.core.create_namespace({"metadata": {"name": namespace}})
-    driver = Driver(cluster, namespace, stage_seconds, summary)
+    driver = Driver(cluster, namespace, stage_seconds, stage, workdir)
     driver.start()
     log = open(workdir / f"operator-{count}.log", "wb")
     op = subprocess.Popen([sys.executable, "-m", "loadstage.cli", "operator", "--all-namespaces",
@@ -149,8 +151,9 @@ def main() -> int:
     args = parser.parse_args()
     levels = [1] if args.smoke else [int(x) for x in args.levels.split(",")]
     stage_seconds = 3 if args.smoke else args.stage_seconds
-    summary_path = ROOT / "tests" / "data" / "stage-summary.json"
-    summary = json.loads(summary_path.read_text())
+    data = ROOT / "tests" / "data"
+    stage = RealStage(json.loads((data / "stage-summary.json").read_text()),
+                      json.loads((data / "stage-artifact.json").read_text()))
     with tempfile.TemporaryDirectory(prefix="loadstage-opcost-") as tmp:
         tmp = Path(tmp)
         name = f"opcost-{os.getpid()}"
@@ -172,7 +175,7 @@ def main() -> int:
             subprocess.run([cluster.bin / "kwokctl", "scale", "node", "--name", name, "--replicas", "8"],
                            env={**os.environ, "KWOK_WORKDIR": str(Path(kubeconfig).parent)}, capture_output=True)
             results = [run_level(cluster, sa_config, cluster_dir / "logs" / "audit.log", n, stage_seconds,
-                                 summary, f"unix://{tmp / 'r.sock'}", tmp) for n in levels]
+                                 stage, f"unix://{tmp / 'r.sock'}", tmp) for n in levels]
         finally:
             redis.terminate()
             redis.wait(10)

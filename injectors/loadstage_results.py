@@ -1,52 +1,81 @@
 """loadstage's Locust extension, loaded beside every scenario (built-in or custom).
 
-- Adds the stage options: --wait-min/--wait-max (used by any user class that
-  does not set its own wait_time), --summary-file and --progress-file.
-- On the master (or a standalone runner) it writes, when Locust quits, one JSON
-  summary of the whole stage computed from the merged stats of all workers.
-- While the stage runs it rewrites --progress-file every second with the current
-  requests per second and p99.
-- With --target-metrics, the master reads the target's own request count from every
-  instance's /metrics when the stage starts and when it ends; the summary carries the
-  difference as servedRequests.
-- With --stage-seconds, the master ends the stage itself: it stops the users, waits
-  one worker report interval so that every worker's last samples arrive, then quits.
-  (Locust's own --run-time quits at once, dropping samples still in flight.)
+- Adds the stage options: --wait-min/--wait-max (used by any user class that does not set its
+  own wait_time), --pacing, --summary-file, --artifact-file, --progress-file, --target-metrics
+  and --stage-seconds.
+- Every injector records every request into HDR histograms per method and name
+  (loadstage.stage_recorder); each worker report carries them, and the injector's peak CPU, to
+  the master, which merges them exactly and cuts a time series every 5 s.
+- With --pacing, every user starts a task on a fixed schedule (an open model). A request's time
+  from its task's intended start is recorded beside its response time, so the queueing that a
+  closed model hides (coordinated omission) shows.
+- When Locust quits, the master (or a standalone runner) writes the stage's headline to
+  --summary-file and its artifact (every histogram, endpoint and error row, the time series) to
+  --artifact-file; `-` prints the artifact as one line on stdout, for a pod's log.
+- While the stage runs the master rewrites --progress-file every second.
+- With --target-metrics, the master reads the target's own request count from every instance's
+  /metrics when the stage starts and when it ends (servedRequests).
+- With --stage-seconds, the master ends the stage itself: it stops the users, waits one worker
+  report interval so that every worker's last samples arrive, then quits. (Locust's own --run-time
+  quits at once, dropping samples still in flight.)
 """
 
 import json
 import os
 import random
+import sys
 import tempfile
+import time
 
 import gevent
 from locust import User, events
-from locust.runners import WORKER_REPORT_INTERVAL, WorkerRunner
+from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
+from loadstage import summary
 from loadstage.server_metrics import scrape_served_requests, served_between
-from loadstage.summary import summarize
-
+from loadstage.stage_recorder import REPORT_KEY, WINDOW_SECONDS, StageRecorder
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser):
-    parser.add_argument("--wait-min", type=float, default=1.0, include_in_web_ui=False,
-                        help="loadstage: shortest wait between a user's tasks, seconds")
-    parser.add_argument("--wait-max", type=float, default=2.0, include_in_web_ui=False,
-                        help="loadstage: longest wait between a user's tasks, seconds")
-    parser.add_argument("--summary-file", default="", include_in_web_ui=False,
-                        help="loadstage: where the master writes the stage's JSON summary")
-    parser.add_argument("--progress-file", default="", include_in_web_ui=False,
-                        help="loadstage: where the master writes progress every second")
-    parser.add_argument("--target-metrics", default="", include_in_web_ui=False,
-                        help="loadstage: comma-separated /metrics URLs of the target; a host with several "
-                             "addresses (a headless Service) means every address")
-    parser.add_argument("--stage-seconds", type=float, default=0, include_in_web_ui=False,
-                        help="loadstage: stop the users after this long, collect the last reports, quit")
+    def option(name, help, **kwargs):
+        parser.add_argument(name, include_in_web_ui=False, help=f"loadstage: {help}", **kwargs)
+    option("--wait-min", "shortest wait between a user's tasks, seconds", type=float, default=1.0)
+    option("--wait-max", "longest wait between a user's tasks, seconds", type=float, default=2.0)
+    option("--pacing", "start every user's tasks on this fixed schedule, seconds (0: wait between tasks)",
+           type=float, default=0.0)
+    option("--summary-file", "where the master writes the stage's headline (JSON)", default="")
+    option("--artifact-file", "where the master writes the stage's histograms and rows (JSON; - for stdout)",
+           default="")
+    option("--progress-file", "where the master writes progress every second", default="")
+    option("--target-metrics", "comma-separated /metrics URLs of the target; a host with several addresses "
+                               "(a headless Service) means every address", default="")
+    option("--stage-seconds", "stop the users after this long, collect the last reports, quit", type=float,
+           default=0)
 
 
-def _wait_from_options(user):
-    options = user.environment.parsed_options
-    return random.uniform(options.wait_min, options.wait_max)
+def _waiting(own_wait_time):
+    """A user's wait: on --pacing the fixed schedule; else the class's own wait_time, if it has one;
+    else --wait-min..--wait-max. Decided at each call: workers get the master's options at spawn."""
+    def wait_time(user):
+        options = user.environment.parsed_options
+        if options.pacing:
+            # the wait until this user's next intended start; 0 when it runs late (no slot is skipped)
+            user.loadstage_intended = getattr(user, "loadstage_intended", time.time()) + options.pacing
+            return max(0.0, user.loadstage_intended - time.time())
+        if own_wait_time is not None:
+            return own_wait_time(user)
+        return random.uniform(options.wait_min, options.wait_max)
+    return wait_time
+
+
+def _with_intended_start(context):
+    def paced_context(user):
+        if not user.environment.parsed_options.pacing:
+            return context(user)
+        if not hasattr(user, "loadstage_intended"):
+            user.loadstage_intended = time.time()
+        return {**context(user), "loadstage_intended": user.loadstage_intended}
+    return paced_context
 
 
 def _write_atomically(path, payload: bytes):
@@ -78,22 +107,56 @@ def _report_progress(environment, path):
         _write_atomically(path, json.dumps(progress).encode())
 
 
+def _cut_windows(environment):
+    recorder = environment.loadstage
+    while True:
+        gevent.sleep(WINDOW_SECONDS)
+        if not isinstance(environment.runner, MasterRunner):
+            recorder.keep_unsent()
+        recorder.cut_window()
+
+
 @events.init.add_listener
 def _on_init(environment, **_kwargs):
-    for user_class in environment.user_classes:
-        if user_class.wait_time is User.wait_time:
-            user_class.wait_time = _wait_from_options
     options = environment.parsed_options
-    if isinstance(environment.runner, WorkerRunner) or options is None:
+    for user_class in environment.user_classes:
+        own = None if user_class.wait_time is User.wait_time else user_class.wait_time
+        user_class.wait_time = _waiting(own)
+        user_class.context = _with_intended_start(user_class.context)
+    environment.loadstage = StageRecorder()
+    if options is None:
         return
+    if not isinstance(environment.runner, MasterRunner):
+        environment.events.request.add_listener(
+            lambda **request: _record(environment.loadstage, **request))
+    if isinstance(environment.runner, WorkerRunner):
+        environment.events.report_to_master.add_listener(
+            lambda client_id, data: data.__setitem__(REPORT_KEY, environment.loadstage.report()))
+        environment.events.usage_monitor.add_listener(
+            lambda environment, cpu_usage, **_: environment.loadstage.note_cpu(cpu_usage))
+        return
+    if isinstance(environment.runner, MasterRunner):
+        environment.events.worker_report.add_listener(
+            lambda client_id, data: environment.loadstage.merge_report(data.get(REPORT_KEY, {})))
+    else:
+        environment.events.usage_monitor.add_listener(
+            lambda environment, cpu_usage, **_: environment.loadstage.note_cpu(cpu_usage))
     if options.progress_file:
         gevent.spawn(_report_progress, environment, options.progress_file)
+
+
+def _record(recorder, request_type, name, response_time, context=None, start_time=None, **_):
+    corrected = None
+    intended = (context or {}).get("loadstage_intended")
+    if intended is not None and start_time is not None:
+        corrected = max(response_time, (start_time - intended) * 1000 + response_time)
+    recorder.record(request_type, name, response_time, corrected)
 
 
 def _end_stage(environment, seconds):
     gevent.sleep(seconds)
     environment.runner.stop()
-    if not isinstance(environment.runner, WorkerRunner) and hasattr(environment.runner, "clients"):
+    if isinstance(environment.runner, MasterRunner):
         gevent.sleep(WORKER_REPORT_INTERVAL + 1)
     environment.runner.quit()
 
@@ -110,8 +173,18 @@ def _on_test_start(environment, **_kwargs):
     if options.target_metrics:
         # fired before any user is dispatched: nothing of this stage has reached the target yet
         environment.loadstage_served_before = scrape_served_requests(_target_metrics(options))
+    environment.loadstage.start_series()
+    gevent.spawn(_cut_windows, environment)
     if options.stage_seconds:
         gevent.spawn(_end_stage, environment, options.stage_seconds)
+
+
+def _write_artifact(path, artifact):
+    if path == "-":
+        sys.stdout.write(summary.artifact_line(artifact) + "\n")
+        sys.stdout.flush()
+    else:
+        _write_atomically(path, summary.encode(artifact))
 
 
 @events.quitting.add_listener
@@ -123,6 +196,12 @@ def _on_quitting(environment, **_kwargs):
     if options.target_metrics:
         served = served_between(getattr(environment, "loadstage_served_before", None),
                                 scrape_served_requests(_target_metrics(options)))
+    recorder = environment.loadstage
+    if not isinstance(environment.runner, MasterRunner):
+        recorder.keep_unsent()
+    recorder.cut_window()
     workers = getattr(environment.runner, "worker_index_max", None)
-    summary = summarize(environment.stats, injectors=workers, served_requests=served)
-    _write_atomically(options.summary_file, json.dumps(summary, separators=(",", ":")).encode())
+    headline, artifact = summary.build(environment.stats, recorder, injectors=workers, served_requests=served)
+    if options.artifact_file:
+        _write_artifact(options.artifact_file, artifact)
+    _write_atomically(options.summary_file, summary.encode(headline))

@@ -89,21 +89,24 @@ def cluster():
 
 
 @pytest.fixture(scope="session")
-def real_stage_summary(tmp_path_factory):
-    """The summary a real Locust master wrote for a small local stage: what a master pod would report."""
+def real_stage(tmp_path_factory):
+    """What a real Locust master wrote for a small local stage: what a master pod would report."""
     import json
     import subprocess
     import sys
-    work = tmp_path_factory.mktemp("real-summary")
+    from kube import RealStage
+    work = tmp_path_factory.mktemp("real-stage")
     experiment = work / "exp.yaml"
     experiment.write_text(yaml.safe_dump({**BASE, "spec": {
         "injectors": {"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
         "stages": [{"injectors": 2, "duration": "3s"}]}}))
     subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(experiment), "-q", "--workdir",
                     str(work / "w")], check=True, capture_output=True)
-    summary = json.loads((work / "w" / "variant-1" / "stage-1" / "summary.json").read_text())
-    assert summary["requests"] > 0
-    return summary
+    stage_dir = work / "w" / "variant-1" / "stage-1"
+    stage = RealStage(json.loads((stage_dir / "summary.json").read_text()),
+                      json.loads((stage_dir / "artifact.json").read_text()))
+    assert stage.summary["requests"] > 0 and stage.artifact["histogram"]
+    return stage
 
 
 @pytest.fixture

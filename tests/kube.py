@@ -9,13 +9,16 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from kubernetes import client, config
 
+from loadstage.summary import artifact_line
 from waiting import ROOT, wait_for
 
 GROUP, VERSION, PLURAL = "loadstage.io", "v1alpha1", "loadexperiments"
@@ -139,8 +142,29 @@ def finish_job_pods(cluster, namespace, job_name, message=""):
     return len(found)
 
 
-def finish_stage(cluster, namespace, master, workers, summary: dict):
-    assert finish_job_pods(cluster, namespace, master, json.dumps(summary)) == 1
+@dataclass(frozen=True)
+class RealStage:
+    """What a real Locust master produced for a stage: its headline (the termination message) and its
+    artifact (the last line of its log)."""
+    summary: dict
+    artifact: dict
+
+
+def serve_master_log(cluster, namespace, pod_name, artifact: dict, log_dir: Path) -> None:
+    """What a kubelet serves as the master container's log: here kwok serves it from a file named by a
+    Logs object. The file is in the CRI log format."""
+    log_file = log_dir / f"{namespace}-{pod_name}.log"
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    log_file.write_text(f"{stamp} stdout F locust: the stage is over\n{stamp} stdout F {artifact_line(artifact)}\n")
+    cluster.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": pod_name},
+        "spec": {"logs": [{"containers": ["locust-master"], "logsFile": str(log_file)}]}})
+
+
+def finish_stage(cluster, namespace, master, workers, stage: RealStage, log_dir: Path = Path(tempfile.gettempdir())):
+    (pod,) = [p for p in pods(cluster, namespace, f"job-name={master}") if p.status.container_statuses]
+    serve_master_log(cluster, namespace, pod.metadata.name, stage.artifact, log_dir)
+    assert finish_job_pods(cluster, namespace, master, json.dumps(stage.summary)) == 1
     finish_job_pods(cluster, namespace, workers)
 
 

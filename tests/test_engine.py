@@ -1,14 +1,15 @@
 """The stage engine with a recording backend: what it writes into the status, in which order."""
 
 import copy
-import json
 
-from conftest import ROOT
+from locust.stats import RequestStats
+
 from loadstage.engine import StageEngine, new_status
 from loadstage.model import parse_experiment
 from loadstage.results import StageMeasurement
+from loadstage.stage_recorder import StageRecorder
+from loadstage.summary import build
 
-SUMMARY = json.loads((ROOT / "tests" / "data" / "stage-summary.json").read_text())
 PHASE_ORDER = {"Pending": 0, "Deploying": 1, "Running": 2, "Succeeded": 3}
 
 
@@ -21,7 +22,17 @@ class RecordingBackend:
 
     def run_stage(self, step):
         self.calls.append(("stage", step.variant.index, step.number))
-        return StageMeasurement(summary=SUMMARY, started_at="t0", finished_at="t1", redis_peak_connections=3)
+        stats, recorder = RequestStats(), StageRecorder()
+        for ms in range(1, 101):
+            stats.log_request("GET", "/", ms, 10)
+            recorder.record("GET", "/", ms)
+        recorder.keep_unsent()
+        headline, artifact = build(stats, recorder, injectors=step.stage.injectors)
+        return StageMeasurement(summary=headline, artifact=artifact, started_at="t0", finished_at="t1",
+                                redis_peak_connections=3)
+
+    def saved_artifacts(self, variant, count):
+        return [{}] * count
 
     def finish_variant(self, variant):
         self.calls.append(("finish", variant.index))

@@ -132,7 +132,7 @@ def test_install_wait_upgrade_and_uninstall(cluster, namespace):
 
 
 def test_cluster_mode_rbac_is_enough_to_run_a_whole_experiment(cluster, namespace, namespaces, operator,
-                                                                tmp_path, real_stage_summary):
+                                                                tmp_path, real_stage):
     release_ns = namespaces("system")
     assert cluster.helm("install", "lsc", CHART, "-n", release_ns, "--wait").returncode == 0
     kubeconfig = cluster.service_account_kubeconfig(release_ns, "lsc-loadstage", tmp_path / "sa.kubeconfig")
@@ -141,9 +141,9 @@ def test_cluster_mode_rbac_is_enough_to_run_a_whole_experiment(cluster, namespac
     doc["spec"]["stages"] = doc["spec"]["stages"][:2]
     doc["spec"]["warmup"] = {"injectors": 1, "duration": "1m"}
     assert apply(cluster, namespace, doc).returncode == 0
-    play_stage(cluster, namespace, "cluster-ladder", "v1-warmup", 1, real_stage_summary)
-    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage_summary)
-    play_stage(cluster, namespace, "cluster-ladder", "v1-s2", 4, real_stage_summary)
+    play_stage(cluster, namespace, "cluster-ladder", "v1-warmup", 1, real_stage)
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s2", 4, real_stage)
     wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
     stages = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
     assert [s["stage"] for s in stages] == [1, 2]
@@ -152,7 +152,7 @@ def test_cluster_mode_rbac_is_enough_to_run_a_whole_experiment(cluster, namespac
 
 
 def test_namespaced_mode_runs_watched_namespaces_and_ignores_others(cluster, namespace, namespaces, operator,
-                                                                    tmp_path, real_stage_summary):
+                                                                    tmp_path, real_stage):
     release_ns, watched, unwatched = namespaces("system"), namespaces("watched"), namespaces("other")
     installed = cluster.helm("install", "lsn", CHART, "-n", release_ns, "--wait",
                              "--set", "watch.mode=namespaces", "--set", f"watch.namespaces={{{watched}}}")
@@ -163,7 +163,7 @@ def test_namespaced_mode_runs_watched_namespaces_and_ignores_others(cluster, nam
     doc["spec"]["stages"] = doc["spec"]["stages"][:1]
     assert apply(cluster, watched, doc).returncode == 0
     assert apply(cluster, unwatched, doc).returncode == 0
-    play_stage(cluster, watched, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+    play_stage(cluster, watched, "cluster-ladder", "v1-s1", 2, real_stage)
     wait_phase(cluster, watched, "cluster-ladder", "Succeeded")
     assert cluster.status(unwatched, "cluster-ladder") == {}
     assert not cluster.batch.list_namespaced_job(unwatched).items
@@ -190,8 +190,10 @@ def test_rbac_grants_nothing_it_does_not_need(cluster, namespace):
     granted = cluster.kubectl("auth", "can-i", "--list", f"--as={account}", "-n", "default").stdout
     assert can("create", "deployments.apps", "-n", "default") and can("delete", "jobs.batch", "-n", "default")
     assert can("list", "pods", "-n", "default") and can("get", "configmaps", "-n", "default")
+    assert can("create", "configmaps", "-n", "default") and can("get", "pods/log", "-n", "default")
     for verb, resource in [("get", "secrets"), ("list", "secrets"), ("create", "pods"), ("delete", "pods"),
-                           ("create", "configmaps"), ("update", "deployments.apps"),
+                           ("update", "configmaps"), ("delete", "configmaps"), ("list", "configmaps"),
+                           ("update", "deployments.apps"),
                            ("create", "roles.rbac.authorization.k8s.io"),
                            ("create", "rolebindings.rbac.authorization.k8s.io"),
                            ("escalate", "clusterroles.rbac.authorization.k8s.io"),
@@ -207,7 +209,7 @@ def test_rbac_grants_nothing_it_does_not_need(cluster, namespace):
     cluster.helm("uninstall", "lsr", "-n", namespace)
 
 
-def test_pods_of_an_experiment_pass_restricted_pod_security(cluster, namespaces, operator, real_stage_summary):
+def test_pods_of_an_experiment_pass_restricted_pod_security(cluster, namespaces, operator, real_stage):
     restricted = namespaces("restricted", labels={"pod-security.kubernetes.io/enforce": "restricted",
                                                   "pod-security.kubernetes.io/enforce-version": "latest"})
     # the namespace rejects a pod that is not restricted, so admission is really enforcing
@@ -223,7 +225,7 @@ def test_pods_of_an_experiment_pass_restricted_pod_security(cluster, namespaces,
     doc["spec"]["stages"] = doc["spec"]["stages"][:1]
     doc["spec"]["cleanup"] = "Keep"
     assert apply(cluster, restricted, doc).returncode == 0
-    play_stage(cluster, restricted, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+    play_stage(cluster, restricted, "cluster-ladder", "v1-s1", 2, real_stage)
     wait_phase(cluster, restricted, "cluster-ladder", "Succeeded")
     components = {p.metadata.labels["app.kubernetes.io/component"] for p in pods(
         cluster, restricted, "loadstage.io/experiment=cluster-ladder")}
@@ -233,7 +235,7 @@ def test_pods_of_an_experiment_pass_restricted_pod_security(cluster, namespaces,
 
 
 def test_redis_password_secret_is_used_by_the_sampler_and_is_the_only_secret_readable(
-        cluster, namespace, namespaces, supervisor, tmp_path, real_stage_summary):
+        cluster, namespace, namespaces, supervisor, tmp_path, real_stage):
     from kube import OperatorProcess
     from loadstage.local_backend import free_port
     from conftest import start_redis
@@ -267,7 +269,7 @@ def test_redis_password_secret_is_used_by_the_sampler_and_is_the_only_secret_rea
         held = [redis_client.Redis(port=port, password="s3cret-pass") for _ in range(4)]
         for r in held:
             r.ping()
-        play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+        play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
         wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
         for r in held:
             r.close()
@@ -278,7 +280,7 @@ def test_redis_password_secret_is_used_by_the_sampler_and_is_the_only_secret_rea
 
 
 def test_missing_permission_is_reported_in_status_and_recovers_when_restored(
-        cluster, namespace, namespaces, operator, tmp_path, real_stage_summary):
+        cluster, namespace, namespaces, operator, tmp_path, real_stage):
     release_ns = namespaces("system")
     values = ["--set", "watch.mode=namespaces", "--set", f"watch.namespaces={{{namespace}}}"]
     assert cluster.helm("install", "lsm", CHART, "-n", release_ns, "--wait", *values).returncode == 0
@@ -295,6 +297,6 @@ def test_missing_permission_is_reported_in_status_and_recovers_when_restored(
     assert cluster.status(namespace, "cluster-ladder")["phase"] == "Deploying"
     restored = cluster.helm("upgrade", "lsm", CHART, "-n", release_ns, "--wait", *values)
     assert restored.returncode == 0, restored.stderr
-    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
     wait_phase(cluster, namespace, "cluster-ladder", "Succeeded", timeout=90)
     cluster.helm("uninstall", "lsm", "-n", release_ns)

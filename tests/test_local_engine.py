@@ -66,13 +66,32 @@ def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
             assert stage["target"]["peakCpuCores"] > 0 and stage["target"]["peakMemoryBytes"] > 0
         peaks[variant["settings"]["threads"]] = max(s["redisPeakConnections"] for s in variant["stages"])
     assert peaks[4] > peaks[1]
-    # the table: one row per stage and variant, under the seed columns
-    table = [line for line in out.splitlines() if line.startswith("threads=")]
-    assert len(table) == 4
-    assert "Injectors | 50th | 90th | 95th | 99th | 99.9th | GETs p99 | POSTs p99 | Total Requests | Redis peak" in out
+    # the tables: one row per stage and variant, one headline row per variant, the p99 pivot
+    assert "Injectors | 50th | 90th | 95th | 99th | 99.9th | GETs avg | GETs p99 | POSTs avg | POSTs p99 | " \
+           "Total Requests | Redis peak" in out
+    assert len([line for line in out.splitlines() if line.startswith("threads=")]) == 4 + 2
+    assert "Per variant, over all its stages:" in out and "99th percentile per stage (ms):" in out
     assert "req/s" in err and "variant 2/2" in err
     second_stage = status["variants"][0]["stages"][1]
     assert second_stage["users"] == 40
+    # every stage's histograms are kept in the result file, and recompute the status's figures
+    from loadstage import histograms
+    for variant, kept in zip(status["variants"], doc["artifacts"]):
+        assert len(kept["stages"]) == 2
+        for stage, artifact in zip(variant["stages"], kept["stages"]):
+            recomputed = histograms.latency_ms(histograms.decode(artifact["histogram"]), stage["latencyMs"]["max"])
+            assert recomputed == stage["latencyMs"]
+            assert {e["method"] for e in artifact["endpoints"]} == {"GET", "POST"} and artifact["series"]
+        aggregate = variant["aggregate"]
+        assert aggregate["requests"] == sum(s["requests"] for s in variant["stages"]) == aggregate["latencyMs"]["n"]
+        assert aggregate["redisPeakConnections"] == max(s["redisPeakConnections"] for s in variant["stages"])
+    assert [row["injectors"] for row in status["p99ByStage"]] == [1, 2]
+    exported = subprocess.run([sys.executable, "-m", "loadstage.cli", "artifacts", str(out_file), "-o",
+                               str(tmp_path / "exported")], capture_output=True, text=True)
+    assert exported.returncode == 0, exported.stderr
+    assert len(exported.stdout.splitlines()) == 4
+    hgrm = (tmp_path / "exported" / "variant-2" / "stage-2.hgrm").read_text()
+    assert "Percentile" in hgrm and "1/(1-Percentile)" in hgrm
 
 
 def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, tmp_path):
@@ -106,7 +125,8 @@ def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, t
     assert "interrupted by SIGTERM" in status["message"]
     assert len(status["variants"][0]["stages"]) == 1 and status["variants"][0]["stages"][0]["requests"] > 0
     rows = [line.split("|") for line in out.splitlines() if line.count("|") >= 9]
-    assert [cells[0].strip() for cells in rows] == ["Injectors", "1"]
+    assert [cells[0].strip() for cells in rows][:2] == ["Injectors", "1"]   # the finished stage
+    assert [cells[0].strip() for cells in rows][2] == "Variant"             # and its variant's headline row
 
 
 def test_bad_input_exits_2_with_the_field_and_rule_and_starts_nothing(write_experiment):
@@ -156,9 +176,10 @@ def test_custom_locustfile_external_redis_and_warmup(write_experiment, tmp_path,
     workdir = tmp_path / "w"
     code, out, err, _ = finish(start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", workdir), 120)
     assert code == 0, err
-    stages = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"]
+    result = json.loads((tmp_path / "r.json").read_text())
+    stages = result["status"]["variants"][0]["stages"]
     assert len(stages) == 1 and stages[0]["injectors"] == 2
-    (endpoint,) = stages[0]["endpoints"]
+    (endpoint,) = result["artifacts"][0]["stages"][0]["endpoints"]   # the warm-up keeps none
     assert (endpoint["method"], endpoint["name"]) == ("POST", "start a survey")
     # 6 users waiting 100-200 ms for 5 s: the experiment's waitTime applied to the user's class
     assert 60 < stages[0]["requests"] < 400
@@ -183,3 +204,23 @@ def test_a_crashing_injector_fails_the_stage_with_its_cause(write_experiment, tm
     assert not alive(started)
     status = json.loads((tmp_path / "r.json").read_text())["status"]
     assert status["phase"] == "Failed" and status["variants"][0]["stages"] == []
+
+
+def test_pacing_shows_the_stall_that_the_closed_model_hides(write_experiment, tmp_path):
+    """A target that stops the world for 2 s in every 20 s. In a closed model each user has one request
+    waiting through the stall, so few samples are slow; measured from each task's intended start, every
+    slot the stall made late counts."""
+    path = write_experiment(spec_doc(
+        target={"pods": 1, "gunicorn": {"workers": 1, "threads": 8}, "env": {"RUNNER_STALL": "every=20s,for=2s"}},
+        injectors={"usersPerInjector": 5, "pacing": "50ms"},
+        stages=[{"injectors": 1, "duration": "20s"}]))
+    out_file = tmp_path / "result.json"
+    code, out, err, _ = finish(start_cli("run", path, "-o", out_file), 180)
+    assert code == 0, err
+    stage = json.loads(out_file.read_text())["status"]["variants"][0]["stages"][0]
+    raw, corrected = stage["latencyMs"], stage["correctedLatencyMs"]
+    assert 1500 <= stage["requests"] <= 2100, stage["requests"]   # 5 users x 20 s / 50 ms, minus the stall
+    assert raw["max"] >= 900, raw                # a request did wait through a stall...
+    assert raw["p99"] < 100, raw                 # ...but so few that the raw p99 does not show it
+    assert corrected["p99"] > 500 and corrected["p99"] > 10 * raw["p99"], (raw, corrected)
+    assert corrected["n"] == raw["n"] == stage["requests"]

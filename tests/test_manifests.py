@@ -116,7 +116,7 @@ def test_stage_jobs_and_master_service():
     mc = master["spec"]["template"]["spec"]["containers"][0]
     assert mc["args"] == commands.locust_master_command(
         e, e.spec.stages[0], host="http://demo-runner:8000", summary_file="/dev/termination-log",
-        target_metrics=["http://demo-runner-pods:8000/metrics"])
+        artifact_file="-", target_metrics=["http://demo-runner-pods:8000/metrics"])
     assert mc["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert service["spec"]["selector"].items() <= master["spec"]["template"]["metadata"]["labels"].items()
     assert service["spec"]["ports"][0]["port"] == 5557

@@ -57,6 +57,19 @@ def test_full_ten_by_ten_grid_is_expressible():
     assert {(v.workers, v.threads) for v in variants} == {(w, t) for w in range(1, 11) for t in range(1, 11)}
 
 
+def test_the_largest_experiments_the_status_bound_allows():
+    grid = parse_experiment(with_spec(matrix={"workers": list(range(1, 11)), "threads": list(range(1, 11))},
+                                      stages=[{"injectors": n, "duration": "20m"} for n in range(1, 6)]))
+    ladder = parse_experiment(with_spec(matrix={"threads": list(range(1, 11))},
+                                        stages=[{"injectors": n, "duration": "1m"} for n in range(1, 51)]))
+    assert len(grid.variants()) * len(grid.spec.stages) == len(ladder.variants()) * len(ladder.spec.stages) == 500
+
+
+def test_pacing_is_an_optional_open_model():
+    assert parse_experiment(with_spec()).spec.injectors.pacing is None
+    assert parse_experiment(with_spec(injectors={"pacing": "250ms"})).spec.injectors.pacing == 0.25
+
+
 def test_external_redis_url_means_no_deployed_redis():
     e = parse_experiment(with_spec(redis={"url": "redis://cache.internal:6379/2"}))
     assert not e.spec.redis.deployed
@@ -109,6 +122,11 @@ BAD = [
     ({"thresholds": {"errorRate": "150%"}},
      "spec.thresholds.errorRate: must be a percentage such as '1%' or '0.5%', got '150%'"),
     ({"warmup": {"injectors": 1}}, "spec.warmup.duration: is required"),
+    ({"injectors": {"pacing": "5ms"}}, "spec.injectors.pacing: must be at least 10ms, got 5ms"),
+    ({"injectors": {"pacing": 1}}, "spec.injectors.pacing: must be a duration such as 90s, 20m or 1h30m, got 1"),
+    ({"matrix": {"workers": list(range(1, 11)), "threads": list(range(1, 11))},
+      "stages": [{"injectors": n, "duration": "1m"} for n in range(1, 7)]},
+     "spec: at most 500 stages in all (variants x stages), so that the status stays small"),
 ]
 
 

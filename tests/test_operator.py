@@ -3,7 +3,11 @@ scheduler; kwok plays the nodes). The test plays the kubelet for Locust pods: it
 the termination message a real local Locust master produced."""
 
 import copy
+import json
+import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -33,7 +37,7 @@ def wait_phase(cluster, namespace, name, phase, timeout=60):
     return wait_for(lambda: cluster.status(namespace, name).get("phase") == phase, timeout=timeout)
 
 
-def play_stage(cluster, namespace, name, run, injectors, summary, hold_connections=0, sampler_port=None):
+def play_stage(cluster, namespace, name, run, injectors, stage, hold_connections=0, sampler_port=None):
     """Waits for a stage's Jobs and pods, then finishes them as a kubelet would."""
     master, workers = f"{name}-{run}-master", f"{name}-{run}-workers"
     running_pods_of_job(cluster, namespace, master)
@@ -42,7 +46,7 @@ def play_stage(cluster, namespace, name, run, injectors, summary, hold_connectio
     for r in held:
         r.ping()
     time.sleep(1.0 if held else 0)  # the sampler polls 4 times a second
-    finish_stage(cluster, namespace, master, workers, summary)
+    finish_stage(cluster, namespace, master, workers, stage)
     for r in held:
         r.close()
 
@@ -56,7 +60,7 @@ def children(cluster, namespace, name):
 
 
 def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namespace, operator, sampler_redis,
-                                                                  real_stage_summary):
+                                                                  real_stage, tmp_path):
     operator()
     assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
     uid = cluster.lx(namespace, "cluster-ladder")["metadata"]["uid"]
@@ -106,7 +110,7 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
         assert services_port(cluster, namespace, f"cluster-ladder-{run}-master") == 5557
         row = cluster.kubectl("get", "lx", "-n", namespace, "--no-headers").stdout.split()
         assert row[1:4] in (["Running", "1/1", f"{number}/3"], ["Deploying", "1/1", "0/3"]), row
-        play_stage(cluster, namespace, "cluster-ladder", run, injectors, real_stage_summary,
+        play_stage(cluster, namespace, "cluster-ladder", run, injectors, real_stage,
                    hold_connections=3 * number, sampler_port=sampler_redis)
         wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == number)
 
@@ -118,9 +122,11 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
     stages = status["variants"][0]["stages"]
     assert [s["injectors"] for s in stages] == [2, 4, 6]
     for number, stage in enumerate(stages, 1):
-        assert stage["latencyMs"] == real_stage_summary["latencyMs"]
-        assert stage["requests"] == real_stage_summary["requests"]
-        assert stage["byMethod"]["POST"] == real_stage_summary["byMethod"]["POST"]
+        assert stage["latencyMs"] == real_stage.summary["latencyMs"]
+        assert stage["requests"] == real_stage.summary["requests"]
+        post = real_stage.summary["byMethod"]["POST"]
+        assert stage["byMethod"]["POST"] == {"requests": post["requests"], "failures": post["failures"],
+                                             "meanMs": post["meanMs"], "p99Ms": post["latencyMs"]["p99"]}
         assert stage["redisPeakConnections"] == 3 * number
         assert stage["verdict"]["passed"] is True
     assert status["variants"][0]["capacity"]["injectors"] == 6
@@ -136,6 +142,28 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
     events = event_reasons(cluster, namespace, "cluster-ladder")
     for reason in ("Deploying", "TargetReady", "StageStarted", "StageFinished", "Succeeded"):
         assert reason in events
+    # each stage's artifact is kept in a ConfigMap owned by the experiment; the aggregates come from it
+    for number in (1, 2, 3):
+        kept = cluster.core.read_namespaced_config_map(f"cluster-ladder-v1-s{number}-results", namespace)
+        assert kept.metadata.owner_references[0].uid == uid
+        assert json.loads(kept.data["artifact.json"])["histogram"] == real_stage.artifact["histogram"]
+    aggregate = status["variants"][0]["aggregate"]
+    assert aggregate["requests"] == 3 * real_stage.summary["requests"] == aggregate["latencyMs"]["n"]
+    p99 = real_stage.summary["latencyMs"]["p99"]
+    assert status["p99ByStage"] == [{"stage": n, "injectors": 2 * n, "p99MsByVariant": [p99]} for n in (1, 2, 3)]
+    assert aggregate["latencyMs"]["p99"] == real_stage.summary["latencyMs"]["p99"]  # the same stage three times
+    exported = subprocess.run([sys.executable, "-m", "loadstage.cli", "artifacts", "lx/cluster-ladder", "-n",
+                               namespace, "-o", str(tmp_path / "exported")], capture_output=True, text=True,
+                              env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+    assert exported.returncode == 0, exported.stderr
+    assert [line.split(":")[0] for line in exported.stdout.splitlines()] == [
+        "variant 1 stage 1", "variant 1 stage 2", "variant 1 stage 3"]
+    report = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/cluster-ladder", "-n", namespace],
+                            capture_output=True, text=True, env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+    assert report.returncode == 0 and "Per variant, over all its stages:" in report.stdout, report.stderr
+    missing = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/no-such", "-n", namespace],
+                             capture_output=True, text=True, env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+    assert missing.returncode == 2 and f"error: lx/no-such: not found in namespace {namespace}" in missing.stderr
     # cleanup: Delete (the default) removes every child once the experiment has ended
     wait_for(lambda: not [c for c in children(cluster, namespace, "cluster-ladder")
                           if c.metadata.deletion_timestamp is None], timeout=30)
@@ -151,7 +179,7 @@ def services_port(cluster, namespace, name):
 
 
 def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, namespace, operator,
-                                                                     real_stage_summary):
+                                                                     real_stage):
     operator()
     doc = example("threads-at-scale")
     doc["spec"]["target"]["pods"] = 5
@@ -166,7 +194,7 @@ def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, nam
             env = {e.name: e.value for e in cluster.apps.read_namespaced_deployment(
                 "threads-at-scale-runner", namespace).spec.template.spec.containers[0].env}
             seen_threads.append(env["GUNICORN_CMD_ARGS"].split("--threads ")[1].split()[0])
-            play_stage(cluster, namespace, "threads-at-scale", run, injectors, real_stage_summary)
+            play_stage(cluster, namespace, "threads-at-scale", run, injectors, real_stage)
             wait_for(lambda: stages_done(cluster, namespace, "threads-at-scale", variant - 1) == number)
     wait_phase(cluster, namespace, "threads-at-scale", "Succeeded")
     assert seen_threads == ["2", "2", "7", "7"]
@@ -176,12 +204,12 @@ def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, nam
 
 
 def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(cluster, namespace, operator,
-                                                                               real_stage_summary):
+                                                                               real_stage):
     first = operator()
     doc = example("cluster-ladder")
     doc["spec"]["stages"] = doc["spec"]["stages"][:2]
     assert apply(cluster, namespace, doc).returncode == 0
-    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage_summary)
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
     wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == 1)
     running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-master")
     running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-workers", 4)
@@ -193,11 +221,16 @@ def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(c
     assert jobs_after == jobs_before
     assert jobs_before.keys() == {"cluster-ladder-v1-s1-master", "cluster-ladder-v1-s1-workers",
                                   "cluster-ladder-v1-s2-master", "cluster-ladder-v1-s2-workers"}
-    play_stage(cluster, namespace, "cluster-ladder", "v1-s2", 4, real_stage_summary)
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s2", 4, real_stage)
     wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
-    stages = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    variant = cluster.status(namespace, "cluster-ladder")["variants"][0]
+    stages = variant["stages"]
     assert [s["stage"] for s in stages] == [1, 2]
     assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 2
+    # stage 1's histograms came back from its ConfigMap after the restart: the aggregate has both stages
+    assert variant["aggregate"]["latencyMs"]["n"] == 2 * real_stage.summary["requests"]
+    assert "redisPeakCovers" not in stages[0]
+    assert stages[1]["redisPeakCovers"].endswith("the operator restarted mid-stage")
 
 
 def test_deleting_mid_stage_stops_the_load_and_removes_every_child(cluster, namespace, operator):
@@ -294,6 +327,10 @@ INVALID = [
      "spec.injectors: Invalid value: \"object\": set either scenario or locustfile, not both"),
     (_variant(cleanup="Sometimes"), "spec.cleanup: Unsupported value: \"Sometimes\""),
     (_variant(target__readyTimeout="2h"), "spec.target.readyTimeout: Invalid value: \"string\": must be at most 1h"),
+    (_variant(matrix={"workers": list(range(1, 11)), "threads": list(range(1, 11))},
+              stages=[{"injectors": n, "duration": "1m"} for n in range(1, 7)]),
+     "spec: Invalid value: \"object\": at most 500 stages in all (variants x stages)"),
+    (_variant(injectors__pacing="5ms"), "spec.injectors.pacing: Invalid value: \"string\": must be at least 10ms"),
 ]
 
 
@@ -315,3 +352,73 @@ def test_spec_is_immutable_once_created(cluster, namespace):
     result = apply(cluster, namespace, changed)
     assert result.returncode != 0
     assert "spec is immutable once created; delete the experiment and create it again" in result.stderr
+
+
+def _fullest_status(variants, stages_per_variant, real_stage):
+    """The status of the largest experiment the CRD allows, each row as full as it gets: seven methods,
+    corrected latencies, every threshold broken, a resumed stage's Redis note."""
+    from loadstage.model import MAX_VARIANT_STAGES, parse_experiment
+    from loadstage.results import StageMeasurement, p99_pivot, stage_result, variant_aggregate
+    assert variants * stages_per_variant == MAX_VARIANT_STAGES
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = [{"injectors": 500, "duration": "24h"}] * stages_per_variant
+    doc["spec"]["matrix"] = {"threads": list(range(55, 65))}
+    if variants > 10:
+        doc["spec"]["matrix"]["workers"] = list(range(55, 55 + variants // 10))
+    doc["spec"]["thresholds"] = {p: "1ms" for p in ("p50", "p90", "p95", "p99", "p999")} | {"errorRate": "0%"}
+    experiment = parse_experiment(doc)
+    row = {**real_stage.summary["latencyMs"], "p50": 123456.789, "max": 987654.321}
+    method = {"requests": 2_000_000_000, "failures": 1_000_000_000, "meanMs": 123456.789, "latencyMs": row,
+              "correctedLatencyMs": row}
+    headline = {**real_stage.summary, "requests": 2_000_000_000, "failures": 1_000_000_000, "meanMs": 123456.789,
+                "latencyMs": row, "correctedLatencyMs": row, "servedRequests": 2_000_000_000,
+                "injectorPeakCpuPercent": 99.9, "injectorBound": True, "errorKinds": 50,
+                "byMethod": {m: method for m in ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")}}
+    measurement = StageMeasurement(
+        summary=headline, artifact={}, started_at="2026-11-22T12:00:00Z", finished_at="2026-11-22T12:00:00Z",
+        redis_peak_connections=2_000_000, redis_connections_received=2_000_000,
+        redis_peak_covers="from 2026-11-22T12:00:00Z: the operator restarted mid-stage",
+        target_peak_cpu_cores=1000.123, target_peak_memory_bytes=10**15)
+    status = {"phase": "Running", "message": "m" * 300, "variants": []}
+    for v in experiment.variants():
+        stages = [stage_result(experiment, n, s, measurement) for n, s in enumerate(experiment.spec.stages, 1)]
+        aggregate = variant_aggregate(stages, [{}] * len(stages))
+        aggregate["latencyMs"], aggregate["correctedLatencyMs"] = row, row
+        status["variants"].append({"index": v.index, "settings": v.settings(), "stages": stages,
+                                   "aggregate": aggregate, "capacity": None})
+    status["p99ByStage"] = p99_pivot(status["variants"])
+    return status
+
+
+@pytest.mark.parametrize("variants,stages", [(100, 5), (10, 50)])
+def test_the_largest_status_the_crd_allows_is_accepted(cluster, namespace, real_stage, variants, stages):
+    import json
+    from loadstage.k8s_status import StatusWriter
+    status = _fullest_status(variants, stages, real_stage)
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    writer = StatusWriter(cluster.api, namespace, "cluster-ladder", 1, [], lambda *event: None)
+    writer(status)
+    whole = cluster.lx(namespace, "cluster-ladder")   # with metadata.managedFields, as etcd stores it
+    stored = whole["status"]
+    size, object_size = (len(json.dumps(x, separators=(",", ":"))) for x in (stored, whole))
+    print(f"\n{variants} variants x {stages} stages: a status of {size:,} bytes, the object {object_size:,}")
+    assert len(stored["variants"]) == variants and all(len(v["stages"]) == stages for v in stored["variants"])
+    assert object_size < 1_000_000   # etcd refuses objects over 1.5 MiB: a third of it to spare
+
+
+def test_a_status_the_api_server_refuses_for_size_ends_the_experiment_failed(cluster, namespace):
+    from loadstage.engine import ExperimentFailed
+    from loadstage.k8s_status import StatusWriter
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    writer = StatusWriter(cluster.api, namespace, "cluster-ladder", 1, [], lambda *event: None)
+    writer({"phase": "Running", "message": "stage 1", "variants": [{"index": 0, "stages": [{"stage": 1}]}]})
+    with pytest.raises(ExperimentFailed) as failed:
+        writer({"phase": "Running", "message": "x" * 2_000_000, "variants": []})
+    assert failed.value.reason == "StatusTooLarge"
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["phase"] == "Failed" and status["reason"] == "StatusTooLarge"
+    assert "the API server refused a status of 6,00" in status["message"] and "too large" in status["message"]
+    assert status["variants"] == [{"index": 0, "stages": [{"stage": 1}]}]   # what was written before is kept
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Failed"] == "True"
+    writer({"phase": "Failed", "reason": "StatusTooLarge", "message": "y" * 2_000_000, "variants": []})
+    assert cluster.status(namespace, "cluster-ladder")["message"] == status["message"]

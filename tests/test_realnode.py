@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, wait_for
+from loadstage import histograms
 from kube import GROUP, PLURAL, VERSION
 from realnode import OPERATOR_NAMESPACE, LxWatch, RealNode, StatusRecorder, node_setting
 
@@ -89,6 +90,16 @@ def test_a_whole_experiment_runs_in_real_pods_and_reports_real_numbers(node):
         assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (served, stage["requests"])
         assert stage["target"]["peakCpuCores"] > 0, stage["target"]
         assert stage["target"]["peakMemoryBytes"] > 20 * 2**20, stage["target"]
+
+    # the aggregates, and every stage's artifact in its ConfigMap, read from the master pod's real log
+    aggregate = final["variants"][0]["aggregate"]
+    assert aggregate["requests"] == sum(s["requests"] for s in stages) == aggregate["latencyMs"]["n"]
+    assert [row["stage"] for row in final["p99ByStage"]] == [1, 2]
+    for number, stage in enumerate(stages, 1):
+        kept = node.core.read_namespaced_config_map(f"real-ladder-v1-s{number}-results", namespace)
+        artifact = json.loads(kept.data["artifact.json"])
+        assert histograms.decode(artifact["histogram"]).get_total_count() == stage["requests"]
+        assert not stage["injectorBound"] and 0 < stage["injectorPeakCpuPercent"] < 90
 
     # What the runner pods hold, counted by Redis itself: their pools never close a connection, so at
     # the end every connection they ever opened is still listed, and none of it came from probes.

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from . import report, result_source
+from . import histograms, report, result_source
 from .engine import Cancelled, ExperimentFailed, StageEngine, new_status, now
 from .local_backend import LocalBackend, Progress
 from .crd import render_crd
@@ -73,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("source", help="a result file from `loadstage run -o`, or lx/NAME (current kubeconfig)")
     rep.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
 
+    art = sub.add_parser("artifacts", help="write every stage's histograms and rows (a result file or lx/NAME) "
+                                           "to a directory")
+    art.add_argument("source", help="a result file from `loadstage run -o`, or lx/NAME (current kubeconfig)")
+    art.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
+    art.add_argument("-o", "--output", default="artifacts", help="directory to write to (default: artifacts)")
+
     sub.add_parser("crd", help="print the LoadExperiment CustomResourceDefinition")
 
     op = sub.add_parser("operator", help="run the Kopf operator against the current cluster")
@@ -98,10 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _document(experiment: Experiment, status: dict[str, Any]) -> dict[str, Any]:
+def _document(experiment: Experiment, status: dict[str, Any],
+              artifacts: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The result file: the resource with its status, and every stage's artifact (its histograms,
+    endpoint and error rows, time series) under `artifacts`, as ConfigMaps hold them in a cluster."""
     return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND,
             "metadata": {"name": experiment.name}, "spec": experiment.source.get("spec", {}),
-            "status": status}
+            "status": status,
+            "artifacts": [{"variant": index + 1, "stages": stages} for index, stages in sorted(artifacts.items())]}
 
 
 def write_result(path: Path, document: dict[str, Any]) -> None:
@@ -185,7 +195,7 @@ def cmd_run(args) -> int:
 
     def on_update(current: dict[str, Any]) -> None:
         if output:
-            write_result(output, _document(experiment, current))
+            write_result(output, _document(experiment, current, engine.artifacts))
 
     _print_plan(experiment, sys.stderr)
     printer.say(f"logs: {workdir}")
@@ -224,7 +234,7 @@ def cmd_run(args) -> int:
 
 def print_results(status: dict[str, Any]) -> None:
     if any(v["stages"] for v in status["variants"]):
-        print(report.render_table(status))
+        print(report.render_report(status))
     for line in report.render_capacity(status) + report.render_cross_check(status):
         print(line)
 
@@ -235,6 +245,26 @@ def cmd_report(args) -> int:
     print_results(status)
     if status.get("phase") != "Succeeded":
         print(f"{status.get('phase', 'Pending')}: {status.get('message', '')}")
+    return EXIT_OK
+
+
+def cmd_artifacts(args) -> int:
+    """Per stage: the artifact as JSON, and the stage's histogram as an HdrHistogram percentile
+    distribution (.hgrm, milliseconds) that HdrHistogram's plotters read."""
+    found = result_source.load_artifacts(args.source, args.namespace)
+    out = Path(args.output)
+    for variant, number, artifact in found:
+        directory = out / f"variant-{variant}"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"stage-{number}.json").write_text(json.dumps(artifact, indent=1) + "\n")
+        histogram = histograms.decode(artifact["histogram"])
+        with open(directory / f"stage-{number}.hgrm", "wb") as f:
+            histogram.output_percentile_distribution(f, 1e6)
+        latency = histograms.latency_ms(histogram)
+        print(f"variant {variant} stage {number}: {latency['n']:,} requests, p50 {latency['p50']} ms, "
+              f"p99 {latency['p99']} ms, p99.9 {latency['p999']} ms -> {directory}/stage-{number}.json, .hgrm")
+    if not found:
+        print(f"{args.source}: no stage has finished yet")
     return EXIT_OK
 
 
@@ -266,8 +296,8 @@ def cmd_operator(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "crd": cmd_crd,
-                "operator": cmd_operator}[args.command](args)
+        return {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "artifacts": cmd_artifacts,
+                "crd": cmd_crd, "operator": cmd_operator}[args.command](args)
     except ValidationError as e:
         for path, message in e.problems:
             print(f"error: {path}: {message}", file=sys.stderr)

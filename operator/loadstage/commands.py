@@ -59,10 +59,11 @@ def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) ->
 
 
 def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, summary_file: str,
-                          target_metrics: list[str], progress_file: str | None = None,
+                          artifact_file: str, target_metrics: list[str], progress_file: str | None = None,
                           bind_host: str = "*", bind_port: int = LOCUST_MASTER_PORT,
                           custom_locustfile: str | None = None) -> list[str]:
-    """`target_metrics`: the target's /metrics URLs, for its own count of the stage's requests."""
+    """`summary_file` gets the stage's headline, `artifact_file` its histograms and rows (`-`: stdout);
+    `target_metrics`: the target's /metrics URLs, for its own count of the stage's requests."""
     injectors = experiment.spec.injectors
     users, spawn_rate = injectors.users_for(stage.injectors), injectors.spawn_rate_for(stage.injectors)
     wait = injectors.wait_time
@@ -76,7 +77,10 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
             "--stop-timeout", str(STOP_TIMEOUT_SECONDS), "--exit-code-on-error", "0",
             "--host", host, "--only-summary",
             "--wait-min", f"{wait.min:g}", "--wait-max", f"{wait.max:g}",
-            "--summary-file", summary_file, "--target-metrics", ",".join(target_metrics)]
+            "--summary-file", summary_file, "--artifact-file", artifact_file,
+            "--target-metrics", ",".join(target_metrics)]
+    if injectors.pacing:
+        argv += ["--pacing", f"{injectors.pacing:g}"]
     if progress_file:
         argv += ["--progress-file", progress_file]
     return argv

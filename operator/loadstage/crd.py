@@ -52,6 +52,13 @@ def status_schema() -> dict[str, Any]:
                 }}},
             "variants": {"type": "array", "description": "One entry per variant, with its stage results.",
                          "items": open_object},
+            "p99ByStage": {"type": "array", "description": "The p99 latency of every stage, per variant.",
+                           "items": {"type": "object", "properties": {
+                               "stage": {"type": "integer", "description": "Stage number."},
+                               "injectors": {"type": "integer", "description": "Injectors of the stage."},
+                               "p99MsByVariant": {"type": "array", "description": "p99 in ms, by variant.",
+                                                  "items": {"type": "number", "nullable": True}},
+                           }}},
         },
     }
 

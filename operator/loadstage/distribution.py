@@ -1,17 +1,16 @@
-"""Response-time distributions: merge histograms, then take percentiles.
+"""The methods loadstage compares itself with: Locust's response-time dict and the spreadsheet.
 
-A histogram maps a response-time bucket (ms, as Locust rounds it) to a count.
-Merging adds counts, so percentiles of the merged histogram are percentiles of
-all requests together. Averaging per-injector percentiles is not, and nothing
-here does it except `weighted_average_percentile`, kept to show the error."""
+A Locust dict maps a response-time bucket (ms, rounded to 2 significant digits) to a count.
+Merging adds counts; percentiles of the merged dict are those of all requests together, at
+Locust's resolution. Averaging per-injector percentiles is not even that, and nothing here does
+it except `weighted_average_percentile`, kept to show the error. loadstage's own percentiles
+come from HDR histograms (loadstage.histograms); these serve the fidelity benchmark and tests."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 from typing import Iterable, Mapping
-
-PERCENTILE_LEVELS = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 
 Histogram = Mapping[float, int]
 
@@ -53,10 +52,3 @@ def weighted_average_percentile(per_injector: list[tuple[int, float]]) -> float:
     Wrong by construction; used only to measure how wrong."""
     total = sum(n for n, _ in per_injector)
     return sum(n * p for n, p in per_injector) / total
-
-
-def bucket_width(value_ms: float) -> float:
-    """Width of Locust's default response-time bucket at this value (2 significant digits)."""
-    if value_ms < 100:
-        return 1.0
-    return 10.0 ** (math.floor(math.log10(value_ms)) - 1)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from .model import Experiment, Stage, Variant
-from .results import StageMeasurement, stage_result
+from .results import StageMeasurement, p99_pivot, stage_result, variant_aggregate
 from .thresholds import capacity
 
 
@@ -51,6 +51,8 @@ class Backend(Protocol):
     def run_stage(self, step: Step) -> StageMeasurement: ...
     def finish_variant(self, variant: Variant) -> None: ...
     def close(self) -> None: ...
+    def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
+        """The artifacts of the variant's first `count` stages, kept by an earlier run."""
 
 
 def iso(moment: dt.datetime) -> str:
@@ -76,6 +78,7 @@ class StageEngine:
         self.experiment = experiment
         self.backend = backend
         self.on_update = on_update
+        self.artifacts: dict[int, list[dict[str, Any]]] = {}   # per variant, one per finished stage
 
     def _set(self, status: dict[str, Any], **fields) -> None:
         status.update(fields)
@@ -103,6 +106,8 @@ class StageEngine:
             else:
                 self._set(status, phase="Deploying", progress=progress, message=f"deploying the target for {which}")
             self.backend.prepare_variant(variant)
+            artifacts = self.artifacts.setdefault(
+                variant.index, self.backend.saved_artifacts(variant, len(record["stages"])))
             if spec.warmup is not None and not record.get("warmedUp"):
                 step = Step(variant, len(variants), spec.warmup, None, len(spec.stages))
                 self._set(status, phase="Running", message=f"running {step.label()}",
@@ -118,6 +123,9 @@ class StageEngine:
                 measurement = self.backend.run_stage(step)
                 result = stage_result(self.experiment, number, stage, measurement)
                 record["stages"].append(result)
+                artifacts.append(measurement.artifact)
+                record["aggregate"] = variant_aggregate(record["stages"], artifacts)
+                status["p99ByStage"] = p99_pivot(status["variants"])
                 if spec.thresholds is not None:
                     record["capacity"] = capacity(record["stages"])
                 status["latest"] = {"p99Ms": result["latencyMs"]["p99"],

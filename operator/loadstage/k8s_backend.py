@@ -23,6 +23,7 @@ from .manifests import Images
 from .model import Experiment, Variant
 from .redis_sampler import RedisSampler
 from .results import StageMeasurement
+from .summary import artifact_from_log, fit_artifact
 
 POLL_SECONDS = 1.0
 STAGE_WATCH_SECONDS = 10  # longest wait on a watch of the master pod before Jobs are re-checked
@@ -134,7 +135,8 @@ class KubernetesBackend:
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         create = {"Deployment": self.apps.create_namespaced_deployment,
                   "Service": self.core.create_namespaced_service,
-                  "Job": self.batch.create_namespaced_job}[kind]
+                  "Job": self.batch.create_namespaced_job,
+                  "ConfigMap": self.core.create_namespaced_config_map}[kind]
         try:
             create(self.namespace, manifest)
             return True
@@ -142,7 +144,7 @@ class KubernetesBackend:
             if e.status == 409:
                 return False
             if e.status in (400, 422):  # the object itself is invalid: retrying cannot help
-                raise ExperimentFailed("InvalidChild", f"cannot create {kind} {name}: {_api_reason(e)}") from None
+                raise ExperimentFailed("InvalidChild", f"cannot create {kind} {name}: {api_message(e)}") from None
             raise  # forbidden, throttled, unavailable: the caller retries
 
     def _apply_deployment(self, manifest: dict) -> None:
@@ -256,18 +258,49 @@ class KubernetesBackend:
         created = self._create(manifests.workers_job(exp, step, self.images)) or created
         self.on_event("StageStarted" if created else "StageResumed",
                       f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
+        sampling_from = now()
         selector = f"{manifests.LABEL_EXPERIMENT}={exp.name},{manifests.LABEL_COMPONENT}=runner"
         with RedisSampler(self.redis_sample_url, password=self.redis_password) as redis_sampler, \
                 PodMetricsSampler(self.custom, self.namespace, selector) as pod_metrics:
-            terminated = self._wait_for_master(step)
+            pod, terminated = self._wait_for_master(step)
         summary = _parse_summary(terminated.message, master)
+        artifact = {} if step.warmup else self._keep_artifact(step, pod)
         sample = redis_sampler.result
         return StageMeasurement(
-            summary=summary,
+            summary=summary, artifact=artifact,
             started_at=_iso(terminated.started_at), finished_at=_iso(terminated.finished_at),
             redis_peak_connections=sample.peak_connections if sample.samples else None,
             redis_connections_received=sample.connections_received if sample.samples else None,
+            redis_peak_covers="stage" if created else f"from {sampling_from}: the operator restarted mid-stage",
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory)
+
+    def _keep_artifact(self, step: Step, pod: str) -> dict[str, Any]:
+        """The stage's artifact, from its ConfigMap if an earlier run stored it, else from the master's
+        log (its last line), stored in a ConfigMap owned by the experiment."""
+        name = manifests.results_name(self.experiment, step.variant.index, step.number)
+        kept = self._read_artifact(name)
+        if kept is not None:
+            return kept
+        log = self.core.read_namespaced_pod_log(pod, self.namespace, container="locust-master")
+        artifact = artifact_from_log(log)
+        if artifact is None:
+            raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master {pod} printed no "
+                                                  f"artifact line; end of its log: {log[-500:]!r}")
+        self._create(manifests.results_configmap(self.experiment, step, fit_artifact(artifact)))
+        return artifact
+
+    def _read_artifact(self, name: str) -> dict[str, Any] | None:
+        try:
+            data = self.core.read_namespaced_config_map(name, self.namespace).data or {}
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return json.loads(data[manifests.ARTIFACT_KEY]) if manifests.ARTIFACT_KEY in data else None
+
+    def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
+        return [self._read_artifact(manifests.results_name(self.experiment, variant.index, number)) or {}
+                for number in range(1, count + 1)]
 
     def _wait_for_master(self, step: Step):
         """Waits on a watch of the stage's pods (the master's end and a pod that cannot start are seen
@@ -287,10 +320,10 @@ class KubernetesBackend:
             fatal = _cannot_start(listed.items)
             if fatal:
                 raise ExperimentFailed("InjectorNotStarting", f"{step.label()}: {fatal}")
-            terminated = _master_terminated(
+            found = _master_terminated(
                 [p for p in listed.items if (p.metadata.labels or {}).get("job-name") == master], step)
-            if terminated is not None:
-                return terminated
+            if found is not None:
+                return found
             self._watch_pods(selector, listed.metadata.resource_version)
 
     def _watch_pods(self, selector: str, resource_version: str) -> None:
@@ -356,14 +389,14 @@ def _cannot_start(pods: list) -> str | None:
 
 
 def _master_terminated(pods: list, step: Step):
-    """The master container's terminated state if it exited 0; raises if it failed."""
+    """(pod name, the master container's terminated state) if it exited 0; raises if it failed."""
     for pod in pods:
         for cs in pod.status.container_statuses or []:
             terminated = cs.state.terminated if cs.state else None
             if terminated is None:
                 continue
             if terminated.exit_code == 0:
-                return terminated
+                return pod.metadata.name, terminated
             raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master exited with code "
                                                   f"{terminated.exit_code}: {terminated.message or ''}")
     return None
@@ -384,7 +417,7 @@ def _iso(value) -> str:
     return iso(value) if isinstance(value, dt.datetime) else value or now()
 
 
-def _api_reason(e: ApiException) -> str:
+def api_message(e: ApiException) -> str:
     try:
         return json.loads(e.body)["message"]
     except (TypeError, ValueError, KeyError):

@@ -4,13 +4,15 @@ writes through the status subresource as the engine goes."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, Callable
 
 from kubernetes import client
 
 from . import operator_metrics as metrics
 from .crd import PLURAL
-from .engine import now
+from .engine import ExperimentFailed, now
+from .k8s_backend import api_message
 from .model import API_GROUP, API_VERSION
 
 # phase -> (TargetReady, Running, Succeeded, Failed); None keeps the previous value
@@ -22,6 +24,7 @@ _CONDITIONS_BY_PHASE = {
     "Failed": (None, "False", "False", "True"),
 }
 CONDITION_TYPES = ("TargetReady", "Running", "Succeeded", "Failed")
+TOO_LARGE_REASON = "StatusTooLarge"
 
 
 def conditions_for(status: dict[str, Any], previous: list[dict[str, Any]], generation: int,
@@ -47,6 +50,12 @@ def conditions_for(status: dict[str, Any], previous: list[dict[str, Any]], gener
     return result
 
 
+def _too_large(e: client.ApiException) -> bool:
+    """413 from the API server; 500 when etcd or gRPC refuse the object's size."""
+    message = api_message(e)
+    return e.status == 413 or (e.status == 500 and ("too large" in message or "larger than max" in message))
+
+
 class StatusWriter:
     """Writes the engine's status to the resource and posts an Event on every transition."""
 
@@ -59,13 +68,26 @@ class StatusWriter:
         self.post_event = post_event
         self.last: tuple[str, str] | None = None
         self.stages_seen: int | None = None
+        self.refused_for_size: str | None = None
 
     def __call__(self, status: dict[str, Any]) -> None:
         status = copy.deepcopy(status)
+        if self.refused_for_size:
+            # what the API server refused stays out; only the end of the experiment is written
+            status = {"phase": "Failed", "reason": TOO_LARGE_REASON, "message": self.refused_for_size,
+                      "finishedAt": status.get("finishedAt") or now()}
         status["observedGeneration"] = self.generation
         status["conditions"] = self.conditions = conditions_for(status, self.conditions, self.generation)
-        self.custom.patch_namespaced_custom_object_status(
-            API_GROUP, API_VERSION, self.namespace, PLURAL, self.name, {"status": status})
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                API_GROUP, API_VERSION, self.namespace, PLURAL, self.name, {"status": status})
+        except client.ApiException as e:
+            if self.refused_for_size or not _too_large(e):
+                raise
+            self.refused_for_size = (f"the API server refused a status of {len(json.dumps(status)):,} bytes as too "
+                                     f"large ({api_message(e)}); the results written before are kept")
+            self(status)
+            raise ExperimentFailed(TOO_LARGE_REASON, self.refused_for_size) from None
         metrics.STATUS_WRITES.labels(self.namespace).inc()
         if status["phase"] in ("Succeeded", "Failed") and (self.last or ("",))[0] != status["phase"]:
             metrics.EXPERIMENTS_FINISHED.labels(self.namespace, status["phase"],

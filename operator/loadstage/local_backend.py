@@ -172,6 +172,9 @@ class LocalBackend:
         self.supervisor.stop_all()
         self.target = None
 
+    def saved_artifacts(self, variant: Variant, count: int) -> list[dict]:
+        return []   # a local run is never resumed: there is nothing saved from before
+
     # -- stages -------------------------------------------------------------
 
     def run_stage(self, step: Step) -> StageMeasurement:
@@ -181,6 +184,7 @@ class LocalBackend:
         sdir = self.workdir / f"variant-{step.variant.index + 1}" / name
         sdir.mkdir(parents=True, exist_ok=True)
         summary_file, progress_file = sdir / "summary.json", sdir / "progress.json"
+        artifact_file = sdir / "artifact.json"
         custom = self.experiment.spec.injectors.locustfile
         custom_path = custom.path if custom else None
         master_port = free_port()
@@ -190,7 +194,8 @@ class LocalBackend:
             master = self.supervisor.start(
                 "locust master", commands.locust_master_command(
                     self.experiment, step.stage, host=f"http://{LOOPBACK}:{target.shared_port}",
-                    summary_file=str(summary_file), progress_file=str(progress_file),
+                    summary_file=str(summary_file), artifact_file=str(artifact_file),
+                    progress_file=str(progress_file),
                     target_metrics=[f"{url}/metrics" for url in target.admin_urls],
                     bind_host=LOOPBACK, bind_port=master_port, custom_locustfile=custom_path),
                 log_path=sdir / "master.log", cwd=self.root)
@@ -217,6 +222,7 @@ class LocalBackend:
         summary = json.loads(summary_file.read_text())
         return StageMeasurement(
             summary=summary, started_at=started_at, finished_at=finished_at,
+            artifact=json.loads(artifact_file.read_text()),
             redis_peak_connections=redis_sampler.result.peak_connections,
             redis_connections_received=redis_sampler.result.connections_received,
             target_peak_cpu_cores=resource_sampler.result.peak_cpu_cores,

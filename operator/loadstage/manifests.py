@@ -23,6 +23,7 @@ LABEL_EXPERIMENT = "loadstage.io/experiment"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_RUN = "loadstage.io/run"
 ANNOTATION_VARIANT = "loadstage.io/variant"
+ARTIFACT_KEY = "artifact.json"
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,8 @@ def master_job(experiment: Experiment, step: Step, images: Images) -> dict[str, 
     volumes, mounts, custom = _locustfile_volume(experiment)
     args = commands.locust_master_command(
         experiment, step.stage, host=f"http://{runner_name(experiment)}:{commands.RUNNER_PORT}",
-        summary_file=TERMINATION_LOG, target_metrics=runner_metrics_urls(experiment), custom_locustfile=custom)
+        summary_file=TERMINATION_LOG, artifact_file="-", target_metrics=runner_metrics_urls(experiment),
+        custom_locustfile=custom)
     container = _container(
         "locust-master", experiment.spec.injectors.image or images.injector, args, mounts=mounts,
         ports=[{"name": "master", "containerPort": commands.LOCUST_MASTER_PORT, "protocol": "TCP"}],
@@ -213,6 +215,18 @@ def master_job(experiment: Experiment, step: Step, images: Images) -> dict[str, 
     return _job(master_name(experiment, step), lbls,
                 _pod_spec([container], APP_UID, restart_policy="Never", volumes=volumes),
                 count=1, deadline=_stage_deadline(step))
+
+
+def results_name(experiment: Experiment, variant_index: int, number: int) -> str:
+    return f"{experiment.name}-v{variant_index + 1}-s{number}-results"
+
+
+def results_configmap(experiment: Experiment, step: Step, artifact_json: str) -> dict[str, Any]:
+    """A stage's artifact (histograms, endpoint and error rows, time series), kept after its pods are gone."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _meta(results_name(experiment, step.variant.index, step.number),
+                              labels(experiment, "results", **{LABEL_RUN: run_id(step)})),
+            "data": {ARTIFACT_KEY: artifact_json}}
 
 
 def master_service(experiment: Experiment, step: Step) -> dict[str, Any]:

@@ -20,6 +20,7 @@ WORKER_CLASSES = ("gthread", "sync", "gevent")
 DEFAULT_RUNNER_APP = "runner_app.app:app"
 PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
 MAX_VARIANTS = 100
+MAX_VARIANT_STAGES = 500    # variants x stages: what keeps the status well under etcd's object limit
 CLEANUP_POLICIES = ("Delete", "Keep", "KeepOnFailure")
 NAME_PATTERN = r"[a-z]([-a-z0-9]*[a-z0-9])?"
 NAME_MAX = 40
@@ -84,6 +85,7 @@ class Injectors:
     users_per_injector: int
     spawn_rate_per_injector: float | None
     wait_time: WaitTime
+    pacing: float | None
     scenario: str | None
     locustfile: Locustfile | None
 
@@ -205,11 +207,15 @@ def _no_duplicates(values) -> bool:
     return values is None or len(values) == len(set(values))
 
 
-def _variant_count(m: Matrix) -> int:
+def _variant_count(m: Matrix | None) -> int:
     n = 1
-    for axis in (m.workers, m.threads, m.pods, m.worker_class):
+    for axis in (m.workers, m.threads, m.pods, m.worker_class) if m else ():
         n *= len(axis or [1])
     return n
+
+
+_CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1) * (has(self.{m}threads) ? size(self.{m}threads) : 1)"
+                 " * (has(self.{m}pods) ? size(self.{m}pods) : 1) * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)")
 
 
 _image = Str("Container image; defaults to the image the operator was installed with.")
@@ -272,6 +278,10 @@ INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per 
     "spawnRatePerInjector": Int("Users started per second per injector; defaults to usersPerInjector.",
                                 minimum=1, maximum=100000),
     "waitTime": WAIT_TIME,
+    "pacing": Duration("Optional open model: every user starts a task on this fixed schedule (e.g. 1s) instead "
+                       "of waiting waitTime between tasks. Latency is then also measured from each task's "
+                       "intended start, as wrk2 does, so queueing that a closed model hides shows.",
+                       minimum="10ms", maximum="1h"),
     "scenario": Str("Built-in scenario.", enum=("respondent",)),
     "locustfile": LOCUSTFILE,
 }, rules=[Rule(lambda i: not (i.scenario and i.locustfile), "set either scenario or locustfile, not both",
@@ -293,9 +303,7 @@ MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these va
                           min_items=1, max_items=3, unique=True),
 }, rules=[Rule(lambda m: _variant_count(m) <= MAX_VARIANTS,
                f"at most {MAX_VARIANTS} variants (the product of all list lengths)",
-               cel=f"(has(self.workers) ? size(self.workers) : 1) * (has(self.threads) ? size(self.threads) : 1)"
-                   f" * (has(self.pods) ? size(self.pods) : 1)"
-                   f" * (has(self.workerClass) ? size(self.workerClass) : 1) <= {MAX_VARIANTS}")])
+               cel=f"{_CEL_VARIANTS.format(m='')} <= {MAX_VARIANTS}")])
 
 _latency = "Highest acceptable {} latency, e.g. 1000ms."
 THRESHOLDS = Obj(Thresholds, "Optional: pass/fail limits checked for every stage.", {
@@ -317,6 +325,10 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
 }, required=["stages"], rules=[
     Rule(None, "spec is immutable once created; delete the experiment and create it again",
          cel="self == oldSelf"),
+    Rule(lambda s: _variant_count(s.matrix) * len(s.stages) <= MAX_VARIANT_STAGES,
+         f"at most {MAX_VARIANT_STAGES} stages in all (variants x stages), so that the status stays small",
+         cel=f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * size(self.stages) "
+             f"<= {MAX_VARIANT_STAGES}"),
 ])
 
 METADATA = Obj(Metadata, "", {

@@ -1,4 +1,5 @@
-"""The results table the seeds' spreadsheet had, computed right."""
+"""The results tables the seeds' spreadsheet had, computed right: one row per stage and variant, the
+headline row of every variant over all its stages, and the p99 of every stage per variant."""
 
 from __future__ import annotations
 
@@ -6,12 +7,35 @@ from typing import Any
 
 from .schema import format_duration
 
-COLUMNS = ["Injectors", "50th", "90th", "95th", "99th", "99.9th", "GETs p99", "POSTs p99",
-           "Total Requests", "Redis peak"]
+STAGE_COLUMNS = ["Injectors", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99", "POSTs avg",
+                 "POSTs p99", "Total Requests", "Redis peak"]
+HEADLINE_COLUMNS = ["50th", "90th", "95th", "99th", "99.9th", "GETs avg", "POSTs avg", "Total Requests",
+                    "Redis peak"]
+THIN_P999 = "*"
+FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to the maximum and says little.",
+             "injector-bound": "injector-bound: an injector's CPU went over 90%; the stage measured the injectors, "
+                               "not the target, and does not count toward capacity."}
 
 
 def _ms(value) -> str:
     return "-" if value is None else f"{value:.0f}"
+
+
+def _p999(latency: dict[str, Any]) -> str:
+    text = _ms(latency.get("p999"))
+    return text + THIN_P999 if latency.get("p999Reliable") is False else text
+
+
+def _percentiles(latency: dict[str, Any]) -> list[str]:
+    return [*(_ms(latency.get(p)) for p in ("p50", "p90", "p95", "p99")), _p999(latency)]
+
+
+def _method(by_method: dict[str, Any], method: str, figure: str) -> str:
+    return _ms(by_method.get(method, {}).get("meanMs" if figure == "mean" else "p99Ms"))
+
+
+def _count(value) -> str:
+    return "-" if value is None else f"{value:,}"
 
 
 def _varying(status: dict[str, Any]) -> list[str]:
@@ -19,39 +43,87 @@ def _varying(status: dict[str, Any]) -> list[str]:
     return [k for k in settings[0] if len({s[k] for s in settings}) > 1] if len(settings) > 1 else []
 
 
-def table_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def variant_label(status: dict[str, Any], variant: dict[str, Any]) -> str:
+    varying = _varying(status) or list(variant["settings"])
+    return " ".join(f"{k}={variant['settings'][k]}" for k in varying)
+
+
+def _verdict(stage: dict[str, Any]) -> str:
+    v = stage.get("verdict")
+    text = "-" if v is None else ("pass" if v["passed"] else "FAIL: " + "; ".join(v["violations"]))
+    return text + " (injector-bound)" if stage.get("injectorBound") else text
+
+
+def stage_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     varying = _varying(status)
-    has_verdicts = any("verdict" in s for v in status["variants"] for s in v["stages"])
-    header = (["Variant"] if varying else []) + COLUMNS + (["Verdict"] if has_verdicts else [])
+    has_verdicts = any("verdict" in s or s.get("injectorBound") for v in status["variants"] for s in v["stages"])
+    header = (["Variant"] if varying else []) + STAGE_COLUMNS + (["Verdict"] if has_verdicts else [])
     rows = []
     for variant in status["variants"]:
-        label = " ".join(f"{k}={variant['settings'][k]}" for k in varying)
         for s in variant["stages"]:
-            lat, by = s["latencyMs"], s.get("byMethod", {})
-            row = [str(s["injectors"]), *(_ms(lat[p]) for p in ("p50", "p90", "p95", "p99", "p999")),
-                   _ms(by.get("GET", {}).get("latencyMs", {}).get("p99")),
-                   _ms(by.get("POST", {}).get("latencyMs", {}).get("p99")),
-                   f"{s['requests']:,}",
-                   "-" if s.get("redisPeakConnections") is None else str(s["redisPeakConnections"])]
+            by = s.get("byMethod", {})
+            row = [str(s["injectors"]), *_percentiles(s["latencyMs"]),
+                   _method(by, "GET", "mean"), _method(by, "GET", "p99"),
+                   _method(by, "POST", "mean"), _method(by, "POST", "p99"),
+                   _count(s["requests"]), _count(s.get("redisPeakConnections"))]
             if varying:
-                row.insert(0, label)
+                row.insert(0, variant_label(status, variant))
             if has_verdicts:
-                v = s.get("verdict")
-                row.append("-" if v is None else ("pass" if v["passed"] else "FAIL: " + "; ".join(v["violations"])))
+                row.append(_verdict(s))
             rows.append(row)
     return header, rows
 
 
-def render_table(status: dict[str, Any]) -> str:
-    header, rows = table_rows(status)
+def headline_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """One row per variant over all its stages: the seeds' first table."""
+    rows = []
+    for variant in status["variants"]:
+        a = variant.get("aggregate")
+        if not a:
+            continue
+        rows.append([variant_label(status, variant), *_percentiles(a["latencyMs"]),
+                     _method(a["byMethod"], "GET", "mean"), _method(a["byMethod"], "POST", "mean"),
+                     _count(a["requests"]), _count(a.get("redisPeakConnections"))])
+    return ["Variant", *HEADLINE_COLUMNS], rows
+
+
+def pivot_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The p99 of every stage, one column per variant: "99th percentile timings per load stage"."""
+    header = ["Injectors", *(variant_label(status, v) for v in status["variants"])]
+    return header, [[str(r["injectors"]), *(_ms(p) for p in r["p99MsByVariant"])]
+                    for r in status.get("p99ByStage", [])]
+
+
+def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Variant", "Verdict")) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    left = {i for i, name in enumerate(header) if name in ("Variant", "Verdict")}
+    left_columns = {i for i, name in enumerate(header) if name in left}
 
     def line(cells):
-        return " | ".join(c.ljust(w) if i in left else c.rjust(w)
+        return " | ".join(c.ljust(w) if i in left_columns else c.rjust(w)
                           for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-    sep = "-+-".join("-" * w for w in widths)
-    return "\n".join([line(header), sep, *(line(r) for r in rows)])
+    return "\n".join([line(header), "-+-".join("-" * w for w in widths), *(line(r) for r in rows)])
+
+
+def render_table(status: dict[str, Any]) -> str:
+    return render(*stage_rows(status))
+
+
+def render_report(status: dict[str, Any]) -> str:
+    """Every table, with the footnotes of the flags that appear."""
+    stages_header, stage_table = stage_rows(status)
+    parts = [render(stages_header, stage_table)]
+    headline_header, headline_table = headline_rows(status)
+    if headline_table:
+        parts += ["", "Per variant, over all its stages:", render(headline_header, headline_table)]
+    pivot_header, pivot_table = pivot_rows(status)
+    if len(status["variants"]) > 1 and pivot_table:
+        parts += ["", "99th percentile per stage (ms):", render(pivot_header, pivot_table, left=())]
+    cells = [c for rows in (stage_table, headline_table) for row in rows for c in row]
+    notes = ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in cells) else []) + \
+            ([FOOTNOTES["injector-bound"]] if any("(injector-bound)" in c for c in cells) else [])
+    if notes:
+        parts += ["", *notes]
+    return "\n".join(parts)
 
 
 def render_capacity(status: dict[str, Any]) -> list[str]:
@@ -63,9 +135,11 @@ def render_capacity(status: dict[str, Any]) -> list[str]:
         cap = variant["capacity"]
         if cap is None:
             lines.append(f"Capacity ({settings}): no stage met every threshold")
-        else:
-            lines.append(f"Capacity ({settings}): {cap['injectors']} injectors, {cap['users']} users, "
-                         f"{cap['rps']:.0f} req/s (stage {cap['stage']})")
+            continue
+        knee = (f"; stage {cap['firstFailedStage']} was the first to fail" if cap.get("firstFailedStage")
+                else "")
+        lines.append(f"Capacity ({settings}): {cap['injectors']} injectors, {cap['users']} users, "
+                     f"{cap['rps']:.0f} req/s (stage {cap['stage']}{knee})")
     return lines
 
 
@@ -76,10 +150,13 @@ def render_cross_check(status: dict[str, Any]) -> list[str]:
             served = s.get("target", {}).get("servedRequests")
             if served is None:
                 continue
+            cpu, memory = s["target"].get("peakCpuCores"), s["target"].get("peakMemoryBytes")
             lines.append(f"variant {variant['index'] + 1} stage {s['stage']}: Locust counted {s['requests']:,}, "
-                         f"the target served {served:,}; target peak CPU {s['target']['peakCpuCores']:.2f} cores, "
-                         f"peak RSS {s['target']['peakMemoryBytes'] / 2**20:.0f} MiB; "
-                         f"Redis connections opened {s['redisConnectionsReceived']}")
+                         f"the target served {served:,}; target peak CPU "
+                         f"{'-' if cpu is None else f'{cpu:.2f}'} cores, peak RSS "
+                         f"{'-' if memory is None else f'{memory / 2**20:.0f}'} MiB; "
+                         f"Redis connections opened {s.get('redisConnectionsReceived')}; "
+                         f"injector peak CPU {_ms(s.get('injectorPeakCpuPercent'))}%")
     return lines
 
 

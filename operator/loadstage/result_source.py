@@ -1,5 +1,7 @@
-"""Where a finished (or running) experiment's status is read from: a result file written by
-`loadstage run -o`, or a LoadExperiment in a cluster (`lx/NAME`, through the current kubeconfig)."""
+"""Where a finished (or running) experiment's results are read from: a result file written by
+`loadstage run -o`, or a LoadExperiment in a cluster (`lx/NAME`, through the current kubeconfig),
+with its artifacts (each stage's histograms and rows): in the result file under `artifacts`, in a
+cluster in the ConfigMaps the operator keeps, one per stage."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 import yaml
 
 from .crd import PLURAL
+from .manifests import ARTIFACT_KEY, LABEL_COMPONENT, LABEL_EXPERIMENT, LABEL_RUN
 from .model import API_GROUP, API_VERSION
 from .schema import ValidationError
 
@@ -42,18 +45,45 @@ def _from_file(source: str) -> dict[str, Any]:
                                         f"(truncated?): {str(e).splitlines()[0]}")]) from None
 
 
-def _from_cluster(source: str, namespace: str | None) -> dict[str, Any]:
+def _cluster(source: str, namespace: str | None):
     from kubernetes import client, config
-
-    name = source.split("/", 1)[1]
     try:
         config.load_kube_config()
         namespace = namespace or config.list_kube_config_contexts()[1]["context"].get("namespace", "default")
     except (config.ConfigException, OSError, TypeError, KeyError) as e:
         raise ValidationError([(source, f"no usable kubeconfig: {e}")]) from None
+    return client, namespace
+
+
+def _api_error(source: str, namespace: str, e) -> ValidationError:
+    reason = "not found" if e.status == 404 else f"{e.status} {e.reason}"
+    return ValidationError([(source, f"{reason} in namespace {namespace}")])
+
+
+def _from_cluster(source: str, namespace: str | None) -> dict[str, Any]:
+    client, namespace = _cluster(source, namespace)
     try:
         return client.CustomObjectsApi().get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL,
-                                                                      name)
+                                                                      source.split("/", 1)[1])
     except client.ApiException as e:
-        reason = "not found" if e.status == 404 else f"{e.status} {e.reason}"
-        raise ValidationError([(source, f"{reason} in namespace {namespace}")]) from None
+        raise _api_error(source, namespace, e) from None
+
+
+def load_artifacts(source: str, namespace: str | None = None) -> list[tuple[int, int, dict[str, Any]]]:
+    """(variant, stage, artifact) of every finished stage, both numbered from 1."""
+    document = load_document(source, namespace)
+    if not is_resource(source):
+        return [(v["variant"], number, artifact) for v in document.get("artifacts", [])
+                for number, artifact in enumerate(v["stages"], 1) if artifact]
+    client, namespace = _cluster(source, namespace)
+    name = source.split("/", 1)[1]
+    try:
+        maps = client.CoreV1Api().list_namespaced_config_map(
+            namespace, label_selector=f"{LABEL_EXPERIMENT}={name},{LABEL_COMPONENT}=results").items
+    except client.ApiException as e:
+        raise _api_error(source, namespace, e) from None
+    found = []
+    for cm in maps:
+        variant, stage = (int(part[1:]) for part in cm.metadata.labels[LABEL_RUN].split("-"))
+        found.append((variant, stage, json.loads((cm.data or {}).get(ARTIFACT_KEY, "{}"))))
+    return sorted(found, key=lambda item: item[:2])

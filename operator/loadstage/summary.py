@@ -1,70 +1,134 @@
-"""One stage's summary, built from the Locust master's merged stats.
+"""One stage's results, built on the Locust master when the stage ends.
 
-The summary must fit a Kubernetes termination message (4096 bytes), so per-endpoint
-rows are dropped, least-requested first, until it does; `endpointsOmitted` counts them."""
+Counts, means and maxima come from Locust's stats, which are exact; percentiles come from the
+merged HDR histograms (loadstage.histograms). Two documents come out:
+- the headline: totals, percentiles and the per-method rows. It is small enough for a Kubernetes
+  termination message (4096 bytes) and is what the status holds;
+- the artifact: every histogram (the stage's, each method's and each endpoint's), the endpoint and
+  error rows, and the time series. It goes to a file locally and to a ConfigMap in a cluster."""
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from typing import Any, Iterable
 
-from .distribution import merge, percentiles
+from . import histograms
+from .stage_recorder import Row, StageRecorder
 
 TERMINATION_MESSAGE_LIMIT = 4096
-SUMMARY_BUDGET = 4000
+INJECTOR_BOUND_PERCENT = 90.0      # an injector above this measured itself, not the target
+MAX_ERRORS = 50
+ARTIFACT_MARKER = "LOADSTAGE-ARTIFACT "   # a log line: this, then base64 of the zlib-compressed JSON
+ARTIFACT_BUDGET = 1_000_000               # a ConfigMap holds at most 1 MiB
 
 
-def _latency(histogram, max_ms: float) -> dict[str, float | None]:
-    return {**percentiles(histogram), "max": round(max_ms, 1) if histogram else None}
+def _rows_of(recorded: dict[Row, Any], keys: Iterable[Row]):
+    return [recorded[k] for k in keys if k in recorded]
 
 
-def _row(requests: int, failures: int, histogram, max_ms: float) -> dict[str, Any]:
-    return {"requests": requests, "failures": failures, "latencyMs": _latency(histogram, max_ms)}
+def _figures(entries: list, raw: list, corrected: list) -> dict[str, Any]:
+    """requests, failures, meanMs and latencyMs (and correctedLatencyMs) of some Locust entries."""
+    requests = sum(e.num_requests for e in entries)
+    max_ms = max((e.max_response_time for e in entries if e.num_requests), default=None)
+    row: dict[str, Any] = {
+        "requests": requests,
+        "failures": sum(e.num_failures for e in entries),
+        "meanMs": round(sum(e.total_response_time for e in entries) / requests, 3) if requests else None,
+        "latencyMs": histograms.latency_ms(histograms.merge(raw), max_ms),
+    }
+    if corrected:
+        row["correctedLatencyMs"] = histograms.latency_ms(histograms.merge(corrected))
+    return row
 
 
-def _entry_row(entries: Iterable) -> dict[str, Any]:
-    entries = list(entries)
-    return _row(sum(e.num_requests for e in entries), sum(e.num_failures for e in entries),
-                merge(e.response_times for e in entries),
-                max((e.max_response_time for e in entries), default=0))
+def _encoded(recorded: list) -> str:
+    return histograms.encode(histograms.merge(recorded))
 
 
-def summarize(stats, *, injectors: int | None = None, served_requests: int | None = None) -> dict[str, Any]:
-    """`stats` is a locust RequestStats; on a master it holds every worker's samples merged.
-    `served_requests` is the target's own count for the stage, where it was read."""
+def build(stats, recorder: StageRecorder, *, injectors: int | None = None,
+          served_requests: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(headline, artifact) of a stage. `stats` is the master's locust RequestStats."""
+    entries = {(e.method, e.name): e for e in stats.entries.values() if e.num_requests or e.num_failures}
     total = stats.total
-    entries = [e for e in stats.entries.values() if e.num_requests or e.num_failures]
     end = total.last_request_timestamp or total.start_time
     elapsed = max(end - total.start_time, 1e-9) if total.num_requests else 0.0
-    summary: dict[str, Any] = {
-        **_row(total.num_requests, total.num_failures, total.response_times, total.max_response_time),
+    keys = sorted(entries, key=lambda k: (-entries[k].num_requests, k))
+    methods = sorted({m for m, _ in keys})
+    pacing = bool(recorder.corrected)
+
+    def figures(selected: list[Row]) -> dict[str, Any]:
+        return _figures([entries[k] for k in selected], _rows_of(recorder.raw, selected),
+                        _rows_of(recorder.corrected, selected) if pacing else [])
+
+    headline: dict[str, Any] = {
+        **figures(keys),
         "rps": round(total.num_requests / elapsed, 2) if elapsed else 0.0,
         "elapsedSeconds": round(elapsed, 2),
         "loadStartedAt": round(total.start_time, 3),   # epoch seconds: the test started
         "loadEndedAt": round(end, 3),                  # epoch seconds: the last request completed
         "injectors": injectors,
         "servedRequests": served_requests,
-        "byMethod": {m: _entry_row(e for e in entries if e.method == m)
-                     for m in sorted({e.method for e in entries})},
-        "endpoints": [{"method": e.method, "name": e.name, **_entry_row([e])}
-                      for e in sorted(entries, key=lambda e: (-e.num_requests, e.method, e.name))],
-        "errors": [{"method": err.method, "name": err.name, "error": str(err.error)[:200],
-                    "occurrences": err.occurrences}
-                   for err in sorted(stats.errors.values(), key=lambda x: -x.occurrences)][:5],
-        "endpointsOmitted": 0,
+        "injectorPeakCpuPercent": recorder.cpu_peak_percent,
+        "injectorBound": (recorder.cpu_peak_percent or 0) > INJECTOR_BOUND_PERCENT,
+        "byMethod": {m: figures([k for k in keys if k[0] == m]) for m in methods},
+        "errorKinds": len(stats.errors),
     }
-    return fit(summary)
+
+    def histogram_fields(selected: list[Row]) -> dict[str, str]:
+        fields = {"histogram": _encoded(_rows_of(recorder.raw, selected))}
+        if pacing:
+            fields["correctedHistogram"] = _encoded(_rows_of(recorder.corrected, selected))
+        return fields
+
+    artifact: dict[str, Any] = {
+        "histogramUnit": "ns",
+        **histogram_fields(keys),
+        "byMethod": {m: histogram_fields([k for k in keys if k[0] == m]) for m in methods},
+        "endpoints": [{"method": m, "name": n, **figures([(m, n)]), **histogram_fields([(m, n)])} for m, n in keys],
+        "errors": [{"method": err.method, "name": err.name, "error": str(err.error)[:500],
+                    "occurrences": err.occurrences}
+                   for err in sorted(stats.errors.values(), key=lambda x: -x.occurrences)][:MAX_ERRORS],
+        "series": recorder.series,
+    }
+    return headline, artifact
 
 
-def fit(summary: dict[str, Any], budget: int = SUMMARY_BUDGET) -> dict[str, Any]:
-    while len(encode(summary)) > budget and (summary["endpoints"] or summary["errors"]):
-        if summary["endpoints"]:
-            summary["endpoints"].pop()
-            summary["endpointsOmitted"] += 1
+def encode(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+
+
+def artifact_line(artifact: dict[str, Any]) -> str:
+    """The artifact as one line of a pod's log."""
+    return ARTIFACT_MARKER + base64.b64encode(zlib.compress(encode(artifact), 9)).decode()
+
+
+def artifact_from_log(log: str) -> dict[str, Any] | None:
+    """The last artifact line of a log, decoded; None if there is none."""
+    for line in reversed(log.splitlines()):
+        if line.startswith(ARTIFACT_MARKER):
+            return json.loads(zlib.decompress(base64.b64decode(line[len(ARTIFACT_MARKER):])))
+    return None
+
+
+def fit_artifact(artifact: dict[str, Any], budget: int = ARTIFACT_BUDGET) -> str:
+    """The artifact as JSON of at most `budget` bytes: if it is larger, the time series goes first, then
+    the histograms of the least requested endpoints; `omitted` says what was left out."""
+    artifact = json.loads(encode(artifact))
+    text = encode(artifact)
+    omitted = {"series": False, "endpointHistograms": 0}
+    endpoints = sorted(artifact.get("endpoints", []), key=lambda e: e["requests"])
+    while len(text) > budget:
+        if artifact.get("series") and not omitted["series"]:
+            artifact["series"], omitted["series"] = [], True
+        elif omitted["endpointHistograms"] < len(endpoints):
+            endpoint = endpoints[omitted["endpointHistograms"]]
+            endpoint.pop("histogram", None)
+            endpoint.pop("correctedHistogram", None)
+            omitted["endpointHistograms"] += 1
         else:
-            summary["errors"].pop()
-    return summary
-
-
-def encode(summary: dict[str, Any]) -> bytes:
-    return json.dumps(summary, separators=(",", ":"), sort_keys=True).encode()
+            break
+        artifact["omitted"] = omitted
+        text = encode(artifact)
+    return text.decode()

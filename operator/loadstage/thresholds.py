@@ -22,10 +22,17 @@ def verdict(stage_result: dict[str, Any], thresholds: Thresholds) -> dict[str, A
 
 
 def capacity(stage_results: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The highest stage (most injectors) whose verdict passed; None if none did."""
-    passed = [s for s in stage_results if s.get("verdict", {}).get("passed")]
-    if not passed:
+    """The knee: the last stage, in ladder order, before the first stage that failed a threshold.
+    A stage whose injectors were CPU-bound measured the injectors, not the target: it never counts,
+    though the search goes on past it. None if no stage qualifies."""
+    best, first_failed = None, None
+    for stage in sorted(stage_results, key=lambda s: s["stage"]):
+        if not stage.get("verdict", {}).get("passed"):
+            first_failed = stage["stage"]
+            break
+        if not stage.get("injectorBound"):
+            best = stage
+    if best is None:
         return None
-    best = max(passed, key=lambda s: (s["injectors"], s["stage"]))
-    return {"stage": best["stage"], "injectors": best["injectors"], "users": best["users"],
-            "rps": best["rps"]}
+    return {"stage": best["stage"], "injectors": best["injectors"], "users": best["users"], "rps": best["rps"],
+            "firstFailedStage": first_failed}

@@ -27,6 +27,8 @@ def create_app() -> Flask:
     @app.before_request
     def _start_timer():
         g.started = time.perf_counter()
+        if request.url_rule is None or request.url_rule.rule not in metrics.UNINSTRUMENTED:
+            delays.wait_out_stall()
 
     @app.after_request
     def _observe(response):

@@ -1,11 +1,16 @@
-"""Named server-side delay distributions, seeded per process (RUNNER_DELAY_SEED), so that
-benchmarks can load the app with a known and different latency shape per endpoint."""
+"""Server-side delays for tests and benchmarks:
+- named delay distributions, seeded per process (RUNNER_DELAY_SEED), so that benchmarks can load the
+  app with a known and different latency shape per endpoint;
+- stalls (RUNNER_STALL="every=20s,for=2s"): in the first 2 s of every 20 s of wall-clock time, every
+  request waits until the stall is over, in every process at once, as a stop-the-world pause would."""
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import threading
+import time
 
 _local = threading.local()
 
@@ -27,3 +32,26 @@ PROFILES = {
 def draw(profile: str) -> float | None:
     sample = PROFILES.get(profile)
     return None if sample is None else sample(_rng())
+
+
+def _stall() -> tuple[float, float] | None:
+    spec = os.environ.get("RUNNER_STALL", "")
+    match = re.fullmatch(r"every=(\d+(?:\.\d+)?)s,for=(\d+(?:\.\d+)?)s", spec)
+    if spec and not match:
+        raise ValueError(f"RUNNER_STALL must look like every=20s,for=2s, got {spec!r}")
+    return (float(match[1]), float(match[2])) if match else None
+
+
+STALL = _stall()
+
+
+def wait_out_stall(now: float | None = None) -> float:
+    """Sleeps until the current stall is over, if one is on; returns the seconds slept."""
+    if STALL is None:
+        return 0.0
+    every, duration = STALL
+    into = (time.time() if now is None else now) % every
+    if into >= duration:
+        return 0.0
+    time.sleep(duration - into)
+    return duration - into

@@ -76,10 +76,15 @@ app.kubernetes.io/component: operator
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch]
-# That a custom locustfile's ConfigMap exists.
+# The master pod's last log line: the stage's histograms and rows (its artifact).
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
+# That a custom locustfile's ConfigMap exists; each stage's artifact, kept in a ConfigMap owned by the
+# experiment (read back after a restart). Nothing is updated or deleted: garbage collection removes them.
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get]
+  verbs: [get, create]
 # The target's peak CPU and memory, where metrics-server runs.
 - apiGroups: [metrics.k8s.io]
   resources: [pods]

@@ -1,0 +1,90 @@
+"""Response-time histograms at 3 significant digits (HdrHistogram), recorded in nanoseconds (so that
+sub-millisecond times keep their 3 digits too).
+
+Every injector records every request; histograms travel as HdrHistogram's standard compressed
+encoding (base64), which any HdrHistogram library decodes, and merge exactly by adding counts.
+Percentiles are nearest-rank: the smallest recorded value with at least ceil(q*n) samples at or
+below it, reported as the top of its bucket (never below the true value, at most 0.1% above it)
+and never above the exact maximum."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from hdrh.histogram import HdrHistogram
+
+LOWEST_NS = 1
+HIGHEST_NS = 3_600_000_000_000        # one hour
+SIGNIFICANT_DIGITS = 3
+LEVELS = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+P999_MIN_SAMPLES = 1000               # below this, p99.9 is the maximum and says little
+
+
+def new() -> HdrHistogram:
+    return HdrHistogram(LOWEST_NS, HIGHEST_NS, SIGNIFICANT_DIGITS)
+
+
+def to_ns(ms: float) -> int:
+    return min(HIGHEST_NS, max(LOWEST_NS, round(ms * 1_000_000)))
+
+
+def record(histogram: HdrHistogram, ms: float) -> None:
+    histogram.record_value(to_ns(ms))
+
+
+def encode(histogram: HdrHistogram) -> str:
+    return histogram.encode().decode("ascii")
+
+
+def decode(encoded: str) -> HdrHistogram:
+    return HdrHistogram.decode(encoded.encode("ascii"))
+
+
+def merge(histograms: Iterable[HdrHistogram]) -> HdrHistogram:
+    merged = new()
+    for histogram in histograms:
+        merged.add(histogram)
+    return merged
+
+
+def merge_encoded(encoded: Iterable[str]) -> HdrHistogram:
+    return merge(decode(e) for e in encoded)
+
+
+def percentiles_ns(histogram: HdrHistogram, levels: dict[str, float]) -> dict[str, int | None]:
+    """Nearest-rank percentiles, in one pass over the counts between the lowest and highest value."""
+    total = histogram.get_total_count()
+    if total == 0:
+        return dict.fromkeys(levels)
+    ranks = sorted((max(1, math.ceil(q * total - 1e-9)), name) for name, q in levels.items())
+    result: dict[str, int | None] = {}
+    counts, seen, next_rank = histogram.counts, 0, 0
+    for index in range(histogram.get_counts_array_index(histogram.get_min_value()),
+                       histogram.get_counts_array_index(histogram.get_max_value()) + 1):
+        seen += counts[index]
+        while next_rank < len(ranks) and seen >= ranks[next_rank][0]:
+            result[ranks[next_rank][1]] = histogram.get_highest_equivalent_value(histogram.get_value_from_index(index))
+            next_rank += 1
+        if next_rank == len(ranks):
+            break
+    return result
+
+
+def _digits(ms: float) -> float:
+    """Enough digits that printing adds no error to the histogram's own 0.1%."""
+    return float(f"{ms:.6g}")
+
+
+def latency_ms(histogram: HdrHistogram, max_ms: float | None = None) -> dict:
+    """p50..p99.9 and max in milliseconds, `n` samples, and `p999Reliable` (n >= 1000).
+    `max_ms` is the exact maximum where it is known (Locust's), which caps every percentile."""
+    n = histogram.get_total_count()
+    if max_ms is None:
+        max_ms = histogram.get_max_value() / 1e6 if n else None
+    result: dict = {name: None if ns is None else _digits(min(ns / 1e6, max_ms))
+                    for name, ns in percentiles_ns(histogram, LEVELS).items()}
+    result["max"] = _digits(max_ms) if n else None
+    result["n"] = n
+    result["p999Reliable"] = n >= P999_MIN_SAMPLES
+    return result
