@@ -28,12 +28,15 @@ import tempfile
 import time
 
 import gevent
+import psutil
 from locust import User, events
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 from loadstage import summary
 from loadstage.server_metrics import scrape_served_requests, served_between
 from loadstage.stage_recorder import REPORT_KEY, WINDOW_SECONDS, StageRecorder
+
+CPU_SAMPLE_SECONDS = 2.0
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser):
@@ -107,6 +110,16 @@ def _report_progress(environment, path):
         _write_atomically(path, json.dumps(progress).encode())
 
 
+def _sample_cpu(recorder):
+    """This injector's CPU, over windows of CPU_SAMPLE_SECONDS. (Locust's own reading comes every 10 s,
+    and the first is always 0: a stage under 20 s would have none.)"""
+    process = psutil.Process()
+    process.cpu_percent()
+    while True:
+        gevent.sleep(CPU_SAMPLE_SECONDS)
+        recorder.note_cpu(process.cpu_percent())
+
+
 def _cut_windows(environment):
     recorder = environment.loadstage
     while True:
@@ -127,30 +140,18 @@ def _on_init(environment, **_kwargs):
     if options is None:
         return
     if not isinstance(environment.runner, MasterRunner):
-        environment.events.request.add_listener(
-            lambda **request: _record(environment.loadstage, **request))
+        environment.events.request.add_listener(environment.loadstage.on_request)
+    if not isinstance(environment.runner, MasterRunner):
+        gevent.spawn(_sample_cpu, environment.loadstage)
     if isinstance(environment.runner, WorkerRunner):
         environment.events.report_to_master.add_listener(
             lambda client_id, data: data.__setitem__(REPORT_KEY, environment.loadstage.report()))
-        environment.events.usage_monitor.add_listener(
-            lambda environment, cpu_usage, **_: environment.loadstage.note_cpu(cpu_usage))
         return
     if isinstance(environment.runner, MasterRunner):
         environment.events.worker_report.add_listener(
             lambda client_id, data: environment.loadstage.merge_report(data.get(REPORT_KEY, {})))
-    else:
-        environment.events.usage_monitor.add_listener(
-            lambda environment, cpu_usage, **_: environment.loadstage.note_cpu(cpu_usage))
     if options.progress_file:
         gevent.spawn(_report_progress, environment, options.progress_file)
-
-
-def _record(recorder, request_type, name, response_time, context=None, start_time=None, **_):
-    corrected = None
-    intended = (context or {}).get("loadstage_intended")
-    if intended is not None and start_time is not None:
-        corrected = max(response_time, (start_time - intended) * 1000 + response_time)
-    recorder.record(request_type, name, response_time, corrected)
 
 
 def _end_stage(environment, seconds):

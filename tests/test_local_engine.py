@@ -64,6 +64,7 @@ def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
             served = stage["target"]["servedRequests"]
             assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (served, stage["requests"])
             assert stage["target"]["peakCpuCores"] > 0 and stage["target"]["peakMemoryBytes"] > 0
+            assert 0 < stage["injectorPeakCpuPercent"] < 90 and stage["injectorBound"] is False
         peaks[variant["settings"]["threads"]] = max(s["redisPeakConnections"] for s in variant["stages"])
     assert peaks[4] > peaks[1]
     # the tables: one row per stage and variant, one headline row per variant, the p99 pivot
@@ -224,3 +225,27 @@ def test_pacing_shows_the_stall_that_the_closed_model_hides(write_experiment, tm
     assert raw["p99"] < 100, raw                 # ...but so few that the raw p99 does not show it
     assert corrected["p99"] > 500 and corrected["p99"] > 10 * raw["p99"], (raw, corrected)
     assert corrected["n"] == raw["n"] == stage["requests"]
+
+
+def test_an_injector_that_saturates_its_cpu_marks_the_stage_and_gets_no_capacity(write_experiment, tmp_path):
+    (tmp_path / "heavy.py").write_text(
+        "import hashlib\n"
+        "from locust import FastHttpUser, constant, task\n\n"
+        "class HeavyClient(FastHttpUser):\n"
+        "    wait_time = constant(0.01)\n\n"
+        "    @task\n"
+        "    def page(self):\n"
+        "        self.client.get('/surveys/none/pages/1', name='/page')\n"
+        "        hashlib.sha256(b'x' * 2_000_000).digest()  # as parsing a large page would\n")
+    path = write_experiment(spec_doc(
+        target={"pods": 1, "gunicorn": {"workers": 1, "threads": 4}},
+        injectors={"usersPerInjector": 20, "locustfile": {"path": "heavy.py"}},
+        stages=[{"injectors": 1, "duration": "8s"}], thresholds={"p99": "500ms"}))
+    out_file = tmp_path / "result.json"
+    code, out, err, _ = finish(start_cli("run", path, "-o", out_file), 120)
+    assert code == 0, err
+    variant = json.loads(out_file.read_text())["status"]["variants"][0]
+    stage = variant["stages"][0]
+    assert stage["injectorPeakCpuPercent"] > 90 and stage["injectorBound"] is True, stage
+    assert stage["verdict"]["passed"] is True and variant["capacity"] is None
+    assert "pass (injector-bound)" in out and "its injectors were CPU-bound" in out

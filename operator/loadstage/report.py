@@ -134,7 +134,11 @@ def render_capacity(status: dict[str, Any]) -> list[str]:
         settings = ", ".join(f"{k}={v}" for k, v in variant["settings"].items())
         cap = variant["capacity"]
         if cap is None:
-            lines.append(f"Capacity ({settings}): no stage met every threshold")
+            bound = [str(s["stage"]) for s in variant["stages"]
+                     if s.get("injectorBound") and s.get("verdict", {}).get("passed")]
+            why = (f"stage {', '.join(bound)} passed, but its injectors were CPU-bound" if bound
+                   else "no stage met every threshold")
+            lines.append(f"Capacity ({settings}): none; {why}")
             continue
         knee = (f"; stage {cap['firstFailedStage']} was the first to fail" if cap.get("firstFailedStage")
                 else "")

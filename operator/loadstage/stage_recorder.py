@@ -41,12 +41,24 @@ class StageRecorder:
 
     def record(self, method: str, name: str, response_ms: float, corrected_ms: float | None = None) -> None:
         """On a worker the samples wait for the next report; standalone they are final at once."""
-        for rows, ms in ((self._unsent_raw, response_ms), (self._unsent_corrected, corrected_ms)):
-            if ms is not None:
-                key = (method, name)
-                if key not in rows:
-                    rows[key] = histograms.new()
-                histograms.record(rows[key], ms)
+        key = (method, name)
+        histogram = self._unsent_raw.get(key)
+        if histogram is None:
+            histogram = self._unsent_raw[key] = histograms.new()
+        histogram.record_value(histograms.to_ns(response_ms))
+        if corrected_ms is not None:
+            if key not in self._unsent_corrected:
+                self._unsent_corrected[key] = histograms.new()
+            self._unsent_corrected[key].record_value(histograms.to_ns(corrected_ms))
+
+    def on_request(self, request_type: str, name: str, response_time: float, context: dict | None = None,
+                   start_time: float | None = None, **_) -> None:
+        """Locust's request event. With pacing, the context carries the task's intended start."""
+        intended = context.get("loadstage_intended") if context else None
+        corrected = None
+        if intended is not None and start_time is not None:
+            corrected = max(response_time, (start_time - intended) * 1000 + response_time)
+        self.record(request_type, name, response_time, corrected)
 
     def note_cpu(self, percent: float) -> None:
         self.cpu_peak_percent = max(self.cpu_peak_percent or 0.0, percent)
