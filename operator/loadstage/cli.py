@@ -261,8 +261,8 @@ def cmd_artifacts(args) -> int:
         with open(directory / f"stage-{number}.hgrm", "wb") as f:
             histogram.output_percentile_distribution(f, 1e6)
         latency = histograms.latency_ms(histogram)
-        print(f"variant {variant} stage {number}: {latency['n']:,} requests, p50 {latency['p50']} ms, "
-              f"p99 {latency['p99']} ms, p99.9 {latency['p999']} ms -> {directory}/stage-{number}.json, .hgrm")
+        print(f"variant {variant} stage {number}: {latency['n']:,} requests, p50 {latency['p50']:.3g} ms, "
+              f"p99 {latency['p99']:.3g} ms, p99.9 {latency['p999']:.3g} ms -> {directory}/stage-{number}.json, .hgrm")
     if not found:
         print(f"{args.source}: no stage has finished yet")
     return EXIT_OK
@@ -302,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         for path, message in e.problems:
             print(f"error: {path}: {message}", file=sys.stderr)
         return EXIT_INVALID
+    except BrokenPipeError:   # the reader went away (`loadstage report ... | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

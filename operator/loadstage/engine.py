@@ -128,7 +128,8 @@ class StageEngine:
                 status["p99ByStage"] = p99_pivot(status["variants"])
                 if spec.thresholds is not None:
                     record["capacity"] = capacity(record["stages"])
-                status["latest"] = {"p99Ms": result["latencyMs"]["p99"],
+                p99 = result["latencyMs"]["p99"]
+                status["latest"] = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
                                     "redisPeakConnections": result["redisPeakConnections"]}
                 self.on_update(status)
             self.backend.finish_variant(variant)
