@@ -175,6 +175,7 @@ def test_an_unpullable_injector_image_fails_the_experiment_within_60s_naming_the
     wait_for(lambda: status(node, namespace, "badimage").get("phase") == "Failed", timeout=90)
     failed = status(node, namespace, "badimage")
     took = time.time() - stage_started
+    print(f"\nunpullable injector image: Failed {took:.0f}s after the stage's master Job was created")
     assert took <= 60, f"failed {took:.0f}s after the stage started"
     assert image in failed["message"], failed["message"]
     assert failed["reason"] == "InjectorNotStarting", failed
