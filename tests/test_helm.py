@@ -191,6 +191,7 @@ def test_rbac_grants_nothing_it_does_not_need(cluster, namespace):
     assert can("create", "deployments.apps", "-n", "default") and can("delete", "jobs.batch", "-n", "default")
     assert can("list", "pods", "-n", "default") and can("get", "configmaps", "-n", "default")
     assert can("create", "configmaps", "-n", "default") and can("get", "pods/log", "-n", "default")
+    assert can("update", "loadexperiments.loadstage.io", "--subresource=finalizers", "-n", "default")
     for verb, resource in [("get", "secrets"), ("list", "secrets"), ("create", "pods"), ("delete", "pods"),
                            ("update", "configmaps"), ("delete", "configmaps"), ("list", "configmaps"),
                            ("update", "deployments.apps"),
@@ -200,7 +201,8 @@ def test_rbac_grants_nothing_it_does_not_need(cluster, namespace):
                            ("bind", "clusterroles.rbac.authorization.k8s.io"),
                            ("impersonate", "serviceaccounts"), ("create", "serviceaccounts/token"),
                            ("delete", "namespaces"), ("create", "customresourcedefinitions.apiextensions.k8s.io"),
-                           ("delete", "loadexperiments.loadstage.io"), ("create", "pods/exec")]:
+                           ("delete", "loadexperiments.loadstage.io"), ("update", "loadexperiments.loadstage.io"),
+                           ("create", "pods/exec")]:
         assert not can(verb, resource, "-n", "default"), f"{verb} {resource} is granted:\n{granted}"
     framework = cluster.api_rbac().read_cluster_role("lsr-loadstage-framework").to_dict()["rules"]
     experiments = cluster.api_rbac().read_cluster_role("lsr-loadstage-experiments").to_dict()["rules"]

@@ -157,6 +157,8 @@ def test_metrics_server_quantities():
     assert _parse_quantity_cpu("250m") == 0.25 and _parse_quantity_cpu("1500000n") == 0.0015
     assert _parse_quantity_cpu("2") == 2.0
     assert _parse_quantity_bytes("128Mi") == 128 * 2**20 and _parse_quantity_bytes("1000") == 1000
+    assert _parse_quantity_bytes("12k") == 12_000 and _parse_quantity_bytes("1Ti") == 2**40
+    assert _parse_quantity_bytes("1.5Gi") == 3 * 2**29 and _parse_quantity_cpu("1200u") == 0.0012
 
 
 def test_redis_password_comes_from_the_secret_for_redis_and_the_target():

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
+from kubernetes.utils import parse_quantity
 
 from . import manifests
 from .engine import Cancelled, ExperimentFailed, Step, iso, now
@@ -47,16 +48,11 @@ class StopFlag:
 
 
 def _parse_quantity_cpu(text: str) -> float:
-    units = {"n": 1e-9, "u": 1e-6, "m": 1e-3}
-    return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    return float(parse_quantity(text))
 
 
 def _parse_quantity_bytes(text: str) -> int:
-    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "K": 10**3, "M": 10**6, "G": 10**9}
-    for suffix, factor in units.items():
-        if text.endswith(suffix):
-            return int(float(text[:-len(suffix)]) * factor)
-    return int(text)
+    return int(parse_quantity(text))
 
 
 class PodMetricsSampler:

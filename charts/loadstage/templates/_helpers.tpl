@@ -51,6 +51,11 @@ app.kubernetes.io/component: operator
 - apiGroups: [loadstage.io]
   resources: [loadexperiments/status]
   verbs: [get, patch]
+# Children are owned by their experiment with blockOwnerDeletion; where OwnerReferencesPermissionEnforcement
+# admits them (OpenShift), that needs update on the owner's finalizers subresource, and nothing more.
+- apiGroups: [loadstage.io]
+  resources: [loadexperiments/finalizers]
+  verbs: [update]
 # The target: Redis and runner Deployments, reconfigured per variant, deleted by the cleanup policy.
 - apiGroups: [apps]
   resources: [deployments]

@@ -109,7 +109,7 @@ start kube-apiserver kube-apiserver \
   --requestheader-extra-headers-prefix=X-Remote-Extra- \
   --proxy-client-cert-file="$P/front-proxy-client.crt" --proxy-client-key-file="$P/front-proxy-client.key" \
   --enable-aggregator-routing=true \
-  --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+  --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement \
   --profiling=false --event-ttl=2h
 wait_until kube-apiserver 120 curl -sf --cacert "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key" \
   "https://127.0.0.1:$API_PORT/readyz"
