@@ -1,6 +1,7 @@
 """The Helm chart, installed with a real helm into the real control plane; RBAC checked by
 running the operator as the chart's ServiceAccount; Pod Security checked by real admission."""
 
+import copy
 import json
 
 import pytest
@@ -302,3 +303,42 @@ def test_missing_permission_is_reported_in_status_and_recovers_when_restored(
     play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
     wait_phase(cluster, namespace, "cluster-ladder", "Succeeded", timeout=90)
     cluster.helm("uninstall", "lsm", "-n", release_ns)
+
+
+def test_cleanup_survives_a_refused_delete_and_an_operator_killed_in_that_window(cluster, namespace, namespaces,
+                                                                                 operator, tmp_path, real_stage):
+    import signal
+    from test_operator import children, event_reasons
+    release_ns = namespaces("system")
+    installed = cluster.helm("install", "lsd", CHART, "-n", release_ns, "--wait", "--set", "watch.mode=namespaces",
+                             "--set", f"watch.namespaces={{{namespace}}}")
+    assert installed.returncode == 0, installed.stderr
+    rbac = cluster.api_rbac()
+    granted = rbac.read_namespaced_role("lsd-loadstage-experiments", namespace)
+    refused = copy.deepcopy(granted)
+    for rule in refused.rules:
+        rule.verbs = [v for v in rule.verbs if not ("jobs" in rule.resources and v == "delete")]
+    rbac.replace_namespaced_role("lsd-loadstage-experiments", namespace, refused)
+    kubeconfig = cluster.service_account_kubeconfig(release_ns, "lsd-loadstage", tmp_path / "sa.kubeconfig")
+    first = operator(kubeconfig=kubeconfig, scope=["--namespace", namespace])
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:1]
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    # the API server refuses the cleanup; the operator dies while it is pending
+    wait_for(lambda: "CleanupFailed" in event_reasons(cluster, namespace, "cluster-ladder"), timeout=30)
+    cleanup = cluster.status(namespace, "cluster-ladder")["cleanup"]
+    assert cleanup["done"] is False and "403" in cleanup["message"], cleanup
+    first.kill(signal.SIGKILL)
+    assert cluster.batch.list_namespaced_job(namespace).items
+    rbac.replace_namespaced_role("lsd-loadstage-experiments", namespace,
+                                 rbac.read_namespaced_role("lsd-loadstage-experiments", namespace).__class__(
+                                     metadata={"name": "lsd-loadstage-experiments"}, rules=granted.rules))
+    operator(kubeconfig=kubeconfig, scope=["--namespace", namespace])
+    wait_for(lambda: not [c for c in children(cluster, namespace, "cluster-ladder")
+                          if c.metadata.deletion_timestamp is None], timeout=60)
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["phase"] == "Succeeded" and status["cleanup"]["done"] is True, status.get("cleanup")
+    assert len(status["variants"][0]["stages"]) == 1
+    cluster.helm("uninstall", "lsd", "-n", release_ns)

@@ -130,6 +130,18 @@ def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, t
     assert [cells[0].strip() for cells in rows][2] == "Variant"             # and its variant's headline row
 
 
+def test_a_sigkilled_engine_leaves_no_process(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(
+        injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
+        stages=[{"injectors": 2, "duration": "60s"}]))
+    proc = start_cli("run", path, "-q", "--workdir", tmp_path / "w")
+    wait_for(lambda: len([p for p in alive(descendants(proc.pid)) if "--worker" in p.cmdline()]) == 2, timeout=60)
+    started = descendants(proc.pid)
+    proc.kill()
+    proc.communicate()
+    wait_for(lambda: not alive(started), timeout=15)
+
+
 def test_bad_input_exits_2_with_the_field_and_rule_and_starts_nothing(write_experiment):
     path = write_experiment(spec_doc(stages=[{"injectors": 1, "duration": "5s"}, {"injectors": 1, "duration": "5s"},
                                              {"injectors": 0, "duration": "5s"}]))

@@ -50,6 +50,13 @@ def status_schema() -> dict[str, Any]:
                     "lastTransitionTime": _string("When status last changed.", format="date-time"),
                     "observedGeneration": {"type": "integer"},
                 }}},
+            "cleanup": {"type": "object", "description": "Whether the cleanup policy's deletions are done.",
+                        "properties": {
+                            "done": {"type": "boolean", "description": "The Jobs, Deployments and Services "
+                                                                       "are deleted."},
+                            "at": _string("When they were deleted."),
+                            "message": _string("What was deleted, or why it is still pending."),
+                        }},
             "variants": {"type": "array", "description": "One entry per variant, with its stage results.",
                          "items": open_object},
             "p99ByStage": {"type": "array", "description": "The p99 latency of every stage, per variant.",

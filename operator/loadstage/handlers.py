@@ -14,11 +14,12 @@ from typing import Any
 
 import kopf
 import kubernetes
+import urllib3
 
 from .crd import PLURAL
 from .engine import Cancelled, ExperimentFailed, StageEngine, new_status, now
 from . import operator_metrics as metrics
-from .k8s_backend import KubernetesBackend
+from .k8s_backend import KubernetesBackend, delete_children
 from .k8s_status import StatusWriter
 from .manifests import Images
 from .model import API_GROUP, API_VERSION, parse_experiment
@@ -26,6 +27,10 @@ from .schema import ValidationError
 
 FINISHED = ("Succeeded", "Failed")
 API_RETRY_SECONDS = 10
+API_CONNECT_TIMEOUT = 10
+API_READ_TIMEOUT = 60
+# What a lost or slow API server raises; the operator retries these, saying so in the status.
+API_ERRORS = (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError)
 API_WAIT_SECONDS = 120
 API_NOT_SERVING = {404: "the LoadExperiment CRD is not installed", 429: "the API server is initializing its storage",
                    503: "the API server is unavailable"}
@@ -64,8 +69,28 @@ def wait_for_the_api(api: kubernetes.client.ApiClient, namespaces: tuple[str, ..
         time.sleep(1)
 
 
-@kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_):
+def api_client(configuration: kubernetes.client.Configuration | None = None, *, connect: float = API_CONNECT_TIMEOUT,
+               read: float = API_READ_TIMEOUT) -> kubernetes.client.ApiClient:
+    """An ApiClient whose every request has a deadline; the kubernetes client has none by default.
+    Watches pass their own timeout and keep it."""
+    api = kubernetes.client.ApiClient(configuration)
+    request = api.rest_client.request
+
+    def with_deadline(*args, _request_timeout=None, **kwargs):
+        return request(*args, _request_timeout=_request_timeout or (connect, read), **kwargs)
+    api.rest_client.request = with_deadline
+    return api
+
+
+def retry_message(error: BaseException) -> str:
+    if isinstance(error, kubernetes.client.ApiException):
+        what = f"Kubernetes API error {error.status} {error.reason}"
+    else:
+        what = f"Kubernetes API unreachable ({type(error).__name__}: {error})"
+    return f"{what}; retrying in {API_RETRY_SECONDS}s"
+
+
+def tune(settings: kopf.OperatorSettings) -> None:
     settings.persistence.finalizer = f"{API_GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -76,13 +101,20 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
+    settings.networking.connect_timeout = API_CONNECT_TIMEOUT
+    settings.networking.request_timeout = API_READ_TIMEOUT
     # Each running experiment holds one thread for its daemon.
     settings.execution.max_workers = 256
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_):
+    tune(settings)
     try:
         kubernetes.config.load_incluster_config()
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()
-    memo.api = kubernetes.client.ApiClient()
+    memo.api = api_client()
     memo.running = set()
     if memo.config.metrics_port:
         metrics.serve(memo.config.metrics_port, memo.config.listen_address)
@@ -138,19 +170,47 @@ def run(document: dict[str, Any], status: dict[str, Any], namespace: str, genera
         redis_sample_url=config.redis_sample_url)
     try:
         StageEngine(experiment, backend, on_update=write).run(status)
-    except kubernetes.client.ApiException as e:
-        message = f"Kubernetes API error {e.status} {e.reason}; retrying in {API_RETRY_SECONDS}s"
+    except API_ERRORS as e:
+        message = retry_message(e)
         logger.warning(message)
-        write({**status, "message": message})
+        try:
+            write({**status, "message": message})
+        except API_ERRORS:
+            pass
         raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
     except Cancelled:
         logger.info("stopped: %s", getattr(stopped, "reason", None) or "stop requested")
-        return
     except ExperimentFailed as e:
         logger.warning("failed: %s: %s", e.reason, e.message)
         write({**status, "phase": "Failed", "reason": e.reason, "message": e.message, "finishedAt": now()})
-        if experiment.spec.cleanup == "Delete":
-            backend.delete_children()
-        return
-    if experiment.spec.cleanup in ("Delete", "KeepOnFailure"):
-        backend.delete_children()
+
+
+def _cleanup_due(spec, status, **_) -> bool:
+    phase, policy = status.get("phase"), spec.get("cleanup", "Delete")
+    return (phase in FINISHED and not (status.get("cleanup") or {}).get("done")
+            and (policy == "Delete" or (policy == "KeepOnFailure" and phase == "Succeeded")))
+
+
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="cleanup", when=_cleanup_due, backoff=API_RETRY_SECONDS,
+             cancellation_timeout=10)
+def clean_up(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, logger: logging.Logger, **_):
+    """The cleanup policy, driven by the phase alone: it runs for every finished experiment whose
+    children are not yet deleted, also after an operator restart, until it succeeds."""
+    custom = kubernetes.client.CustomObjectsApi(memo.api)
+
+    def record(cleanup: dict[str, Any]) -> None:
+        custom.patch_namespaced_custom_object_status(API_GROUP, API_VERSION, namespace, PLURAL, name,
+                                                     {"status": {"cleanup": cleanup}})
+    try:
+        deleted = delete_children(memo.api, namespace, name)
+    except API_ERRORS as e:
+        message = f"cleanup: {retry_message(e)}"
+        logger.warning(message)
+        kopf.event(body, type="Warning", reason="CleanupFailed", message=message)
+        try:
+            record({"done": False, "message": message})
+        except API_ERRORS:
+            pass
+        raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
+    record({"done": True, "at": now(), "message": f"deleted {deleted} object(s) and their pods"})
+    logger.info("cleanup: deleted %d object(s)", deleted)

@@ -356,21 +356,27 @@ class KubernetesBackend:
                     return f"; master said: {cs.state.terminated.message[-500:]}"
         return ""
 
-    # -- cleanup ------------------------------------------------------------------
 
-    def delete_children(self) -> None:
-        selector = f"{manifests.LABEL_EXPERIMENT}={self.experiment.name}"
-        background = client.V1DeleteOptions(propagation_policy="Background")
-        for lister, deleter in (
-                (self.batch.list_namespaced_job, self.batch.delete_namespaced_job),
-                (self.apps.list_namespaced_deployment, self.apps.delete_namespaced_deployment),
-                (self.core.list_namespaced_service, self.core.delete_namespaced_service)):
-            for item in lister(self.namespace, label_selector=selector).items:
-                try:
-                    deleter(item.metadata.name, self.namespace, body=background)
-                except ApiException as e:
-                    if e.status != 404:
-                        raise
+def delete_children(api: client.ApiClient, namespace: str, experiment_name: str) -> int:
+    """Deletes the experiment's Jobs (with their pods), Deployments and Services; idempotent.
+    Its results ConfigMaps stay until the experiment itself is deleted. Returns how many were deleted."""
+    selector = f"{manifests.LABEL_EXPERIMENT}={experiment_name}"
+    background = client.V1DeleteOptions(propagation_policy="Background")
+    batch, apps, core = client.BatchV1Api(api), client.AppsV1Api(api), client.CoreV1Api(api)
+    deleted = 0
+    for lister, deleter in ((batch.list_namespaced_job, batch.delete_namespaced_job),
+                            (apps.list_namespaced_deployment, apps.delete_namespaced_deployment),
+                            (core.list_namespaced_service, core.delete_namespaced_service)):
+        for item in lister(namespace, label_selector=selector).items:
+            if item.metadata.deletion_timestamp is not None:
+                continue
+            try:
+                deleter(item.metadata.name, namespace, body=background)
+                deleted += 1
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+    return deleted
 
 
 def _cannot_start(pods: list) -> str | None:

@@ -1,10 +1,10 @@
 """Child processes of the local engine: each in its own process group, logged to a
 file, and stopped by process group (SIGTERM, then SIGKILL). Children also get a
-parent-death signal, so even a SIGKILLed engine leaves no process behind."""
+parent-death signal (set by util-linux's setpriv, not in a forked child of this
+threaded process), so even a SIGKILLed engine leaves no process behind."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import signal
@@ -14,14 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "TERM", "--"]
 
 
 def resolve_executable(name: str) -> str:
@@ -65,9 +58,9 @@ class Supervisor:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
-                [resolve_executable(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd,
-                start_new_session=True, preexec_fn=_die_with_parent)
+                [*DIE_WITH_PARENT, resolve_executable(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd,
+                start_new_session=True)
         child = Child(name, argv, process, log_path)
         self.children.append(child)
         return child
