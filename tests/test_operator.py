@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 import redis
@@ -244,6 +245,50 @@ def test_deleting_mid_stage_stops_the_load_and_removes_every_child(cluster, name
     time.sleep(1)
     log = op.output()
     assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+
+
+def test_an_old_master_job_held_in_deletion_is_waited_for_and_never_adopted(cluster, namespace, operator,
+                                                                           real_stage):
+    operator()
+    stale = "cluster-ladder-v1-s1-master"
+    old_owner = {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "name": "cluster-ladder",
+                 "uid": str(uuid.uuid4())}
+    cluster.batch.create_namespaced_job(namespace, {
+        "metadata": {"name": stale, "finalizers": ["loadstage.io/test-hold"], "ownerReferences": [old_owner]},
+        "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
+                                                        "containers": [{"name": "old", "image": "old:1"}]}}}})
+    cluster.batch.delete_namespaced_job(stale, namespace)
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:1]
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_for(lambda: f"waiting for Job {stale} of an earlier LoadExperiment" in
+             cluster.status(namespace, "cluster-ladder").get("message", ""))
+    assert "being deleted" in cluster.status(namespace, "cluster-ladder")["message"]
+    time.sleep(3)
+    job = cluster.batch.read_namespaced_job(stale, namespace)
+    assert job.metadata.owner_references[0].uid == old_owner["uid"]
+    assert "StageResumed" not in event_reasons(cluster, namespace, "cluster-ladder")
+    cluster.batch.patch_namespaced_job(stale, namespace, {"metadata": {"finalizers": None}})
+    uid = cluster.lx(namespace, "cluster-ladder")["metadata"]["uid"]
+    wait_for(lambda: [r.uid for j in cluster.batch.list_namespaced_job(namespace).items if j.metadata.name == stale
+                      for r in j.metadata.owner_references] == [uid])
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    assert cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"][0]["requests"] == \
+        real_stage.summary["requests"]
+
+
+def test_a_foreign_object_with_a_child_name_fails_the_experiment_naming_it(cluster, namespace, operator):
+    operator()
+    cluster.core.create_namespaced_service(namespace, {"metadata": {"name": "cluster-ladder-runner"}, "spec": {
+        "ports": [{"port": 80}], "selector": {"app": "someone-else"}}})
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    wait_phase(cluster, namespace, "cluster-ladder", "Failed")
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "ChildConflict"
+    assert status["message"].startswith("Service cluster-ladder-runner already exists and is not this experiment's")
+    assert cluster.core.read_namespaced_service("cluster-ladder-runner", namespace).spec.selector == \
+        {"app": "someone-else"}
 
 
 def test_target_that_cannot_pull_its_image_fails_with_the_reason(cluster, namespace, operator):

@@ -165,8 +165,9 @@ def run(document: dict[str, Any], status: dict[str, Any], namespace: str, genera
     owner = {"apiVersion": document["apiVersion"], "kind": document["kind"], "metadata": document["metadata"]}
     backend = KubernetesBackend(
         experiment, namespace, api=memo.api, images=config.images, stopped=stopped,
-        adopt=lambda child: kopf.adopt(child, owner=owner),
+        owner_uid=document["metadata"]["uid"], adopt=lambda child: kopf.adopt(child, owner=owner),
         on_event=lambda reason, message: post_event("Normal", reason, message),
+        on_message=lambda message: write({**status, "message": message}),
         redis_sample_url=config.redis_sample_url)
     try:
         StageEngine(experiment, backend, on_update=write).run(status)

@@ -21,7 +21,7 @@ from kubernetes.utils import parse_quantity
 from . import manifests
 from .engine import Cancelled, ExperimentFailed, Step, iso, now
 from .manifests import Images
-from .model import Experiment, Variant
+from .model import API_GROUP, Experiment, Variant
 from .redis_sampler import RedisSampler
 from .results import StageMeasurement
 from .summary import artifact_from_log, fit_artifact
@@ -100,8 +100,9 @@ class PodMetricsSampler:
 
 class KubernetesBackend:
     def __init__(self, experiment: Experiment, namespace: str, *, api: client.ApiClient, images: Images,
-                 adopt: Callable[[dict], None], stopped: Any,
+                 owner_uid: str, adopt: Callable[[dict], None], stopped: Any,
                  on_event: Callable[[str, str], None] = lambda reason, message: None,
+                 on_message: Callable[[str], None] = lambda message: None,
                  redis_sample_url: str | None = None, poll: float = POLL_SECONDS):
         self.experiment = experiment
         self.namespace = namespace
@@ -110,9 +111,11 @@ class KubernetesBackend:
         self.batch = client.BatchV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.images = images
+        self.owner_uid = owner_uid
         self.adopt = adopt
         self.stopped = StopFlag(stopped)
         self.on_event = on_event
+        self.on_message = on_message
         self.redis_sample_url = redis_sample_url or self._in_cluster_redis_url()
         self.poll = poll
         self.redis_password: str | None = None
@@ -126,22 +129,59 @@ class KubernetesBackend:
     # -- objects ------------------------------------------------------------------
 
     def _create(self, manifest: dict) -> bool:
-        """Creates the object unless it exists. True if it was created."""
+        """Creates the object, or adopts it if it exists, is owned by this experiment and is not being
+        deleted. True if it was created. An earlier experiment's object of the same name is waited for."""
         self.adopt(manifest)
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         create = {"Deployment": self.apps.create_namespaced_deployment,
                   "Service": self.core.create_namespaced_service,
                   "Job": self.batch.create_namespaced_job,
                   "ConfigMap": self.core.create_namespaced_config_map}[kind]
-        try:
-            create(self.namespace, manifest)
-            return True
-        except ApiException as e:
-            if e.status == 409:
+        while True:
+            try:
+                create(self.namespace, manifest)
+                return True
+            except ApiException as e:
+                if e.status in (400, 422):  # the object itself is invalid: retrying cannot help
+                    raise ExperimentFailed("InvalidChild", f"cannot create {kind} {name}: {api_message(e)}") from None
+                if e.status != 409:
+                    raise  # forbidden, throttled, unavailable: the caller retries
+            existing = self._read(kind, name)
+            if existing is None:
+                continue
+            if self._owned(existing) and existing.metadata.deletion_timestamp is None:
                 return False
-            if e.status in (400, 422):  # the object itself is invalid: retrying cannot help
-                raise ExperimentFailed("InvalidChild", f"cannot create {kind} {name}: {api_message(e)}") from None
-            raise  # forbidden, throttled, unavailable: the caller retries
+            self._wait_until_gone(kind, name, existing)
+
+    def _read(self, kind: str, name: str):
+        read = {"Deployment": self.apps.read_namespaced_deployment, "Service": self.core.read_namespaced_service,
+                "Job": self.batch.read_namespaced_job, "ConfigMap": self.core.read_namespaced_config_map}[kind]
+        try:
+            return read(name, self.namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def _owned(self, obj) -> bool:
+        return any(ref.uid == self.owner_uid for ref in obj.metadata.owner_references or [])
+
+    def _wait_until_gone(self, kind: str, name: str, existing) -> None:
+        """Waits for another experiment's object (or one being deleted) to go; a foreign one fails."""
+        owners = [f"{ref.kind} {ref.name} (uid {ref.uid})" for ref in existing.metadata.owner_references or []]
+        earlier = any(ref.kind == "LoadExperiment" and ref.api_version.startswith(f"{API_GROUP}/")
+                      for ref in existing.metadata.owner_references or [])
+        if existing.metadata.deletion_timestamp is None and not earlier:
+            raise ExperimentFailed("ChildConflict", f"{kind} {name} already exists and is not this experiment's "
+                                                    f"(owners: {', '.join(owners) or 'none'}); delete or rename it")
+        state = "being deleted" if existing.metadata.deletion_timestamp else "not yet garbage-collected"
+        message = (f"waiting for {kind} {name} of an earlier LoadExperiment (owner {', '.join(owners) or 'none'}) "
+                   f"to be deleted: it is {state}")
+        self.on_message(message)
+        self.on_event("WaitingForOldChild", message)
+        while self._read(kind, name) is not None:
+            self._check_stopped()
+            self.stopped.wait(self.poll * 2)
 
     def _apply_deployment(self, manifest: dict) -> None:
         if not self._create(manifest):
