@@ -142,6 +142,20 @@ def finish_job_pods(cluster, namespace, job_name, message=""):
     return len(found)
 
 
+def crash_pod(cluster, namespace, pod, exit_code=1, message=""):
+    """What a kubelet writes when a pod's only container exits non-zero (restartPolicy Never)."""
+    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    cs = pod.status.container_statuses[0]
+    cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
+        "phase": "Failed",
+        "conditions": [{"type": "Ready", "status": "False", "reason": "PodFailed"}],
+        "containerStatuses": [{
+            "name": cs.name, "image": cs.image, "imageID": "", "ready": False, "restartCount": 0,
+            "started": False, "state": {"terminated": {
+                "exitCode": exit_code, "reason": "Error", "message": message,
+                "startedAt": now, "finishedAt": now}}}]}})
+
+
 @dataclass(frozen=True)
 class RealStage:
     """What a real Locust master produced for a stage: its headline (the termination message) and its

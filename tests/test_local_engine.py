@@ -217,6 +217,31 @@ def test_a_crashing_injector_fails_the_stage_with_its_cause(write_experiment, tm
     assert not alive(started)
     status = json.loads((tmp_path / "r.json").read_text())["status"]
     assert status["phase"] == "Failed" and status["variants"][0]["stages"] == []
+    assert status["reason"] == "InjectorLost"
+
+
+@pytest.mark.parametrize("on_lost", ["Fail", "Continue"])
+def test_an_injector_lost_mid_stage_fails_the_stage_or_is_recorded(write_experiment, tmp_path, on_lost):
+    path = write_experiment(spec_doc(
+        injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}, "onLost": on_lost},
+        stages=[{"injectors": 2, "duration": "8s"}]))
+    proc = start_cli("run", path, "-o", tmp_path / "r.json")
+    workers = wait_for(lambda: [p for p in alive(descendants(proc.pid)) if "--worker" in p.cmdline()][1:], timeout=60)
+    time.sleep(2)
+    workers[0].kill()
+    killed_at = time.monotonic()
+    code, out, err, _ = finish(proc, 60)
+    status = json.loads((tmp_path / "r.json").read_text())["status"]
+    if on_lost == "Fail":
+        assert code == 1 and time.monotonic() - killed_at < 30
+        assert status["phase"] == "Failed" and status["reason"] == "InjectorLost"
+        assert "stage 1/1: locust worker" in status["message"] and "exited with code -9" in status["message"]
+    else:
+        assert code == 0, err
+        (stage,) = status["variants"][0]["stages"]
+        assert stage["requests"] > 0 and stage["lostInjectors"]["count"] == 1
+        (lost,) = stage["lostInjectors"]["injectors"]
+        assert lost["injector"].startswith("locust worker ") and lost["cause"].startswith("exited with code -9 after ")
 
 
 def test_pacing_shows_the_stall_that_the_closed_model_hides(write_experiment, tmp_path):

@@ -122,6 +122,11 @@ def test_stage_jobs_and_master_service():
     assert service["spec"]["ports"][0]["port"] == 5557
     wc = workers["spec"]["template"]["spec"]["containers"][0]
     assert wc["args"] == commands.locust_worker_command(e, master_host="demo-v1-s1-master")
+    assert wc["terminationMessagePolicy"] == "FallbackToLogsOnError"   # a crash's cause reaches the status
+    assert workers["spec"]["backoffLimit"] == 0    # onLost: Fail
+    tolerant = experiment(stages=[{"injectors": 10, "duration": "20m"}], injectors={"onLost": "Continue"})
+    step = Step(tolerant.variants()[0], 1, tolerant.spec.stages[0], 1, 1)
+    assert manifests.workers_job(tolerant, step, IMAGES)["spec"]["backoffLimit"] == 10
     warm = Step(v, 1, e.spec.warmup, None, 1)
     assert manifests.workers_job(e, warm, IMAGES)["metadata"]["name"] == "demo-v1-warmup-workers"
 

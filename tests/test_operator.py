@@ -16,7 +16,7 @@ import redis
 import yaml
 
 from conftest import ROOT, wait_for
-from kube import finish_stage, pods, running_pods_of_job
+from kube import crash_pod, finish_stage, pods, running_pods_of_job
 
 pytestmark = pytest.mark.cluster
 
@@ -289,6 +289,74 @@ def test_a_foreign_object_with_a_child_name_fails_the_experiment_naming_it(clust
     assert status["message"].startswith("Service cluster-ladder-runner already exists and is not this experiment's")
     assert cluster.core.read_namespaced_service("cluster-ladder-runner", namespace).spec.selector == \
         {"app": "someone-else"}
+
+
+def one_stage_ladder(**injectors):
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:1]
+    doc["spec"]["injectors"].update(injectors)
+    return doc
+
+
+def failed_within(cluster, namespace, name, seconds):
+    started = time.monotonic()
+    wait_phase(cluster, namespace, name, "Failed", timeout=seconds)
+    return time.monotonic() - started
+
+
+def test_a_worker_pod_deleted_mid_stage_fails_the_stage_naming_it(cluster, namespace, operator):
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder()).returncode == 0
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
+    victim = pods(cluster, namespace, "job-name=cluster-ladder-v1-s1-workers")[0].metadata.name
+    cluster.core.delete_namespaced_pod(victim, namespace)
+    assert failed_within(cluster, namespace, "cluster-ladder", 30) < 30
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "InjectorLost"
+    assert status["message"].endswith(f"stage 1/1: injector pod {victim} was deleted")
+
+
+def test_with_on_lost_continue_the_stage_finishes_and_records_the_lost_injector(cluster, namespace, operator,
+                                                                              real_stage):
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder(onLost="Continue")).returncode == 0
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
+    victim = pods(cluster, namespace, "job-name=cluster-ladder-v1-s1-workers")[0].metadata.name
+    cluster.core.delete_namespaced_pod(victim, namespace)
+    wait_for(lambda: "InjectorLost" in event_reasons(cluster, namespace, "cluster-ladder"))
+    assert cluster.status(namespace, "cluster-ladder")["phase"] == "Running"
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert stage["lostInjectors"]["count"] == 1
+    (lost,) = stage["lostInjectors"]["injectors"]
+    assert lost["injector"] == victim and lost["cause"] == "was deleted" and lost["at"] <= stage["finishedAt"]
+
+
+@pytest.mark.parametrize("job", ["master", "workers"])
+def test_an_injector_that_crashes_fails_the_experiment_within_60s_naming_pod_and_cause(cluster, namespace,
+                                                                                       operator, job):
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder()).returncode == 0
+    running_pods_of_job(cluster, namespace, f"cluster-ladder-v1-s1-{job}")
+    pod = pods(cluster, namespace, f"job-name=cluster-ladder-v1-s1-{job}")[0]
+    crash_pod(cluster, namespace, pod, 1, "ModuleNotFoundError: No module named 'mylib'")
+    assert failed_within(cluster, namespace, "cluster-ladder", 60) < 60
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == ("StageFailed" if job == "master" else "InjectorLost")
+    assert f"pod {pod.metadata.name} failed: container locust-{job[:6]}" in status["message"], status["message"]
+    assert "exited with code 1 (Error): ModuleNotFoundError: No module named 'mylib'" in status["message"]
+
+
+def test_an_unpullable_injector_image_fails_the_experiment_within_60s_naming_pod_and_image(cluster, namespace,
+                                                                                           operator):
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder(image="loadstage-test/unpullable:1")).returncode == 0
+    assert failed_within(cluster, namespace, "cluster-ladder", 60) < 60
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "InjectorNotStarting"
+    assert "ImagePullBackOff" in status["message"] and "(image loadstage-test/unpullable:1)" in status["message"]
+    assert "pod cluster-ladder-v1-s1-" in status["message"]
 
 
 def test_target_that_cannot_pull_its_image_fails_with_the_reason(cluster, namespace, operator):

@@ -298,7 +298,7 @@ class KubernetesBackend:
         selector = f"{manifests.LABEL_EXPERIMENT}={exp.name},{manifests.LABEL_COMPONENT}=runner"
         with RedisSampler(self.redis_sample_url, password=self.redis_password) as redis_sampler, \
                 PodMetricsSampler(self.custom, self.namespace, selector) as pod_metrics:
-            pod, terminated = self._wait_for_master(step)
+            pod, terminated, lost = self._wait_for_master(step)
         summary = _parse_summary(terminated.message, master)
         artifact = {} if step.warmup else self._keep_artifact(step, pod)
         sample = redis_sampler.result
@@ -308,7 +308,8 @@ class KubernetesBackend:
             redis_peak_connections=sample.peak_connections if sample.samples else None,
             redis_connections_received=sample.connections_received if sample.samples else None,
             redis_peak_covers="stage" if created else f"from {sampling_from}: the operator restarted mid-stage",
-            target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory)
+            target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory,
+            lost_injectors=lost)
 
     def _keep_artifact(self, step: Step, pod: str) -> dict[str, Any]:
         """The stage's artifact, from its ConfigMap if an earlier run stored it, else from the master's
@@ -339,27 +340,48 @@ class KubernetesBackend:
                 for number in range(1, count + 1)]
 
     def _wait_for_master(self, step: Step):
-        """Waits on a watch of the stage's pods (the master's end and a pod that cannot start are seen
-        at once); between watches, which last at most STAGE_WATCH_SECONDS, checks whether either Job
-        failed."""
+        """Waits on a watch of the stage's pods, so the master's end, a pod that cannot start and a lost
+        injector are seen at once; between watches, which last at most STAGE_WATCH_SECONDS, checks
+        whether either Job failed. Returns the master pod's name, its terminated state and the lost
+        injectors (onLost: Continue)."""
         exp = self.experiment
         master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
         selector = f"{manifests.LABEL_EXPERIMENT}={exp.name},{manifests.LABEL_RUN}={manifests.run_id(step)}"
+        seen: set[str] = set()
+        lost: dict[str, dict[str, Any]] = {}
         while True:
             self._check_stopped()
+            listed = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
+            fatal = _cannot_start(listed.items)
+            if fatal:
+                raise ExperimentFailed("InjectorNotStarting", f"{step.label()}: {fatal}")
+            by_job = {master: [], workers: []}
+            for pod in listed.items:
+                by_job.get((pod.metadata.labels or {}).get("job-name"), []).append(pod)
+            for pod in by_job[master]:
+                if pod.metadata.deletion_timestamp is not None:
+                    raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master pod "
+                                                          f"{pod.metadata.name} {_loss(pod)}")
+            found = _master_terminated(by_job[master], step)
+            if found is not None:
+                return (*found, list(lost.values()))
+            current = {pod.metadata.name: pod for pod in by_job[workers]}
+            causes = {name: _loss(pod) for name, pod in current.items()}
+            causes.update({name: "was deleted" for name in seen - current.keys()})
+            for name, cause in causes.items():
+                if cause is None or name in lost:
+                    continue
+                message = f"{step.label()}: injector pod {name} {cause}"
+                if exp.spec.injectors.on_lost == "Fail":
+                    raise ExperimentFailed("InjectorLost", message)
+                lost[name] = {"injector": name, "at": now(), "cause": cause}
+                self.on_event("InjectorLost", f"{message}; the stage goes on (onLost: Continue)")
+            seen |= current.keys()
             for job_name in (master, workers):
                 failure = self._job_failure(job_name)
                 if failure:
                     raise ExperimentFailed("StageFailed", f"{step.label()}: Job {job_name} failed: {failure}"
                                            + self._master_output(master))
-            listed = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
-            fatal = _cannot_start(listed.items)
-            if fatal:
-                raise ExperimentFailed("InjectorNotStarting", f"{step.label()}: {fatal}")
-            found = _master_terminated(
-                [p for p in listed.items if (p.metadata.labels or {}).get("job-name") == master], step)
-            if found is not None:
-                return found
             self._watch_pods(selector, listed.metadata.resource_version)
 
     def _watch_pods(self, selector: str, resource_version: str) -> None:
@@ -439,8 +461,25 @@ def _master_terminated(pods: list, step: Step):
                 continue
             if terminated.exit_code == 0:
                 return pod.metadata.name, terminated
-            raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master exited with code "
-                                                  f"{terminated.exit_code}: {terminated.message or ''}")
+            raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master pod {pod.metadata.name} "
+                                                  f"{_loss(pod)}")
+    return None
+
+
+def _loss(pod) -> str | None:
+    """Why a stage pod is gone for good (deleted, evicted, its container failed), or None."""
+    status = pod.status
+    why = f" ({status.reason}: {status.message})" if status and status.reason else ""
+    if pod.metadata.deletion_timestamp is not None:
+        return f"was deleted{why}"
+    for cs in (status.container_statuses if status else None) or []:
+        terminated = cs.state.terminated if cs.state else None
+        if terminated is not None and terminated.exit_code != 0:
+            said = (terminated.message or "").strip()
+            return (f"failed: container {cs.name} exited with code {terminated.exit_code} "
+                    f"({terminated.reason or 'Error'})" + (f": {said[-400:]}" if said else ""))
+    if status and status.phase == "Failed":
+        return f"failed{why}"
     return None
 
 

@@ -206,13 +206,14 @@ class LocalBackend:
                 log_path=sdir / f"worker-{i + 1}.log", cwd=self.root)
                 for i in range(step.stage.injectors)]
             try:
-                self._follow_stage(step, master, progress_file, target)
+                lost = self._follow_stage(step, master, workers, progress_file, target)
             finally:
                 for worker in workers:
                     self._stop_after_exit(worker)
                 self._stop_after_exit(master)
+        lost_names = {entry["injector"] for entry in lost}
         for child in [master, *workers]:
-            if child.process.returncode not in (0, None):
+            if child.name not in lost_names and child.process.returncode not in (0, None):
                 raise LocalRunError(f"{child.name} exited with code {child.process.returncode}; "
                                     f"end of {child.log_path}:\n{child.tail()}")
         finished_at = now()
@@ -226,15 +227,30 @@ class LocalBackend:
             redis_peak_connections=redis_sampler.result.peak_connections,
             redis_connections_received=redis_sampler.result.connections_received,
             target_peak_cpu_cores=resource_sampler.result.peak_cpu_cores,
-            target_peak_memory_bytes=resource_sampler.result.peak_memory_bytes)
+            target_peak_memory_bytes=resource_sampler.result.peak_memory_bytes,
+            lost_injectors=lost)
 
-    def _follow_stage(self, step: Step, master: Child, progress_file: Path, target: _Target) -> None:
+    def _follow_stage(self, step: Step, master: Child, workers: list[Child], progress_file: Path,
+                      target: _Target) -> list[dict]:
+        """Follows the stage until the master exits; returns the injectors lost on the way (onLost:
+        Continue), or fails the stage on the first one (onLost: Fail)."""
         start = time.monotonic()
         deadline = start + step.stage.duration + STAGE_GRACE_SECONDS
+        lost: dict[str, dict] = {}
         while master.alive():
             self._check_cancel()
             for pod in target.pods:
                 self._check_alive(pod)
+            for worker in workers:
+                elapsed = time.monotonic() - start
+                if worker.alive() or worker.name in lost or (worker.process.returncode == 0
+                                                             and elapsed >= step.stage.duration):
+                    continue   # exit 0 at the end: the master told it to quit
+                cause = f"exited with code {worker.process.returncode} after {elapsed:.1f}s"
+                if self.experiment.spec.injectors.on_lost == "Fail":
+                    raise ExperimentFailed("InjectorLost", f"{step.label()}: {worker.name} {cause}; "
+                                                           f"end of {worker.log_path}:\n{worker.tail()}")
+                lost[worker.name] = {"injector": worker.name, "at": now(), "cause": cause}
             if time.monotonic() > deadline:
                 raise LocalRunError(f"the Locust master did not finish within the stage duration plus "
                                     f"{STAGE_GRACE_SECONDS}s; end of {master.log_path}:\n{master.tail()}")
@@ -244,6 +260,7 @@ class LocalBackend:
                 snapshot = {}
             self.on_progress(Progress(step, time.monotonic() - start, snapshot))
             time.sleep(0.5)
+        return list(lost.values())
 
     def _stop_after_exit(self, child: Child, grace: float = 10.0) -> None:
         try:

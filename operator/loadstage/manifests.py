@@ -190,9 +190,10 @@ def _locustfile_volume(experiment: Experiment) -> tuple[list[dict], list[dict], 
     return [volume], [{"name": "locustfile", "mountPath": LOCUSTFILE_DIR, "readOnly": True}], CUSTOM_LOCUSTFILE
 
 
-def _job(name: str, lbls: dict[str, str], pod: dict, *, count: int, deadline: int) -> dict[str, Any]:
+def _job(name: str, lbls: dict[str, str], pod: dict, *, count: int, deadline: int,
+         tolerated_failures: int = 0) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(name, lbls),
-            "spec": {"parallelism": count, "completions": count, "backoffLimit": 0,
+            "spec": {"parallelism": count, "completions": count, "backoffLimit": tolerated_failures,
                      "activeDeadlineSeconds": deadline,
                      "template": {"metadata": {"labels": lbls}, "spec": pod}}}
 
@@ -241,8 +242,11 @@ def workers_job(experiment: Experiment, step: Step, images: Images) -> dict[str,
     args = commands.locust_worker_command(experiment, master_host=master_name(experiment, step),
                                           custom_locustfile=custom)
     container = _container("locust-worker", experiment.spec.injectors.image or images.injector, args,
-                           mounts=mounts)
+                           mounts=mounts, terminationMessagePolicy="FallbackToLogsOnError")
     lbls = labels(experiment, "locust-worker", **{LABEL_RUN: run_id(step)})
+    count = step.stage.injectors
+    # onLost Continue: lost workers must not fail the Job (which would stop the others)
     return _job(workers_name(experiment, step), lbls,
                 _pod_spec([container], APP_UID, restart_policy="Never", volumes=volumes),
-                count=step.stage.injectors, deadline=_stage_deadline(step))
+                count=count, deadline=_stage_deadline(step),
+                tolerated_failures=count if experiment.spec.injectors.on_lost == "Continue" else 0)

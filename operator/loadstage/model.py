@@ -22,6 +22,7 @@ PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
 MAX_VARIANTS = 100
 MAX_VARIANT_STAGES = 500    # variants x stages: what keeps the status well under etcd's object limit
 CLEANUP_POLICIES = ("Delete", "Keep", "KeepOnFailure")
+ON_LOST = ("Fail", "Continue")
 NAME_PATTERN = r"[a-z]([-a-z0-9]*[a-z0-9])?"
 NAME_MAX = 40
 
@@ -88,6 +89,7 @@ class Injectors:
     pacing: float | None
     scenario: str | None
     locustfile: Locustfile | None
+    on_lost: str = "Fail"
 
     @property
     def spawn_rate(self) -> float:
@@ -284,11 +286,14 @@ INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per 
                        minimum="10ms", maximum="1h"),
     "scenario": Str("Built-in scenario.", enum=("respondent",)),
     "locustfile": LOCUSTFILE,
+    "onLost": Str("What an injector that dies, is deleted or is evicted mid-stage does to its stage: Fail it "
+                  "(naming the injector), or Continue with the remaining injectors and record the loss.",
+                  enum=ON_LOST, default="Fail"),
 }, rules=[Rule(lambda i: not (i.scenario and i.locustfile), "set either scenario or locustfile, not both",
                cel="!(has(self.scenario) && has(self.locustfile))")], default={})
 
 STAGE = Obj(Stage, "One step of the ladder: this many injectors for this long.", {
-    "injectors": Int("Number of Locust injectors (worker processes or pods).", minimum=1, maximum=500),
+    "injectors": Int("Number of Locust injectors (worker processes or pods).", minimum=1, maximum=1000),
     "duration": Duration("How long the stage runs, e.g. 90s or 20m.", minimum="1s", maximum="24h"),
 }, required=["injectors", "duration"])
 

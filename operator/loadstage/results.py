@@ -22,6 +22,7 @@ class StageMeasurement:
     redis_peak_covers: str = "stage"        # "stage", or "resumed" when an operator restart lost the start
     target_peak_cpu_cores: float | None = None
     target_peak_memory_bytes: int | None = None
+    lost_injectors: list[dict[str, Any]] = field(default_factory=list)   # {"injector", "at", "cause"}
 
 
 def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeasurement) -> dict[str, Any]:
@@ -56,6 +57,8 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         result["redisPeakCovers"] = m.redis_peak_covers
     if s.get("errorKinds"):
         result["errorKinds"] = s["errorKinds"]
+    if m.lost_injectors:
+        result["lostInjectors"] = {"count": len(m.lost_injectors), "injectors": m.lost_injectors}
     if experiment.spec.thresholds is not None:
         result["verdict"] = verdict(result, experiment.spec.thresholds)
     return result
