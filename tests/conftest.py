@@ -134,9 +134,10 @@ def operator(cluster, namespace, sampler_redis, tmp_path):
     from loadstage.local_backend import free_port
     started = []
 
-    def start(kubeconfig=None, scope=None):
+    def start(kubeconfig=None, scope=None, extra=()):
         op = OperatorProcess(kubeconfig or cluster.kubeconfig, scope or ["-n", namespace],
-                             f"redis://127.0.0.1:{sampler_redis}/0", tmp_path / "operator.log", free_port())
+                             f"redis://127.0.0.1:{sampler_redis}/0", tmp_path / f"operator-{len(started)}.log",
+                             free_port(), extra)
         started.append(op)
         return op
     start.started = started

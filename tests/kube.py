@@ -86,7 +86,8 @@ class Cluster:
 
 
 class OperatorProcess:
-    def __init__(self, kubeconfig: str, scope: list[str], redis_sample_url: str, log_path: Path, port: int):
+    def __init__(self, kubeconfig: str, scope: list[str], redis_sample_url: str, log_path: Path, port: int,
+                 extra: tuple[str, ...] = ()):
         self.log_path = log_path
         self.port = port
         env = {**os.environ, "KUBECONFIG": kubeconfig}
@@ -95,7 +96,7 @@ class OperatorProcess:
             [sys.executable, "-m", "loadstage.cli", "operator", *scope, "--liveness-port", str(port),
              "--listen-address", "127.0.0.1",
              "--redis-sample-url", redis_sample_url, "--runner-image", "loadstage/runner-app:test",
-             "--injector-image", "loadstage/injector:test"],
+             "--injector-image", "loadstage/injector:test", *extra],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         wait_for(self.healthy, timeout=30)
 

@@ -2,6 +2,7 @@
 running the operator as the chart's ServiceAccount; Pod Security checked by real admission."""
 
 import copy
+import signal
 import json
 
 import pytest
@@ -307,7 +308,6 @@ def test_missing_permission_is_reported_in_status_and_recovers_when_restored(
 
 def test_cleanup_survives_a_refused_delete_and_an_operator_killed_in_that_window(cluster, namespace, namespaces,
                                                                                  operator, tmp_path, real_stage):
-    import signal
     from test_operator import children, event_reasons
     release_ns = namespaces("system")
     installed = cluster.helm("install", "lsd", CHART, "-n", release_ns, "--wait", "--set", "watch.mode=namespaces",
@@ -342,3 +342,32 @@ def test_cleanup_survives_a_refused_delete_and_an_operator_killed_in_that_window
     assert status["phase"] == "Succeeded" and status["cleanup"]["done"] is True, status.get("cleanup")
     assert len(status["variants"][0]["stages"]) == 1
     cluster.helm("uninstall", "lsd", "-n", release_ns)
+
+
+def test_two_replicas_elect_a_leader_through_a_lease_the_chart_alone_permits(cluster, namespace, namespaces,
+                                                                            operator, tmp_path):
+    release_ns = namespaces("system")
+    installed = cluster.helm("install", "lsh", CHART, "-n", release_ns, "--set", "replicas=2", "--set",
+                             "watch.mode=namespaces", "--set", f"watch.namespaces={{{namespace}}}")
+    assert installed.returncode == 0, installed.stderr
+    deployment = cluster.apps.read_namespaced_deployment("lsh-loadstage", release_ns)
+    assert deployment.spec.replicas == 2
+    args = deployment.spec.template.spec.containers[0].args
+    assert "--leader-elect" in args and "--leader-elect-lease=lsh-loadstage" in args
+    account = f"system:serviceaccount:{release_ns}:lsh-loadstage"
+
+    def can(*args):
+        return cluster.kubectl("auth", "can-i", f"--as={account}", *args).returncode == 0
+    assert can("update", "leases.coordination.k8s.io/lsh-loadstage", "-n", release_ns)
+    assert not can("update", "leases.coordination.k8s.io/kube-scheduler", "-n", release_ns)
+    assert not can("get", "leases.coordination.k8s.io/lsh-loadstage", "-n", namespace)
+    kubeconfig = cluster.service_account_kubeconfig(release_ns, "lsh-loadstage", tmp_path / "sa.kubeconfig")
+    lease = ("--leader-elect", "--leader-elect-namespace", release_ns, "--leader-elect-lease", "lsh-loadstage")
+    first = operator(kubeconfig=kubeconfig, scope=["--namespace", namespace], extra=lease)
+    wait_for(lambda: "leading as" in first.output())
+    second = operator(kubeconfig=kubeconfig, scope=["--namespace", namespace], extra=lease)
+    wait_for(lambda: "standby: Lease" in second.output())
+    first.kill(signal.SIGTERM)   # a clean shutdown gives the Lease up, so the standby leads at once
+    wait_for(lambda: "leading as" in second.output(), timeout=10)
+    assert "Forbidden" not in first.output() + second.output()
+    cluster.helm("uninstall", "lsh", "-n", release_ns)

@@ -234,6 +234,46 @@ def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(c
     assert stages[1]["redisPeakCovers"].endswith("the operator restarted mid-stage")
 
 
+def test_a_standby_operator_takes_over_mid_stage_within_30s_and_records_each_stage_once(cluster, namespace,
+                                                                                       operator, real_stage):
+    lease = ("--leader-elect", "--leader-elect-namespace", namespace)
+    active = operator(extra=lease)
+    wait_for(lambda: "leading as" in active.output())
+    standby = operator(extra=lease)
+    wait_for(lambda: "standby: Lease" in standby.output())
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:2]
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == 1)
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-workers", 4)
+    jobs_before = {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items}
+    assert "leading as" not in standby.output()   # it never ran Kopf beside the leader
+    active.kill(signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for(lambda: "StageResumed" in event_reasons(cluster, namespace, "cluster-ladder"), timeout=60)
+    took = time.monotonic() - killed
+    print(f"standby took over in {took:.1f}s")
+    assert took < 30 and "leading as" in standby.output()
+    assert {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items} == jobs_before
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s2", 4, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    assert [s["stage"] for s in cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]] == [1, 2]
+    assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 2
+
+
+def test_a_leader_that_loses_its_lease_exits_at_once(cluster, namespace, operator):
+    leader = operator(extra=("--leader-elect", "--leader-elect-namespace", namespace))
+    wait_for(lambda: "leading as" in leader.output())
+    coordination = __import__("kubernetes").client.CoordinationV1Api(cluster.api)
+    lease = coordination.read_namespaced_lease("loadstage-operator", namespace)
+    lease.spec.holder_identity = "someone-else"
+    coordination.replace_namespaced_lease("loadstage-operator", namespace, lease)
+    assert wait_for(lambda: leader.process.poll() is not None, timeout=15)
+    assert leader.process.returncode == 1
+    assert "lost the Lease (another operator holds the Lease)" in leader.output()
+
+
 def test_deleting_mid_stage_stops_the_load_and_removes_every_child(cluster, namespace, operator):
     op = operator()
     assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0

@@ -100,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "(for an operator outside the cluster, e.g. through kubectl port-forward)")
     op.add_argument("--metrics-port", type=int, default=0,
                     help="serve the operator's Prometheus metrics on this port (0: off)")
+    op.add_argument("--leader-elect", action="store_true",
+                    help="run as one of several replicas: only the holder of a Lease runs experiments, the others "
+                         "stand by and take over when it is gone")
+    op.add_argument("--leader-elect-namespace", default=os.environ.get("POD_NAMESPACE") or "default",
+                    help="namespace of the Lease (default: $POD_NAMESPACE, else default)")
+    op.add_argument("--leader-elect-lease", default="loadstage-operator", help="name of the Lease")
     op.add_argument("-v", "--verbose", action="store_true")
     return parser
 
@@ -287,10 +293,50 @@ def cmd_operator(args) -> int:
         namespaces=tuple(args.namespaces or ()), redis_sample_url=args.redis_sample_url,
         metrics_port=args.metrics_port or None, listen_address=args.listen_address)
     liveness = f"http://{args.listen_address}:{args.liveness_port}/healthz" if args.liveness_port else None
-    kopf.run(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces or (),
-             liveness_endpoint=liveness,
-             memo=kopf.Memo(config=config))
+    election = _lead(args) if args.leader_elect else None
+    try:
+        kopf.run(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces or (),
+                 liveness_endpoint=liveness, memo=kopf.Memo(config=config))
+    finally:
+        if election is not None:
+            election.release()
     return EXIT_OK
+
+
+def _lead(args):
+    """Waits, as a standby, until this process holds the Lease; then keeps it, and ends the
+    process at once if it is lost, so two operators never act together."""
+    import logging
+
+    import kubernetes
+
+    from . import handlers, leader
+    try:
+        kubernetes.config.load_incluster_config()
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()
+    election = leader.LeaderElection(handlers.api_client(), args.leader_elect_namespace, args.leader_elect_lease,
+                                     leader.identity())
+    health = leader.StandbyHealth(args.listen_address, args.liveness_port) if args.liveness_port else None
+    logging.getLogger("loadstage.leader").info("standby as %s: waiting for Lease %s/%s", election.holder,
+                                               args.leader_elect_namespace, args.leader_elect_lease)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    try:
+        if not election.acquire(stopped):
+            sys.exit(EXIT_OK)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if health is not None:
+            health.close()
+
+    def lost(why: str) -> None:
+        logging.getLogger("loadstage.leader").critical("lost the Lease (%s): exiting so that the new leader "
+                                                       "acts alone", why)
+        os._exit(1)
+    election.keep(lost)
+    logging.getLogger("loadstage.leader").info("leading as %s", election.holder)
+    return election
 
 
 def main(argv: list[str] | None = None) -> int:
