@@ -15,6 +15,8 @@ stage's master Job appearing; the latency from creating the resource to its firs
 from __future__ import annotations
 
 import argparse
+import collections
+import datetime as dt
 import json
 import os
 import signal
@@ -87,17 +89,83 @@ def audit_lines(path: Path) -> int:
         return 0
 
 
+def audit_requests(path: Path, start: float, end: float) -> dict[str, int]:
+    """Requests the API server received in [start, end), by verb and resource; one per audit ID (a watch
+    logs two stages)."""
+    seen = {}
+    with open(path, "rb") as f:
+        for line in f:
+            event = json.loads(line)
+            received = dt.datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+            if start <= received < end:
+                ref = event.get("objectRef") or {}
+                what = "/".join(x for x in (ref.get("resource"), ref.get("subresource")) if x)
+                seen[event["auditID"]] = f"{event['verb']} {what}"
+    return dict(collections.Counter(seen.values()).most_common())
+
+
+def start_operator(kubeconfig: str, sample_url: str, log_path: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "loadstage.cli", "operator", "--all-namespaces",
+                             "--liveness-port", "0", "--redis-sample-url", sample_url],
+                            env={**os.environ, "KUBECONFIG": kubeconfig}, stdout=open(log_path, "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def api_cost(cluster: Cluster, kubeconfig: str, audit_log: Path, count: int, idle_seconds: float,
+             stage: RealStage, sample_url: str, workdir: Path) -> dict:
+    """API requests per experiment in an idle minute of a long stage, and per stage transition (from the
+    master's end to the next stage's worker pods running, less the idle rate over that window)."""
+    namespace = "bench-api-cost"
+    cluster.core.create_namespace({"metadata": {"name": namespace}})
+    op = start_operator(kubeconfig, sample_url, workdir / "operator-api-cost.log")
+    names = [f"exp-{i:03d}" for i in range(count)]
+
+    def workers_running(run: str) -> bool:
+        return all(len([p for p in pods(cluster, namespace, f"job-name={n}-{run}-workers")
+                        if p.status.phase == "Running"]) == (1 if run == "v1-s1" else 2) for n in names)
+
+    def wait(check, timeout=300):
+        deadline = time.time() + timeout
+        while not check():
+            assert time.time() < deadline, "the experiments did not get there in time"
+            time.sleep(0.5)
+    try:
+        time.sleep(3)
+        for name in names:
+            cluster.custom.create_namespaced_custom_object("loadstage.io", "v1alpha1", namespace,
+                                                           "loadexperiments", experiment(name))
+        wait(lambda: workers_running("v1-s1"))
+        time.sleep(15)   # every experiment is inside its first stage, waiting
+        t0 = time.time()
+        time.sleep(idle_seconds)
+        t1 = time.time()
+        for name in names:
+            finish_stage(cluster, namespace, f"{name}-v1-s1-master", f"{name}-v1-s1-workers", stage, workdir)
+        wait(lambda: workers_running("v1-s2"))
+        time.sleep(10)
+        t2 = time.time()
+        time.sleep(3)    # the audit log is written behind
+        idle = audit_requests(audit_log, t0, t1)
+        transition = audit_requests(audit_log, t1, t2)
+    finally:
+        os.killpg(op.pid, signal.SIGTERM)
+        op.wait(60)
+        cluster.core.delete_namespace(namespace)
+    idle_per_minute = sum(idle.values()) / count / (idle_seconds / 60)
+    return {"experiments": count, "idleSeconds": idle_seconds,
+            "idleRequestsPerExperimentMinute": round(idle_per_minute, 2), "idleRequests": idle,
+            "transitionWindowSeconds": round(t2 - t1, 1),
+            "requestsPerTransition": round(sum(transition.values()) / count - idle_per_minute * (t2 - t1) / 60, 1),
+            "transitionRequests": transition}
+
+
 def run_level(cluster: Cluster, kubeconfig: str, audit_log: Path, count: int, stage_seconds: float,
               stage: RealStage, sample_url: str, workdir: Path) -> dict:
     namespace = f"bench-{count}"
     cluster.core.create_namespace({"metadata": {"name": namespace}})
     driver = Driver(cluster, namespace, stage_seconds, stage, workdir)
     driver.start()
-    log = open(workdir / f"operator-{count}.log", "wb")
-    op = subprocess.Popen([sys.executable, "-m", "loadstage.cli", "operator", "--all-namespaces",
-                           "--liveness-port", "0", "--redis-sample-url", sample_url],
-                          env={**os.environ, "KUBECONFIG": kubeconfig}, stdout=log, stderr=subprocess.STDOUT,
-                          start_new_session=True)
+    op = start_operator(kubeconfig, sample_url, workdir / f"operator-{count}.log")
     proc = psutil.Process(op.pid)
     time.sleep(3)
     audit_before, cpu_before = audit_lines(audit_log), sum(proc.cpu_times()[:2])
@@ -123,7 +191,6 @@ def run_level(cluster: Cluster, kubeconfig: str, audit_log: Path, count: int, st
     requests = audit_lines(audit_log) - audit_before
     os.killpg(op.pid, signal.SIGTERM)
     op.wait(60)
-    log.close()
     driver.stop.set()
     driver.join()
     cluster.core.delete_namespace(namespace)
@@ -148,6 +215,9 @@ def main() -> int:
     parser.add_argument("--levels", default="1,10,50")
     parser.add_argument("--stage-seconds", type=float, default=20)
     parser.add_argument("--smoke", action="store_true", help="1 experiment, 3 s stages (CI)")
+    parser.add_argument("--api-cost", type=int, default=0, metavar="N",
+                        help="instead: N experiments' API requests per idle stage-minute and per stage transition")
+    parser.add_argument("--idle-seconds", type=float, default=60)
     args = parser.parse_args()
     levels = [1] if args.smoke else [int(x) for x in args.levels.split(",")]
     stage_seconds = 3 if args.smoke else args.stage_seconds
@@ -174,12 +244,23 @@ def main() -> int:
                                                            tmp / "sa.kubeconfig")
             subprocess.run([cluster.bin / "kwokctl", "scale", "node", "--name", name, "--replicas", "8"],
                            env={**os.environ, "KWOK_WORKDIR": str(Path(kubeconfig).parent)}, capture_output=True)
-            results = [run_level(cluster, sa_config, cluster_dir / "logs" / "audit.log", n, stage_seconds,
-                                 stage, f"unix://{tmp / 'r.sock'}", tmp) for n in levels]
+            audit_log, sample_url = cluster_dir / "logs" / "audit.log", f"unix://{tmp / 'r.sock'}"
+            if args.api_cost:
+                cost = api_cost(cluster, sa_config, audit_log, args.api_cost, args.idle_seconds, stage,
+                                sample_url, tmp)
+            else:
+                results = [run_level(cluster, sa_config, audit_log, n, stage_seconds, stage, sample_url, tmp)
+                           for n in levels]
         finally:
             redis.terminate()
             redis.wait(10)
             subprocess.run([ROOT / "scripts" / "cluster", "down", name], capture_output=True)
+    if args.api_cost:
+        print(f"{cost['experiments']} experiments: {cost['idleRequestsPerExperimentMinute']} API requests per "
+              f"experiment per idle stage-minute; {cost['requestsPerTransition']} per stage transition "
+              f"(window {cost['transitionWindowSeconds']} s)")
+        print(f"written to {write_result('operator_api_cost', cost)}")
+        return 0
     for r in results:
         print(f"{r['experiments']:3} experiment(s): {r['finished']} finished; operator peak RSS "
               f"{r['operatorPeakRssMiB']} MiB, {r['operatorCpuSeconds']} CPU s; {r['apiRequests']} API requests = "

@@ -8,27 +8,25 @@ the master container's termination message, which survives an operator restart."
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import json
 import threading
 import time
 from typing import Any, Callable
 
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.utils import parse_quantity
 
 from . import manifests
-from .engine import Cancelled, ExperimentFailed, Step, iso, now
+from .engine import Cancelled, ExperimentFailed, Step, now
 from .manifests import Images
 from .model import API_GROUP, Experiment, Variant
+from .pod_watch import WATCH_SECONDS, Pod, PodSet
 from .redis_sampler import RedisSampler
 from .results import StageMeasurement
 from .summary import artifact_from_log, fit_artifact
 
 POLL_SECONDS = 1.0
-STAGE_WATCH_SECONDS = 10  # longest wait on a watch of the master pod before Jobs are re-checked
-METRICS_POLL_SECONDS = 5.0
 # Waiting reasons after which a pod will not start by itself.
 FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff",
                          "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
@@ -55,11 +53,17 @@ def _parse_quantity_bytes(text: str) -> int:
     return int(parse_quantity(text))
 
 
+def metrics_interval(stage_seconds: float) -> float:
+    """A sixth of the stage, between 5 s and 60 s: a short stage gets several samples, and a long
+    stage (whose load is steady) costs one request a minute."""
+    return min(60.0, max(5.0, stage_seconds / 6))
+
+
 class PodMetricsSampler:
     """Peak CPU and memory of the target pods from metrics.k8s.io, where the cluster has it."""
 
-    def __init__(self, custom: client.CustomObjectsApi, namespace: str, selector: str):
-        self._custom, self._namespace, self._selector = custom, namespace, selector
+    def __init__(self, custom: client.CustomObjectsApi, namespace: str, selector: str, interval: float):
+        self._custom, self._namespace, self._selector, self._interval = custom, namespace, selector, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="pod-metrics", daemon=True)
         self.available = True
@@ -83,7 +87,7 @@ class PodMetricsSampler:
         self.peak_memory = max(self.peak_memory or 0, mem)
 
     def _loop(self) -> None:
-        while self.available and not self._stop.wait(METRICS_POLL_SECONDS):
+        while self.available and not self._stop.wait(self._interval):
             self._sample()
 
     def __enter__(self) -> "PodMetricsSampler":
@@ -247,19 +251,37 @@ class KubernetesBackend:
                                                         f"{lf.config_map.name!r} has no key {lf.config_map.key!r}")
 
     def _wait_until_ready(self, names: list[str], variant: Variant) -> None:
-        timeout = self.experiment.spec.target.ready_timeout
+        """Waits on a watch of the target's pods until each component has exactly its replicas ready and
+        none left over, then confirms with the Deployments' status (which lags the pods' a moment)."""
+        exp = self.experiment
+        timeout = exp.spec.target.ready_timeout
         deadline = time.monotonic() + timeout
+        want = {name.rsplit("-", 1)[1]: variant.pods if name == manifests.runner_name(exp) else 1 for name in names}
+        pods = PodSet(self.core, self.namespace, f"{manifests.LABEL_EXPERIMENT}={exp.name},"
+                                                 f"{manifests.LABEL_COMPONENT} in ({','.join(want)})", self.stopped)
+
+        def settled(current: dict[str, Pod]) -> bool | None:
+            fatal = _cannot_start(current.values())
+            if fatal:
+                raise ExperimentFailed("TargetNotReady", fatal)
+            live = [p for p in current.values() if not p["metadata"].get("deletionTimestamp")]
+            for component, count in want.items():
+                mine = [p for p in live if p["metadata"]["labels"].get(manifests.LABEL_COMPONENT) == component]
+                if len(mine) != count or not all(_ready(p) for p in mine):
+                    return None
+            return True
         while True:
-            self._check_stopped()
-            waiting = [n for n in names if not self._deployment_ready(n)]
-            if not waiting:
-                return
-            for name in waiting:
-                self._raise_on_fatal_pod(name)
+            if pods.until(settled, timeout=max(0.0, deadline - time.monotonic())):
+                waiting = [n for n in names if not self._deployment_ready(n)]
+                if not waiting:
+                    return
+            else:
+                waiting = names
             if time.monotonic() > deadline:
                 raise ExperimentFailed("TargetNotReady", f"Deployment {', '.join(waiting)} not ready after "
                                                          f"{timeout:g}s ({self._readiness(waiting[0])})")
             self.stopped.wait(self.poll)
+            self._check_stopped()
 
     def _deployment_ready(self, name: str) -> bool:
         d = self.apps.read_namespaced_deployment_status(name, self.namespace)
@@ -270,13 +292,6 @@ class KubernetesBackend:
     def _readiness(self, name: str) -> str:
         s = self.apps.read_namespaced_deployment_status(name, self.namespace).status
         return f"{s.ready_replicas or 0} ready, {s.updated_replicas or 0} updated of {s.replicas or 0}"
-
-    def _raise_on_fatal_pod(self, deployment: str) -> None:
-        component = deployment.rsplit("-", 1)[1]
-        selector = f"{manifests.LABEL_EXPERIMENT}={self.experiment.name},{manifests.LABEL_COMPONENT}={component}"
-        fatal = _cannot_start(self.core.list_namespaced_pod(self.namespace, label_selector=selector).items)
-        if fatal:
-            raise ExperimentFailed("TargetNotReady", fatal)
 
     def finish_variant(self, variant: Variant) -> None:
         pass
@@ -297,14 +312,15 @@ class KubernetesBackend:
         sampling_from = now()
         selector = f"{manifests.LABEL_EXPERIMENT}={exp.name},{manifests.LABEL_COMPONENT}=runner"
         with RedisSampler(self.redis_sample_url, password=self.redis_password) as redis_sampler, \
-                PodMetricsSampler(self.custom, self.namespace, selector) as pod_metrics:
+                PodMetricsSampler(self.custom, self.namespace, selector,
+                                  metrics_interval(step.stage.duration)) as pod_metrics:
             pod, terminated, lost = self._wait_for_master(step)
-        summary = _parse_summary(terminated.message, master)
+        summary = _parse_summary(terminated.get("message"), master)
         artifact = {} if step.warmup else self._keep_artifact(step, pod)
         sample = redis_sampler.result
         return StageMeasurement(
             summary=summary, artifact=artifact,
-            started_at=_iso(terminated.started_at), finished_at=_iso(terminated.finished_at),
+            started_at=terminated.get("startedAt") or now(), finished_at=terminated.get("finishedAt") or now(),
             redis_peak_connections=sample.peak_connections if sample.samples else None,
             redis_connections_received=sample.connections_received if sample.samples else None,
             redis_peak_covers="stage" if created else f"from {sampling_from}: the operator restarted mid-stage",
@@ -341,33 +357,33 @@ class KubernetesBackend:
 
     def _wait_for_master(self, step: Step):
         """Waits on a watch of the stage's pods, so the master's end, a pod that cannot start and a lost
-        injector are seen at once; between watches, which last at most STAGE_WATCH_SECONDS, checks
-        whether either Job failed. Returns the master pod's name, its terminated state and the lost
-        injectors (onLost: Continue)."""
+        injector are seen at once. When a watch ends with nothing seen (every WATCH_SECONDS), checks
+        whether either Job failed without a pod to show it. Returns the master pod's name, its
+        terminated state and the injectors lost on the way (onLost: Continue)."""
         exp = self.experiment
         master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
-        selector = f"{manifests.LABEL_EXPERIMENT}={exp.name},{manifests.LABEL_RUN}={manifests.run_id(step)}"
+        pods = PodSet(self.core, self.namespace, f"{manifests.LABEL_EXPERIMENT}={exp.name},"
+                                                 f"{manifests.LABEL_RUN}={manifests.run_id(step)}", self.stopped)
         seen: set[str] = set()
         lost: dict[str, dict[str, Any]] = {}
-        while True:
-            self._check_stopped()
-            listed = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
-            fatal = _cannot_start(listed.items)
+
+        def ended(current: dict[str, Pod]):
+            fatal = _cannot_start(current.values())
             if fatal:
                 raise ExperimentFailed("InjectorNotStarting", f"{step.label()}: {fatal}")
-            by_job = {master: [], workers: []}
-            for pod in listed.items:
-                by_job.get((pod.metadata.labels or {}).get("job-name"), []).append(pod)
-            for pod in by_job[master]:
-                if pod.metadata.deletion_timestamp is not None:
+            masters = [p for p in current.values() if _job_of(p) == master]
+            for pod in masters:
+                if pod["metadata"].get("deletionTimestamp"):
+                    failure = self._job_failure(master)
                     raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master pod "
-                                                          f"{pod.metadata.name} {_loss(pod)}")
-            found = _master_terminated(by_job[master], step)
+                                                          f"{pod['metadata']['name']} {_loss(pod)}"
+                                           + (f"; Job {master} failed: {failure}" if failure else ""))
+            found = _master_terminated(masters, step)
             if found is not None:
-                return (*found, list(lost.values()))
-            current = {pod.metadata.name: pod for pod in by_job[workers]}
-            causes = {name: _loss(pod) for name, pod in current.items()}
-            causes.update({name: "was deleted" for name in seen - current.keys()})
+                return found
+            mine = {name: pod for name, pod in current.items() if _job_of(pod) == workers}
+            causes = {name: _loss(pod) for name, pod in mine.items()}
+            causes.update({name: "was deleted" for name in seen - mine.keys()})
             for name, cause in causes.items():
                 if cause is None or name in lost:
                     continue
@@ -376,27 +392,17 @@ class KubernetesBackend:
                     raise ExperimentFailed("InjectorLost", message)
                 lost[name] = {"injector": name, "at": now(), "cause": cause}
                 self.on_event("InjectorLost", f"{message}; the stage goes on (onLost: Continue)")
-            seen |= current.keys()
+            seen.update(mine)
+            return None
+        while True:
+            found = pods.until(ended, timeout=WATCH_SECONDS)
+            if found is not None:
+                return (*found, list(lost.values()))
             for job_name in (master, workers):
                 failure = self._job_failure(job_name)
                 if failure:
                     raise ExperimentFailed("StageFailed", f"{step.label()}: Job {job_name} failed: {failure}"
                                            + self._master_output(master))
-            self._watch_pods(selector, listed.metadata.resource_version)
-
-    def _watch_pods(self, selector: str, resource_version: str) -> None:
-        """Returns at the first change of a matching pod, on stop, or after STAGE_WATCH_SECONDS."""
-        w = watch.Watch()
-        try:
-            for _event in w.stream(self.core.list_namespaced_pod, self.namespace, label_selector=selector,
-                                   resource_version=resource_version, timeout_seconds=STAGE_WATCH_SECONDS,
-                                   _request_timeout=STAGE_WATCH_SECONDS + 5):
-                break
-        except ApiException as e:
-            if e.status != 410:  # 410: the resource version is too old; the caller lists again
-                raise
-        finally:
-            w.stop()
 
     def _job_failure(self, name: str) -> str | None:
         try:
@@ -441,44 +447,56 @@ def delete_children(api: client.ApiClient, namespace: str, experiment_name: str)
     return deleted
 
 
-def _cannot_start(pods: list) -> str | None:
+def _job_of(pod: Pod) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get("job-name")
+
+
+def _ready(pod: Pod) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions") or [])
+
+
+def _containers(pod: Pod) -> list[dict[str, Any]]:
+    return pod.get("status", {}).get("containerStatuses") or []
+
+
+def _cannot_start(pods) -> str | None:
     """What keeps a container from ever starting (a bad image, a crash loop), naming pod and image."""
     for pod in pods:
-        for cs in pod.status.container_statuses or []:
-            waiting = cs.state.waiting if cs.state else None
-            if waiting and waiting.reason in FATAL_WAITING_REASONS:
-                return (f"pod {pod.metadata.name} container {cs.name} (image {cs.image}): {waiting.reason}: "
-                        f"{waiting.message or ''}").strip()
+        for cs in _containers(pod):
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in FATAL_WAITING_REASONS:
+                return (f"pod {pod['metadata']['name']} container {cs['name']} (image {cs.get('image')}): "
+                        f"{waiting['reason']}: {waiting.get('message') or ''}").strip()
     return None
 
 
-def _master_terminated(pods: list, step: Step):
+def _master_terminated(pods: list[Pod], step: Step):
     """(pod name, the master container's terminated state) if it exited 0; raises if it failed."""
     for pod in pods:
-        for cs in pod.status.container_statuses or []:
-            terminated = cs.state.terminated if cs.state else None
+        for cs in _containers(pod):
+            terminated = (cs.get("state") or {}).get("terminated")
             if terminated is None:
                 continue
-            if terminated.exit_code == 0:
-                return pod.metadata.name, terminated
-            raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master pod {pod.metadata.name} "
+            if terminated.get("exitCode") == 0:
+                return pod["metadata"]["name"], terminated
+            raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master pod {pod['metadata']['name']} "
                                                   f"{_loss(pod)}")
     return None
 
 
-def _loss(pod) -> str | None:
+def _loss(pod: Pod) -> str | None:
     """Why a stage pod is gone for good (deleted, evicted, its container failed), or None."""
-    status = pod.status
-    why = f" ({status.reason}: {status.message})" if status and status.reason else ""
-    if pod.metadata.deletion_timestamp is not None:
+    status = pod.get("status") or {}
+    why = f" ({status['reason']}: {status.get('message')})" if status.get("reason") else ""
+    if pod["metadata"].get("deletionTimestamp"):
         return f"was deleted{why}"
-    for cs in (status.container_statuses if status else None) or []:
-        terminated = cs.state.terminated if cs.state else None
-        if terminated is not None and terminated.exit_code != 0:
-            said = (terminated.message or "").strip()
-            return (f"failed: container {cs.name} exited with code {terminated.exit_code} "
-                    f"({terminated.reason or 'Error'})" + (f": {said[-400:]}" if said else ""))
-    if status and status.phase == "Failed":
+    for cs in _containers(pod):
+        terminated = (cs.get("state") or {}).get("terminated")
+        if terminated is not None and terminated.get("exitCode") != 0:
+            said = (terminated.get("message") or "").strip()
+            return (f"failed: container {cs['name']} exited with code {terminated.get('exitCode')} "
+                    f"({terminated.get('reason') or 'Error'})" + (f": {said[-400:]}" if said else ""))
+    if status.get("phase") == "Failed":
         return f"failed{why}"
     return None
 
@@ -492,10 +510,6 @@ def _parse_summary(message: str | None, master: str) -> dict[str, Any]:
     except ValueError:
         raise ExperimentFailed("StageFailed", f"the Locust master {master} ended without a stage summary in "
                                               f"its termination message: {(message or '')[:300]!r}") from None
-
-
-def _iso(value) -> str:
-    return iso(value) if isinstance(value, dt.datetime) else value or now()
 
 
 def api_message(e: ApiException) -> str:
