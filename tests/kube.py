@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
 from loadstage.summary import artifact_line
 from waiting import ROOT, wait_for
@@ -130,17 +131,23 @@ def finish_job_pods(cluster, namespace, job_name, message=""):
     """What a kubelet writes when a Job's containers exit 0: the master's termination message."""
     now = dt.datetime.now(dt.timezone.utc).isoformat()
     found = [p for p in pods(cluster, namespace, f"job-name={job_name}") if p.status.container_statuses]
+    finished = 0
     for pod in found:
         cs = pod.status.container_statuses[0]
-        cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
-            "phase": "Succeeded",
-            "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
-            "containerStatuses": [{
-                "name": cs.name, "image": cs.image, "imageID": "", "ready": False, "restartCount": 0,
-                "started": False, "state": {"terminated": {
-                    "exitCode": 0, "reason": "Completed", "message": message,
-                    "startedAt": now, "finishedAt": now}}}]}})
-    return len(found)
+        try:
+            cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
+                "phase": "Succeeded",
+                "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
+                "containerStatuses": [{
+                    "name": cs.name, "image": cs.image, "imageID": "", "ready": False, "restartCount": 0,
+                    "started": False, "state": {"terminated": {
+                        "exitCode": 0, "reason": "Completed", "message": message,
+                        "startedAt": now, "finishedAt": now}}}]}})
+            finished += 1
+        except ApiException as e:
+            if e.status != 404:  # the operator deleted the Job once the master finished
+                raise
+    return finished
 
 
 def crash_pod(cluster, namespace, pod, exit_code=1, message=""):
@@ -183,6 +190,7 @@ def finish_stage(cluster, namespace, master, workers, stage: RealStage, log_dir:
     finish_job_pods(cluster, namespace, workers)
 
 
-def running_pods_of_job(cluster, namespace, job_name, count=1):
+def running_pods_of_job(cluster, namespace, job_name, count=1, timeout=30):
     return wait_for(lambda: len([p for p in pods(cluster, namespace, f"job-name={job_name}")
-                                 if p.status.phase == "Running"]) >= count, timeout=30)
+                                 if p.status.phase == "Running"]) >= count, timeout=timeout,
+                    interval=0.1 if count < 100 else 1)

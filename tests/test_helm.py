@@ -96,7 +96,8 @@ def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, 
     (["--set", "watch.mode=namespaces"], "watch.namespaces: Array must have at least 1 items"),
     (["--set", "metrics.port=80"], "metrics.port: Must be greater than or equal to 1024"),
     (["--set", "watch.namespaces={Bad_NS}"], "watch.namespaces.0: Does not match pattern"),
-    (["--set", "replicas=2"], "Additional property replicas is not allowed"),
+    (["--set", "replicas=0"], "replicas: Must be greater than or equal to 1"),
+    (["--set", "replicas=6"], "replicas: Must be less than or equal to 5"),
 ])
 def test_wrong_values_fail_at_install_naming_the_value(cluster, namespace, bad, message):
     result = cluster.helm("install", "bad", CHART, "-n", namespace, *bad)
@@ -338,8 +339,9 @@ def test_cleanup_survives_a_refused_delete_and_an_operator_killed_in_that_window
     operator(kubeconfig=kubeconfig, scope=["--namespace", namespace])
     wait_for(lambda: not [c for c in children(cluster, namespace, "cluster-ladder")
                           if c.metadata.deletion_timestamp is None], timeout=60)
+    wait_for(lambda: cluster.status(namespace, "cluster-ladder")["cleanup"]["done"] is True, timeout=30)
     status = cluster.status(namespace, "cluster-ladder")
-    assert status["phase"] == "Succeeded" and status["cleanup"]["done"] is True, status.get("cleanup")
+    assert status["phase"] == "Succeeded"
     assert len(status["variants"][0]["stages"]) == 1
     cluster.helm("uninstall", "lsd", "-n", release_ns)
 

@@ -274,6 +274,27 @@ def test_a_leader_that_loses_its_lease_exits_at_once(cluster, namespace, operato
     assert "lost the Lease (another operator holds the Lease)" in leader.output()
 
 
+def test_a_stage_of_1000_injectors_starts_every_worker_and_is_recorded(cluster, namespace, operator, real_stage):
+    op = operator()
+    doc = one_stage_ladder()
+    doc["spec"]["stages"] = [{"injectors": 1000, "duration": "20m"}]
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_for(lambda: cluster.batch.list_namespaced_job(namespace, label_selector="loadstage.io/run=v1-s1").items,
+             timeout=60)
+    job = cluster.batch.read_namespaced_job("cluster-ladder-v1-s1-workers", namespace)
+    assert job.spec.parallelism == job.spec.completions == 1000
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 1000, timeout=300)
+    print(f"\n1000 worker pods Running {time.time() - job.metadata.creation_timestamp.timestamp():.1f} s "
+          f"after their Job was created")
+    assert cluster.status(namespace, "cluster-ladder")["phase"] == "Running"
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 1000, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded", timeout=120)
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert stage["injectors"] == 1000 and stage["users"] == 1000 * doc["spec"]["injectors"]["usersPerInjector"]
+    log = op.output()
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+
+
 def test_deleting_mid_stage_stops_the_load_and_removes_every_child(cluster, namespace, operator):
     op = operator()
     assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0

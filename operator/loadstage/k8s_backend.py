@@ -316,7 +316,7 @@ class KubernetesBackend:
                                   metrics_interval(step.stage.duration)) as pod_metrics:
             pod, terminated, lost = self._wait_for_master(step)
         summary = _parse_summary(terminated.get("message"), master)
-        artifact = {} if step.warmup else self._keep_artifact(step, pod)
+        artifact = {} if step.warmup else self._keep_artifact(step, pod, stored_before=not created)
         sample = redis_sampler.result
         return StageMeasurement(
             summary=summary, artifact=artifact,
@@ -327,11 +327,11 @@ class KubernetesBackend:
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory,
             lost_injectors=lost)
 
-    def _keep_artifact(self, step: Step, pod: str) -> dict[str, Any]:
-        """The stage's artifact, from its ConfigMap if an earlier run stored it, else from the master's
-        log (its last line), stored in a ConfigMap owned by the experiment."""
+    def _keep_artifact(self, step: Step, pod: str, stored_before: bool) -> dict[str, Any]:
+        """The stage's artifact, from its ConfigMap if an earlier run may have stored it (the stage was
+        resumed), else from the master's log (its last line), stored in a ConfigMap owned by the experiment."""
         name = manifests.results_name(self.experiment, step.variant.index, step.number)
-        kept = self._read_artifact(name)
+        kept = self._read_artifact(name) if stored_before else None
         if kept is not None:
             return kept
         log = self.core.read_namespaced_pod_log(pod, self.namespace, container="locust-master")
