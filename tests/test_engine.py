@@ -1,10 +1,11 @@
 """The stage engine with a recording backend: what it writes into the status, in which order."""
 
+import asyncio
 import copy
 
 from locust.stats import RequestStats
 
-from loadstage.engine import StageEngine, new_status
+from loadstage.engine import BlockingBackend, StageEngine, new_status
 from loadstage.model import parse_experiment
 from loadstage.results import StageMeasurement
 from loadstage.stage_recorder import StageRecorder
@@ -37,9 +38,6 @@ class RecordingBackend:
     def finish_variant(self, variant):
         self.calls.append(("finish", variant.index))
 
-    def close(self):
-        pass
-
 
 def experiment(base_doc, stages=3, matrix=None):
     base_doc["spec"]["stages"] = [{"injectors": n, "duration": "10s"} for n in range(1, stages + 1)]
@@ -51,7 +49,10 @@ def experiment(base_doc, stages=3, matrix=None):
 def run(exp, status=None):
     writes = []
     backend = RecordingBackend()
-    StageEngine(exp, backend, on_update=lambda s: writes.append(copy.deepcopy(s))).run(status)
+
+    async def record(s):
+        writes.append(copy.deepcopy(s))
+    asyncio.run(StageEngine(exp, BlockingBackend(backend), on_update=record).run(status))
     return writes, backend.calls
 
 

@@ -1,6 +1,7 @@
 """The operator's edge without a cluster: deadlines on API requests, and what a lost API server
 leaves in the status."""
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -59,13 +60,14 @@ def test_an_api_error_that_is_not_an_api_exception_is_retried_with_a_message(mon
         def __call__(self, status):
             written.append(status)
 
-    def fail(self, status):
+    async def fail(self, status):
         raise error
     monkeypatch.setattr(handlers, "StatusWriter", Recorder)
     monkeypatch.setattr(StageEngine, "run", fail)
-    memo = kopf.Memo(config=handlers.OperatorConfig(images=Images("r", "i", "redis")), api=None)
+    memo = kopf.Memo(config=handlers.OperatorConfig(images=Images("r", "i", "redis")), api=None,
+                     pod_watches=lambda namespace: None)
     with pytest.raises(kopf.TemporaryError):
-        handlers.run({**BASE, "metadata": {"name": "demo", "uid": "u1"}}, {}, "ns", 1, stopped=False, memo=memo,
-                     logger=handlers.logging.getLogger("test"), post_event=lambda *a: None)
+        asyncio.run(handlers.run({**BASE, "metadata": {"name": "demo", "uid": "u1"}}, {}, "ns", 1, stopped=False,
+                                 memo=memo, logger=handlers.logging.getLogger("test"), post_event=lambda *a: None))
     assert written[-1]["message"].startswith("Kubernetes API unreachable (")
     assert type(error).__name__ in written[-1]["message"] and "retrying in 10s" in written[-1]["message"]

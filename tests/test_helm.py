@@ -297,8 +297,10 @@ def test_missing_permission_is_reported_in_status_and_recovers_when_restored(
     doc = example("cluster-ladder")
     doc["spec"]["stages"] = doc["spec"]["stages"][:1]
     assert apply(cluster, namespace, doc).returncode == 0
-    wait_for(lambda: "Kubernetes API error 403 Forbidden; retrying" in
+    wait_for(lambda: "Kubernetes API error 403 Forbidden: " in
              cluster.status(namespace, "cluster-ladder").get("message", ""), timeout=30)
+    message = cluster.status(namespace, "cluster-ladder")["message"]
+    assert 'cannot create resource "deployments"' in message and message.endswith("retrying in 10s"), message
     assert cluster.status(namespace, "cluster-ladder")["phase"] == "Deploying"
     restored = cluster.helm("upgrade", "lsm", CHART, "-n", release_ns, "--wait", *values)
     assert restored.returncode == 0, restored.stderr

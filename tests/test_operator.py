@@ -295,6 +295,62 @@ def test_a_stage_of_1000_injectors_starts_every_worker_and_is_recorded(cluster, 
     assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
 
 
+def proc_figures(pid):
+    """Threads, resident memory (MiB) and CPU seconds of a process, from /proc."""
+    status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines())
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(status["Threads"]), int(status["VmRSS"].split()[0]) / 1024, cpu
+
+
+def test_300_experiments_at_once_all_progress_without_a_thread_each(cluster, namespace, operator, real_stage):
+    count = 300
+    op = operator()
+    doc = one_stage_ladder()
+    doc["spec"]["target"]["pods"] = 1
+    doc["spec"]["redis"] = {"url": "redis://redis.example:6379/0"}
+    doc["spec"]["stages"] = [{"injectors": 1, "duration": "20m"}]
+    names = [f"many-{i:03d}" for i in range(count)]
+    started = time.monotonic()
+    for name in names:
+        cluster.custom.create_namespaced_custom_object(
+            "loadstage.io", "v1alpha1", namespace, "loadexperiments",
+            {**doc, "metadata": {"name": name}})
+
+    def phases():
+        items = cluster.custom.list_namespaced_custom_object("loadstage.io", "v1alpha1", namespace,
+                                                             "loadexperiments")["items"]
+        return [(i.get("status") or {}).get("phase") for i in items]
+    wait_for(lambda: phases().count("Running") == count, timeout=600, interval=2)
+    wait_for(lambda: len([p for p in pods(cluster, namespace, "loadstage.io/run=v1-s1")
+                          if p.status.phase == "Running"]) == 2 * count, timeout=300, interval=2)
+    running = time.monotonic() - started
+    threads, rss, cpu = proc_figures(op.process.pid)
+    assert threads < 64, f"{threads} threads for {count} running experiments"
+    finishing = time.monotonic()
+    for name in names:
+        finish_stage(cluster, namespace, f"{name}-v1-s1-master", f"{name}-v1-s1-workers", real_stage)
+    finished = time.monotonic()
+    try:
+        wait_for(lambda: phases().count("Succeeded") == count, timeout=240, interval=2)
+    except AssertionError:
+        items = cluster.custom.list_namespaced_custom_object("loadstage.io", "v1alpha1", namespace,
+                                                             "loadexperiments")["items"]
+        stuck = [(i["metadata"]["name"], i.get("status", {}).get("message")) for i in items
+                 if i.get("status", {}).get("phase") != "Succeeded"]
+        raise AssertionError(f"{len(stuck)} experiments did not finish: {stuck[:10]}")
+    done = time.monotonic()
+    _, rss_end, cpu_end = proc_figures(op.process.pid)
+    print(f"\n{count} experiments: all Running with every stage pod Running {running:.0f} s after the first was "
+          f"created; the operator then had {threads} threads, {rss:.0f} MiB resident, {cpu:.0f} s CPU; "
+          f"all Succeeded {done - finished:.0f} s after the last stage was finished "
+          f"(finishing took {finished - finishing:.0f} s); {rss_end:.0f} MiB, {cpu_end:.0f} s CPU at the end")
+    (stage,) = cluster.status(namespace, names[-1])["variants"][0]["stages"]
+    assert stage["requests"] == real_stage.summary["requests"]
+    log = op.output()
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+
+
 def test_deleting_mid_stage_stops_the_load_and_removes_every_child(cluster, namespace, operator):
     op = operator()
     assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ from typing import Any
 import yaml
 
 from . import histograms, report, result_source
-from .engine import Cancelled, ExperimentFailed, StageEngine, new_status, now
+from .engine import BlockingBackend, Cancelled, ExperimentFailed, StageEngine, new_status, now
 from .local_backend import LocalBackend, Progress
 from .crd import render_crd
 from .manifests import Images
@@ -203,13 +204,16 @@ def cmd_run(args) -> int:
         if output:
             write_result(output, _document(experiment, current, engine.artifacts))
 
+    async def on_engine_update(current: dict[str, Any]) -> None:
+        on_update(current)
+
     _print_plan(experiment, sys.stderr)
     printer.say(f"logs: {workdir}")
     backend = LocalBackend(experiment, workdir, on_progress=printer, cancel=cancel)
-    engine = StageEngine(experiment, backend, on_update=on_update)
+    engine = StageEngine(experiment, BlockingBackend(backend), on_update=on_engine_update)
     code = EXIT_OK
     try:
-        engine.run(status)
+        asyncio.run(engine.run(status))
     except (Cancelled, KeyboardInterrupt):
         name = signal.Signals(received[0]).name if received else "SIGINT"
         status.update(phase="Failed", reason="Interrupted", finishedAt=now(),

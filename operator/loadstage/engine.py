@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from .model import Experiment, Stage, Variant
 from .results import StageMeasurement, p99_pivot, stage_result, variant_aggregate
@@ -47,12 +47,30 @@ class Step:
 
 
 class Backend(Protocol):
-    def prepare_variant(self, variant: Variant) -> None: ...
-    def run_stage(self, step: Step) -> StageMeasurement: ...
-    def finish_variant(self, variant: Variant) -> None: ...
-    def close(self) -> None: ...
-    def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
+    async def prepare_variant(self, variant: Variant) -> None: ...
+    async def run_stage(self, step: Step) -> StageMeasurement: ...
+    async def finish_variant(self, variant: Variant) -> None: ...
+    async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
         """The artifacts of the variant's first `count` stages, kept by an earlier run."""
+
+
+class BlockingBackend:
+    """A backend whose calls block, run in the event loop's own thread: one experiment per process."""
+
+    def __init__(self, backend: Any):
+        self.backend = backend
+
+    async def prepare_variant(self, variant: Variant) -> None:
+        self.backend.prepare_variant(variant)
+
+    async def run_stage(self, step: Step) -> StageMeasurement:
+        return self.backend.run_stage(step)
+
+    async def finish_variant(self, variant: Variant) -> None:
+        self.backend.finish_variant(variant)
+
+    async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
+        return self.backend.saved_artifacts(variant, count)
 
 
 def iso(moment: dt.datetime) -> str:
@@ -61,6 +79,10 @@ def iso(moment: dt.datetime) -> str:
 
 def now() -> str:
     return iso(dt.datetime.now(dt.timezone.utc))
+
+
+async def _ignore(status: dict[str, Any]) -> None:
+    pass
 
 
 def new_status(experiment: Experiment) -> dict[str, Any]:
@@ -74,17 +96,17 @@ def new_status(experiment: Experiment) -> dict[str, Any]:
 
 class StageEngine:
     def __init__(self, experiment: Experiment, backend: Backend, *,
-                 on_update: Callable[[dict[str, Any]], None] = lambda status: None):
+                 on_update: Callable[[dict[str, Any]], Awaitable[None]] | None = None):
         self.experiment = experiment
         self.backend = backend
-        self.on_update = on_update
+        self.on_update = on_update or _ignore
         self.artifacts: dict[int, list[dict[str, Any]]] = {}   # per variant, one per finished stage
 
-    def _set(self, status: dict[str, Any], **fields) -> None:
+    async def _set(self, status: dict[str, Any], **fields) -> None:
         status.update(fields)
-        self.on_update(status)
+        await self.on_update(status)
 
-    def run(self, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def run(self, status: dict[str, Any] | None = None) -> dict[str, Any]:
         status = status or new_status(self.experiment)
         status.setdefault("startedAt", now())
         spec = self.experiment.spec
@@ -101,26 +123,27 @@ class StageEngine:
             which = f"variant {variant.index + 1}/{len(variants)} ({variant.label()})"
             if resuming:
                 progress = status.get("progress", progress)
-                self._set(status, message=f"resuming {which}: checking the target")
+                await self._set(status, message=f"resuming {which}: checking the target")
                 resuming = False
             else:
-                self._set(status, phase="Deploying", progress=progress, message=f"deploying the target for {which}")
-            self.backend.prepare_variant(variant)
+                await self._set(status, phase="Deploying", progress=progress,
+                                message=f"deploying the target for {which}")
+            await self.backend.prepare_variant(variant)
             artifacts = self.artifacts.setdefault(
-                variant.index, self.backend.saved_artifacts(variant, len(record["stages"])))
+                variant.index, await self.backend.saved_artifacts(variant, len(record["stages"])))
             if spec.warmup is not None and not record.get("warmedUp"):
                 step = Step(variant, len(variants), spec.warmup, None, len(spec.stages))
-                self._set(status, phase="Running", message=f"running {step.label()}",
+                await self._set(status, phase="Running", message=f"running {step.label()}",
                           progress={**progress, "injectors": spec.warmup.injectors})
-                self.backend.run_stage(step)
+                await self.backend.run_stage(step)
                 record["warmedUp"] = True
-                self.on_update(status)
+                await self.on_update(status)
             for number in range(len(record["stages"]) + 1, len(spec.stages) + 1):
                 stage = spec.stages[number - 1]
                 step = Step(variant, len(variants), stage, number, len(spec.stages))
                 progress = {**progress, "stage": f"{number}/{len(spec.stages)}", "injectors": stage.injectors}
-                self._set(status, phase="Running", progress=progress, message=f"running {step.label()}")
-                measurement = self.backend.run_stage(step)
+                await self._set(status, phase="Running", progress=progress, message=f"running {step.label()}")
+                measurement = await self.backend.run_stage(step)
                 result = stage_result(self.experiment, number, stage, measurement)
                 record["stages"].append(result)
                 artifacts.append(measurement.artifact)
@@ -131,7 +154,7 @@ class StageEngine:
                 p99 = result["latencyMs"]["p99"]
                 status["latest"] = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
                                     "redisPeakConnections": result["redisPeakConnections"]}
-                self.on_update(status)
-            self.backend.finish_variant(variant)
-        self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now())
+                await self.on_update(status)
+            await self.backend.finish_variant(variant)
+        await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now())
         return status

@@ -1,8 +1,9 @@
 """Kopf handlers: the edge between Kopf and the stage engine.
 
-One daemon per unfinished LoadExperiment runs the StageEngine with the Kubernetes
-backend. The resource's status is the engine's memory, so when the operator restarts
-the daemon continues after the last finished stage. Kopf's keyword arguments stop here."""
+One async daemon per unfinished LoadExperiment runs the StageEngine with the Kubernetes
+backend in the event loop: a waiting experiment holds no thread, so hundreds run at once.
+The resource's status is the engine's memory, so when the operator restarts the daemon
+continues after the last finished stage. Kopf's keyword arguments stop here."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ import kopf
 import kubernetes
 import urllib3
 
+from .api_calls import API_THREADS, call
 from .crd import PLURAL
 from .engine import Cancelled, ExperimentFailed, StageEngine, new_status, now
 from . import operator_metrics as metrics
-from .k8s_backend import KubernetesBackend, delete_children
+from .k8s_backend import KubernetesBackend, api_message, delete_children
 from .k8s_status import StatusWriter
 from .manifests import Images
 from .model import API_GROUP, API_VERSION, parse_experiment
+from .pod_watch import PodWatches
 from .schema import ValidationError
 
 FINISHED = ("Succeeded", "Failed")
@@ -73,6 +76,8 @@ def api_client(configuration: kubernetes.client.Configuration | None = None, *, 
                read: float = API_READ_TIMEOUT) -> kubernetes.client.ApiClient:
     """An ApiClient whose every request has a deadline; the kubernetes client has none by default.
     Watches pass their own timeout and keep it."""
+    configuration = configuration or kubernetes.client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = API_THREADS * 2   # the shared calls, and a watch per namespace
     api = kubernetes.client.ApiClient(configuration)
     request = api.rest_client.request
 
@@ -84,7 +89,9 @@ def api_client(configuration: kubernetes.client.Configuration | None = None, *, 
 
 def retry_message(error: BaseException) -> str:
     if isinstance(error, kubernetes.client.ApiException):
-        what = f"Kubernetes API error {error.status} {error.reason}"
+        said = api_message(error)
+        what = f"Kubernetes API error {error.status} {error.reason}" + (
+            f": {said}" if said != f"{error.status} {error.reason}" else "")
     else:
         what = f"Kubernetes API unreachable ({type(error).__name__}: {error})"
     return f"{what}; retrying in {API_RETRY_SECONDS}s"
@@ -103,8 +110,8 @@ def tune(settings: kopf.OperatorSettings) -> None:
     settings.watching.client_timeout = 330
     settings.networking.connect_timeout = API_CONNECT_TIMEOUT
     settings.networking.request_timeout = API_READ_TIMEOUT
-    # Each running experiment holds one thread for its daemon.
-    settings.execution.max_workers = 256
+    # Only the short sync handlers (startup, cleanup) use Kopf's thread pool.
+    settings.execution.max_workers = 32
 
 
 @kopf.on.startup()
@@ -115,6 +122,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()
     memo.api = api_client()
+    memo.pod_watches = PodWatches(kubernetes.client.CoreV1Api(memo.api))
     memo.running = set()
     if memo.config.metrics_port:
         metrics.serve(memo.config.metrics_port, memo.config.listen_address)
@@ -132,8 +140,8 @@ def _unfinished(status, **_) -> bool:
 
 @kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="experiment", when=_unfinished,
              cancellation_backoff=15, cancellation_timeout=30, backoff=10)
-def run_experiment(body: kopf.Body, namespace: str, name: str, stopped: kopf.DaemonStopped,
-                   memo: kopf.Memo, logger: logging.Logger, **_):
+async def run_experiment(body: kopf.Body, namespace: str, name: str, stopped: kopf.DaemonStopped,
+                         memo: kopf.Memo, logger: logging.Logger, **_):
     document = copy.deepcopy(dict(body))
     generation = body.metadata.get("generation", 1)
     status = copy.deepcopy(dict(body.status))
@@ -141,24 +149,27 @@ def run_experiment(body: kopf.Body, namespace: str, name: str, stopped: kopf.Dae
     memo.running.add(key)
     metrics.EXPERIMENTS_RUNNING.set(len(memo.running))
     try:
-        run(document, status, namespace, generation, stopped=stopped, memo=memo, logger=logger,
-            post_event=lambda kind, reason, message: kopf.event(body, type=kind, reason=reason,
-                                                                 message=message))
+        await run(document, status, namespace, generation, stopped=stopped, memo=memo, logger=logger,
+                  post_event=lambda kind, reason, message: kopf.event(body, type=kind, reason=reason,
+                                                                       message=message))
     finally:
         memo.running.discard(key)
         metrics.EXPERIMENTS_RUNNING.set(len(memo.running))
 
 
-def run(document: dict[str, Any], status: dict[str, Any], namespace: str, generation: int, *,
-        stopped, memo: kopf.Memo, logger: logging.Logger, post_event) -> None:
+async def run(document: dict[str, Any], status: dict[str, Any], namespace: str, generation: int, *,
+              stopped, memo: kopf.Memo, logger: logging.Logger, post_event) -> None:
     config: OperatorConfig = memo.config
     name = document["metadata"]["name"]
-    write = StatusWriter(memo.api, namespace, name, generation, status.get("conditions", []), post_event)
+    writer = StatusWriter(memo.api, namespace, name, generation, status.get("conditions", []), post_event)
+
+    async def write(current: dict[str, Any]) -> None:
+        await call(writer, current)
     try:
         experiment = parse_experiment(document)
     except ValidationError as e:
-        write({**status, "phase": "Failed", "reason": "InvalidSpec", "finishedAt": now(),
-               "message": "; ".join(f"{p}: {m}" for p, m in e.problems)})
+        await write({**status, "phase": "Failed", "reason": "InvalidSpec", "finishedAt": now(),
+                     "message": "; ".join(f"{p}: {m}" for p, m in e.problems)})
         return
     if not status.get("variants"):
         status = {**status, **new_status(experiment)}
@@ -166,16 +177,17 @@ def run(document: dict[str, Any], status: dict[str, Any], namespace: str, genera
     backend = KubernetesBackend(
         experiment, namespace, api=memo.api, images=config.images, stopped=stopped,
         owner_uid=document["metadata"]["uid"], adopt=lambda child: kopf.adopt(child, owner=owner),
+        pod_watches=memo.pod_watches,
         on_event=lambda reason, message: post_event("Normal", reason, message),
         on_message=lambda message: write({**status, "message": message}),
         redis_sample_url=config.redis_sample_url)
     try:
-        StageEngine(experiment, backend, on_update=write).run(status)
+        await StageEngine(experiment, backend, on_update=write).run(status)
     except API_ERRORS as e:
         message = retry_message(e)
         logger.warning(message)
         try:
-            write({**status, "message": message})
+            await write({**status, "message": message})
         except API_ERRORS:
             pass
         raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
@@ -183,7 +195,7 @@ def run(document: dict[str, Any], status: dict[str, Any], namespace: str, genera
         logger.info("stopped: %s", getattr(stopped, "reason", None) or "stop requested")
     except ExperimentFailed as e:
         logger.warning("failed: %s: %s", e.reason, e.message)
-        write({**status, "phase": "Failed", "reason": e.reason, "message": e.message, "finishedAt": now()})
+        await write({**status, "phase": "Failed", "reason": e.reason, "message": e.message, "finishedAt": now()})
 
 
 def _cleanup_due(spec, status, **_) -> bool:
@@ -215,3 +227,4 @@ def clean_up(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, logger
         raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
     record({"done": True, "at": now(), "message": f"deleted {deleted} object(s) and their pods"})
     logger.info("cleanup: deleted %d object(s)", deleted)
+

@@ -7,22 +7,24 @@ the master container's termination message, which survives an operator restart."
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
-import threading
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.utils import parse_quantity
 
 from . import manifests
+from .api_calls import call
 from .engine import Cancelled, ExperimentFailed, Step, now
 from .manifests import Images
 from .model import API_GROUP, Experiment, Variant
-from .pod_watch import WATCH_SECONDS, Pod, PodSet
-from .redis_sampler import RedisSampler
+from .pod_watch import WATCH_SECONDS, Pod, PodWatches
+from .redis_sampler import AsyncRedisSampler, stopped_within
 from .results import StageMeasurement
 from .summary import artifact_from_log, fit_artifact
 
@@ -33,16 +35,13 @@ FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName",
 
 
 class StopFlag:
-    """What the backend needs of kopf's DaemonStopped or a threading.Event."""
+    """Whether kopf's DaemonStopped or a threading.Event is set."""
 
     def __init__(self, flag: Any):
         self._flag = flag
 
     def is_set(self) -> bool:
         return bool(self._flag.is_set() if hasattr(self._flag, "is_set") else self._flag)
-
-    def wait(self, seconds: float) -> None:
-        self._flag.wait(seconds)
 
 
 def _parse_quantity_cpu(text: str) -> float:
@@ -60,23 +59,26 @@ def metrics_interval(stage_seconds: float) -> float:
 
 
 class PodMetricsSampler:
-    """Peak CPU and memory of the target pods from metrics.k8s.io, where the cluster has it."""
+    """Peak CPU and memory of the target pods from metrics.k8s.io, where the cluster has it.
+    Use as an async context manager around a stage."""
 
     def __init__(self, custom: client.CustomObjectsApi, namespace: str, selector: str, interval: float):
         self._custom, self._namespace, self._selector, self._interval = custom, namespace, selector, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="pod-metrics", daemon=True)
+        self._task: asyncio.Task | None = None
+        self._stop = asyncio.Event()
         self.available = True
         self.peak_cpu: float | None = None
         self.peak_memory: int | None = None
 
-    def _sample(self) -> None:
+    async def _sample(self) -> None:
         try:
-            items = self._custom.list_namespaced_custom_object(
-                "metrics.k8s.io", "v1beta1", self._namespace, "pods", label_selector=self._selector)["items"]
+            items = (await call(self._custom.list_namespaced_custom_object, "metrics.k8s.io", "v1beta1",
+                                self._namespace, "pods", label_selector=self._selector))["items"]
         except ApiException as e:
             if e.status in (404, 403, 503):
                 self.available = False
+            return
+        except (urllib3.exceptions.HTTPError, OSError):   # a sample lost: the next one may succeed
             return
         containers = [c for item in items for c in item.get("containers", [])]
         if not containers:
@@ -86,27 +88,30 @@ class PodMetricsSampler:
         self.peak_cpu = max(self.peak_cpu or 0.0, round(cpu, 3))
         self.peak_memory = max(self.peak_memory or 0, mem)
 
-    def _loop(self) -> None:
-        while self.available and not self._stop.wait(self._interval):
-            self._sample()
+    async def _loop(self) -> None:
+        while self.available and not await stopped_within(self._stop, self._interval):
+            await self._sample()
 
-    def __enter__(self) -> "PodMetricsSampler":
-        self._sample()
+    async def __aenter__(self) -> "PodMetricsSampler":
+        await self._sample()
         if self.available:
-            self._thread.start()
+            self._task = asyncio.create_task(self._loop())
         return self
 
-    def __exit__(self, *exc) -> None:
+    async def __aexit__(self, *exc) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        if self._task is not None:
+            await self._task
 
 
 class KubernetesBackend:
+    """Every method is a coroutine: waiting on pods costs no thread (the namespace's PodWatches do),
+    and each API request runs on the shared api_calls pool."""
+
     def __init__(self, experiment: Experiment, namespace: str, *, api: client.ApiClient, images: Images,
-                 owner_uid: str, adopt: Callable[[dict], None], stopped: Any,
+                 owner_uid: str, adopt: Callable[[dict], None], stopped: Any, pod_watches: PodWatches,
                  on_event: Callable[[str, str], None] = lambda reason, message: None,
-                 on_message: Callable[[str], None] = lambda message: None,
+                 on_message: Callable[[str], Awaitable[None]] | None = None,
                  redis_sample_url: str | None = None, poll: float = POLL_SECONDS):
         self.experiment = experiment
         self.namespace = namespace
@@ -118,6 +123,7 @@ class KubernetesBackend:
         self.owner_uid = owner_uid
         self.adopt = adopt
         self.stopped = StopFlag(stopped)
+        self.pods = pod_watches(namespace)
         self.on_event = on_event
         self.on_message = on_message
         self.redis_sample_url = redis_sample_url or self._in_cluster_redis_url()
@@ -132,7 +138,7 @@ class KubernetesBackend:
 
     # -- objects ------------------------------------------------------------------
 
-    def _create(self, manifest: dict) -> bool:
+    async def _create(self, manifest: dict) -> bool:
         """Creates the object, or adopts it if it exists, is owned by this experiment and is not being
         deleted. True if it was created. An earlier experiment's object of the same name is waited for."""
         self.adopt(manifest)
@@ -143,25 +149,25 @@ class KubernetesBackend:
                   "ConfigMap": self.core.create_namespaced_config_map}[kind]
         while True:
             try:
-                create(self.namespace, manifest)
+                await call(create, self.namespace, manifest)
                 return True
             except ApiException as e:
                 if e.status in (400, 422):  # the object itself is invalid: retrying cannot help
                     raise ExperimentFailed("InvalidChild", f"cannot create {kind} {name}: {api_message(e)}") from None
                 if e.status != 409:
                     raise  # forbidden, throttled, unavailable: the caller retries
-            existing = self._read(kind, name)
+            existing = await self._read(kind, name)
             if existing is None:
                 continue
             if self._owned(existing) and existing.metadata.deletion_timestamp is None:
                 return False
-            self._wait_until_gone(kind, name, existing)
+            await self._wait_until_gone(kind, name, existing)
 
-    def _read(self, kind: str, name: str):
+    async def _read(self, kind: str, name: str):
         read = {"Deployment": self.apps.read_namespaced_deployment, "Service": self.core.read_namespaced_service,
                 "Job": self.batch.read_namespaced_job, "ConfigMap": self.core.read_namespaced_config_map}[kind]
         try:
-            return read(name, self.namespace)
+            return await call(read, name, self.namespace)
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -170,7 +176,7 @@ class KubernetesBackend:
     def _owned(self, obj) -> bool:
         return any(ref.uid == self.owner_uid for ref in obj.metadata.owner_references or [])
 
-    def _wait_until_gone(self, kind: str, name: str, existing) -> None:
+    async def _wait_until_gone(self, kind: str, name: str, existing) -> None:
         """Waits for another experiment's object (or one being deleted) to go; a foreign one fails."""
         owners = [f"{ref.kind} {ref.name} (uid {ref.uid})" for ref in existing.metadata.owner_references or []]
         earlier = any(ref.kind == "LoadExperiment" and ref.api_version.startswith(f"{API_GROUP}/")
@@ -181,15 +187,20 @@ class KubernetesBackend:
         state = "being deleted" if existing.metadata.deletion_timestamp else "not yet garbage-collected"
         message = (f"waiting for {kind} {name} of an earlier LoadExperiment (owner {', '.join(owners) or 'none'}) "
                    f"to be deleted: it is {state}")
-        self.on_message(message)
+        if self.on_message is not None:
+            await self.on_message(message)
         self.on_event("WaitingForOldChild", message)
-        while self._read(kind, name) is not None:
-            self._check_stopped()
-            self.stopped.wait(self.poll * 2)
+        while await self._read(kind, name) is not None:
+            await self._pause(self.poll * 2)
 
-    def _apply_deployment(self, manifest: dict) -> None:
-        if not self._create(manifest):
-            self.apps.patch_namespaced_deployment(manifest["metadata"]["name"], self.namespace, manifest)
+    async def _pause(self, seconds: float) -> None:
+        self._check_stopped()
+        await asyncio.sleep(seconds)
+        self._check_stopped()
+
+    async def _apply_deployment(self, manifest: dict) -> None:
+        if not await self._create(manifest):
+            await call(self.apps.patch_namespaced_deployment, manifest["metadata"]["name"], self.namespace, manifest)
 
     def _check_stopped(self) -> None:
         if self.stopped.is_set():
@@ -197,30 +208,30 @@ class KubernetesBackend:
 
     # -- target -------------------------------------------------------------------
 
-    def prepare_variant(self, variant: Variant) -> None:
+    async def prepare_variant(self, variant: Variant) -> None:
         exp = self.experiment
-        self._check_locustfile()
-        self.redis_password = self._read_redis_password()
+        await self._check_locustfile()
+        self.redis_password = await self._read_redis_password()
         components = []
         if exp.spec.redis.deployed:
-            self._apply_deployment(manifests.redis_deployment(exp, variant, self.images))
-            self._create(manifests.redis_service(exp))
+            await self._apply_deployment(manifests.redis_deployment(exp, variant, self.images))
+            await self._create(manifests.redis_service(exp))
             components.append(manifests.redis_name(exp))
-        self._apply_deployment(manifests.runner_deployment(exp, variant, self.images))
-        self._create(manifests.runner_service(exp))
-        self._create(manifests.runner_pods_service(exp))
+        await self._apply_deployment(manifests.runner_deployment(exp, variant, self.images))
+        await self._create(manifests.runner_service(exp))
+        await self._create(manifests.runner_pods_service(exp))
         components.append(manifests.runner_name(exp))
-        self._wait_until_ready(components, variant)
+        await self._wait_until_ready(components, variant)
         self.on_event("TargetReady", f"variant {variant.index + 1}: {variant.label()}, "
                                      f"{variant.pods} runner pod(s) ready")
 
-    def _read_redis_password(self) -> str | None:
+    async def _read_redis_password(self) -> str | None:
         secret = self.experiment.spec.redis.password_secret
         if secret is None:
             return None
         where = f"spec.redis.passwordSecret: Secret {secret.name!r}"
         try:
-            data = self.core.read_namespaced_secret(secret.name, self.namespace).data or {}
+            data = (await call(self.core.read_namespaced_secret, secret.name, self.namespace)).data or {}
         except ApiException as e:
             if e.status == 404:
                 raise ExperimentFailed("RedisSecretMissing", f"{where} not found") from None
@@ -232,7 +243,7 @@ class KubernetesBackend:
             raise ExperimentFailed("RedisSecretMissing", f"{where} has no key {secret.key!r}")
         return base64.b64decode(data[secret.key]).decode()
 
-    def _check_locustfile(self) -> None:
+    async def _check_locustfile(self) -> None:
         lf = self.experiment.spec.injectors.locustfile
         if lf is None:
             return
@@ -240,7 +251,7 @@ class KubernetesBackend:
             raise ExperimentFailed("InvalidSpec", "spec.injectors.locustfile.path works only with the local "
                                                   "engine; in a cluster use locustfile.configMap")
         try:
-            cm = self.core.read_namespaced_config_map(lf.config_map.name, self.namespace)
+            cm = await call(self.core.read_namespaced_config_map, lf.config_map.name, self.namespace)
         except ApiException as e:
             if e.status == 404:
                 raise ExperimentFailed("LocustfileMissing", f"spec.injectors.locustfile.configMap: ConfigMap "
@@ -250,15 +261,13 @@ class KubernetesBackend:
             raise ExperimentFailed("LocustfileMissing", f"spec.injectors.locustfile.configMap: ConfigMap "
                                                         f"{lf.config_map.name!r} has no key {lf.config_map.key!r}")
 
-    def _wait_until_ready(self, names: list[str], variant: Variant) -> None:
-        """Waits on a watch of the target's pods until each component has exactly its replicas ready and
-        none left over, then confirms with the Deployments' status (which lags the pods' a moment)."""
+    async def _wait_until_ready(self, names: list[str], variant: Variant) -> None:
+        """Waits on the target's pods until each component has exactly its replicas ready and none
+        left over, then confirms with the Deployments' status (which lags the pods' a moment)."""
         exp = self.experiment
         timeout = exp.spec.target.ready_timeout
         deadline = time.monotonic() + timeout
         want = {name.rsplit("-", 1)[1]: variant.pods if name == manifests.runner_name(exp) else 1 for name in names}
-        pods = PodSet(self.core, self.namespace, f"{manifests.LABEL_EXPERIMENT}={exp.name},"
-                                                 f"{manifests.LABEL_COMPONENT} in ({','.join(want)})", self.stopped)
 
         def settled(current: dict[str, Pod]) -> bool | None:
             fatal = _cannot_start(current.values())
@@ -271,52 +280,49 @@ class KubernetesBackend:
                     return None
             return True
         while True:
-            if pods.until(settled, timeout=max(0.0, deadline - time.monotonic())):
-                waiting = [n for n in names if not self._deployment_ready(n)]
+            if await self.pods.until(exp.name, {manifests.LABEL_COMPONENT: ",".join(want)}, settled, self.stopped,
+                                     timeout=max(0.0, deadline - time.monotonic())):
+                waiting = [n for n in names if not await self._deployment_ready(n)]
                 if not waiting:
                     return
             else:
                 waiting = names
             if time.monotonic() > deadline:
                 raise ExperimentFailed("TargetNotReady", f"Deployment {', '.join(waiting)} not ready after "
-                                                         f"{timeout:g}s ({self._readiness(waiting[0])})")
-            self.stopped.wait(self.poll)
-            self._check_stopped()
+                                                         f"{timeout:g}s ({await self._readiness(waiting[0])})")
+            await self._pause(self.poll)
 
-    def _deployment_ready(self, name: str) -> bool:
-        d = self.apps.read_namespaced_deployment_status(name, self.namespace)
+    async def _deployment_ready(self, name: str) -> bool:
+        d = await call(self.apps.read_namespaced_deployment_status, name, self.namespace)
         s, want = d.status, d.spec.replicas
         return ((s.observed_generation or 0) >= d.metadata.generation and (s.updated_replicas or 0) == want
                 and (s.ready_replicas or 0) == want and (s.replicas or 0) == want)
 
-    def _readiness(self, name: str) -> str:
-        s = self.apps.read_namespaced_deployment_status(name, self.namespace).status
+    async def _readiness(self, name: str) -> str:
+        s = (await call(self.apps.read_namespaced_deployment_status, name, self.namespace)).status
         return f"{s.ready_replicas or 0} ready, {s.updated_replicas or 0} updated of {s.replicas or 0}"
 
-    def finish_variant(self, variant: Variant) -> None:
-        pass
-
-    def close(self) -> None:
+    async def finish_variant(self, variant: Variant) -> None:
         pass
 
     # -- stages -------------------------------------------------------------------
 
-    def run_stage(self, step: Step) -> StageMeasurement:
+    async def run_stage(self, step: Step) -> StageMeasurement:
         exp = self.experiment
         master = manifests.master_name(exp, step)
-        created = self._create(manifests.master_service(exp, step))
-        created = self._create(manifests.master_job(exp, step, self.images)) or created
-        created = self._create(manifests.workers_job(exp, step, self.images)) or created
+        created = await self._create(manifests.master_service(exp, step))
+        created = await self._create(manifests.master_job(exp, step, self.images)) or created
+        created = await self._create(manifests.workers_job(exp, step, self.images)) or created
         self.on_event("StageStarted" if created else "StageResumed",
                       f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
         sampling_from = now()
         selector = f"{manifests.LABEL_EXPERIMENT}={exp.name},{manifests.LABEL_COMPONENT}=runner"
-        with RedisSampler(self.redis_sample_url, password=self.redis_password) as redis_sampler, \
+        async with AsyncRedisSampler(self.redis_sample_url, password=self.redis_password) as redis_sampler, \
                 PodMetricsSampler(self.custom, self.namespace, selector,
                                   metrics_interval(step.stage.duration)) as pod_metrics:
-            pod, terminated, lost = self._wait_for_master(step)
+            pod, terminated, lost = await self._wait_for_master(step)
         summary = _parse_summary(terminated.get("message"), master)
-        artifact = {} if step.warmup else self._keep_artifact(step, pod, stored_before=not created)
+        artifact = {} if step.warmup else await self._keep_artifact(step, pod, stored_before=not created)
         sample = redis_sampler.result
         return StageMeasurement(
             summary=summary, artifact=artifact,
@@ -327,43 +333,41 @@ class KubernetesBackend:
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory,
             lost_injectors=lost)
 
-    def _keep_artifact(self, step: Step, pod: str, stored_before: bool) -> dict[str, Any]:
+    async def _keep_artifact(self, step: Step, pod: str, stored_before: bool) -> dict[str, Any]:
         """The stage's artifact, from its ConfigMap if an earlier run may have stored it (the stage was
         resumed), else from the master's log (its last line), stored in a ConfigMap owned by the experiment."""
         name = manifests.results_name(self.experiment, step.variant.index, step.number)
-        kept = self._read_artifact(name) if stored_before else None
+        kept = await self._read_artifact(name) if stored_before else None
         if kept is not None:
             return kept
-        log = self.core.read_namespaced_pod_log(pod, self.namespace, container="locust-master")
+        log = await call(self.core.read_namespaced_pod_log, pod, self.namespace, container="locust-master")
         artifact = artifact_from_log(log)
         if artifact is None:
             raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master {pod} printed no "
                                                   f"artifact line; end of its log: {log[-500:]!r}")
-        self._create(manifests.results_configmap(self.experiment, step, fit_artifact(artifact)))
+        await self._create(manifests.results_configmap(self.experiment, step, fit_artifact(artifact)))
         return artifact
 
-    def _read_artifact(self, name: str) -> dict[str, Any] | None:
+    async def _read_artifact(self, name: str) -> dict[str, Any] | None:
         try:
-            data = self.core.read_namespaced_config_map(name, self.namespace).data or {}
+            data = (await call(self.core.read_namespaced_config_map, name, self.namespace)).data or {}
         except ApiException as e:
             if e.status == 404:
                 return None
             raise
         return json.loads(data[manifests.ARTIFACT_KEY]) if manifests.ARTIFACT_KEY in data else None
 
-    def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
-        return [self._read_artifact(manifests.results_name(self.experiment, variant.index, number)) or {}
+    async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
+        return [await self._read_artifact(manifests.results_name(self.experiment, variant.index, number)) or {}
                 for number in range(1, count + 1)]
 
-    def _wait_for_master(self, step: Step):
-        """Waits on a watch of the stage's pods, so the master's end, a pod that cannot start and a lost
-        injector are seen at once. When a watch ends with nothing seen (every WATCH_SECONDS), checks
-        whether either Job failed without a pod to show it. Returns the master pod's name, its
-        terminated state and the injectors lost on the way (onLost: Continue)."""
+    async def _wait_for_master(self, step: Step):
+        """Waits on the stage's pods, so the master's end, a pod that cannot start and a lost injector
+        are seen at once. Every WATCH_SECONDS with nothing seen, checks whether either Job failed
+        without a pod to show it. Returns the master pod's name, its terminated state and the
+        injectors lost on the way (onLost: Continue)."""
         exp = self.experiment
         master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
-        pods = PodSet(self.core, self.namespace, f"{manifests.LABEL_EXPERIMENT}={exp.name},"
-                                                 f"{manifests.LABEL_RUN}={manifests.run_id(step)}", self.stopped)
         seen: set[str] = set()
         lost: dict[str, dict[str, Any]] = {}
 
@@ -374,13 +378,10 @@ class KubernetesBackend:
             masters = [p for p in current.values() if _job_of(p) == master]
             for pod in masters:
                 if pod["metadata"].get("deletionTimestamp"):
-                    failure = self._job_failure(master)
-                    raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master pod "
-                                                          f"{pod['metadata']['name']} {_loss(pod)}"
-                                           + (f"; Job {master} failed: {failure}" if failure else ""))
+                    return "deleted", pod
             found = _master_terminated(masters, step)
             if found is not None:
-                return found
+                return "finished", found
             mine = {name: pod for name, pod in current.items() if _job_of(pod) == workers}
             causes = {name: _loss(pod) for name, pod in mine.items()}
             causes.update({name: "was deleted" for name in seen - mine.keys()})
@@ -395,18 +396,25 @@ class KubernetesBackend:
             seen.update(mine)
             return None
         while True:
-            found = pods.until(ended, timeout=WATCH_SECONDS)
+            found = await self.pods.until(exp.name, {manifests.LABEL_RUN: manifests.run_id(step)}, ended,
+                                          self.stopped, timeout=WATCH_SECONDS)
             if found is not None:
-                return (*found, list(lost.values()))
+                what, detail = found
+                if what == "finished":
+                    return (*detail, list(lost.values()))
+                failure = await self._job_failure(master)
+                raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master pod "
+                                                      f"{detail['metadata']['name']} {_loss(detail)}"
+                                       + (f"; Job {master} failed: {failure}" if failure else ""))
             for job_name in (master, workers):
-                failure = self._job_failure(job_name)
+                failure = await self._job_failure(job_name)
                 if failure:
                     raise ExperimentFailed("StageFailed", f"{step.label()}: Job {job_name} failed: {failure}"
                                            + self._master_output(master))
 
-    def _job_failure(self, name: str) -> str | None:
+    async def _job_failure(self, name: str) -> str | None:
         try:
-            job = self.batch.read_namespaced_job_status(name, self.namespace)
+            job = await call(self.batch.read_namespaced_job_status, name, self.namespace)
         except ApiException as e:
             if e.status == 404:
                 return "the Job was deleted"
@@ -417,11 +425,12 @@ class KubernetesBackend:
         return None
 
     def _master_output(self, master: str) -> str:
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"job-name={master}").items
-        for pod in pods:
-            for cs in pod.status.container_statuses or []:
-                if cs.state and cs.state.terminated and cs.state.terminated.message:
-                    return f"; master said: {cs.state.terminated.message[-500:]}"
+        pods = self.pods.snapshot(self.experiment.name, {"job-name": master})
+        for pod in pods.values():
+            for cs in _containers(pod):
+                message = ((cs.get("state") or {}).get("terminated") or {}).get("message")
+                if message:
+                    return f"; master said: {message[-500:]}"
         return ""
 
 

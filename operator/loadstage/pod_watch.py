@@ -1,13 +1,14 @@
-"""The pods of one label selector, listed once and then kept current by watches that resume from
-the last resourceVersion, so waiting costs one request per WATCH_SECONDS however many pods change,
-and a thousand pods starting cost no re-list. Pods are plain dicts, as the API server sends them.
-
-A watch blocks in a socket read; one shared thread shuts a watch's connection down when its
-stop flag is set, so a stopped experiment lets go within a second."""
+"""The pods of every LoadExperiment in a namespace, kept by one watch thread per namespace: listed
+once, then watched from the last resourceVersion (relisted only on 410 Gone), so however many
+experiments wait and however many pods change, a namespace costs one request per WATCH_SECONDS.
+Experiments wait on it in the event loop, without a thread of their own. Pods are plain dicts,
+as the API server sends them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import threading
 import time
 from typing import Any, Callable, TypeVar
@@ -17,89 +18,116 @@ from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from .engine import Cancelled
+from .manifests import LABEL_EXPERIMENT
 
 WATCH_SECONDS = 290     # under the API server's default --min-request-timeout spread (300-600 s)
+RETRY_SECONDS = 5
+WAKE_SECONDS = 1.0      # how soon a waiter sees its stop flag
 T = TypeVar("T")
 Pod = dict[str, Any]
-
-
-class _Interrupter:
-    """One thread for every open watch of the process: shuts down those whose stop flag is set."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._open: dict[int, tuple[Any, Any]] = {}
-        self._thread: threading.Thread | None = None
-
-    def add(self, response, stopped) -> None:
-        with self._lock:
-            self._open[id(response)] = (response, stopped)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="watch-interrupter", daemon=True)
-                self._thread.start()
-
-    def remove(self, response) -> None:
-        with self._lock:
-            self._open.pop(id(response), None)
-
-    def _loop(self) -> None:
-        while True:
-            time.sleep(0.5)
-            with self._lock:
-                stopped = [r for r, flag in self._open.values() if flag.is_set()]
-            for response in stopped:
-                try:
-                    response.shutdown()
-                except Exception:  # noqa: BLE001  already closed
-                    pass
-
-
-INTERRUPTER = _Interrupter()
+log = logging.getLogger(__name__)
 
 
 class _Expired(Exception):
     """410 Gone: the resourceVersion is too old to resume from; list again."""
 
 
-class PodSet:
-    def __init__(self, core: client.CoreV1Api, namespace: str, selector: str, stopped):
-        self.core, self.namespace, self.selector, self.stopped = core, namespace, selector, stopped
-        self.pods: dict[str, Pod] = {}
-        self.version: str | None = None
+class NamespacePods:
+    """Every pod labelled with an experiment in one namespace, by experiment."""
 
-    def list(self) -> None:
-        response = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector,
+    def __init__(self, core: client.CoreV1Api, namespace: str, loop: asyncio.AbstractEventLoop):
+        self.core, self.namespace, self.loop = core, namespace, loop
+        self._lock = threading.Lock()
+        self._pods: dict[str, dict[str, Pod]] = {}
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self.version: str | None = None
+        self.listed = False
+        self.failure: BaseException | None = None   # the last list or watch error, until one succeeds
+        threading.Thread(target=self._run, name=f"pods-{namespace}", daemon=True).start()
+
+    def snapshot(self, experiment: str, labels: dict[str, str]) -> dict[str, Pod]:
+        with self._lock:
+            pods = self._pods.get(experiment, {})
+            return {name: pod for name, pod in pods.items()
+                    if all(pod["metadata"]["labels"].get(k) in v.split(",") for k, v in labels.items())}
+
+    async def until(self, experiment: str, labels: dict[str, str], check: Callable[[dict[str, Pod]], T | None],
+                    stopped, timeout: float | None = None) -> T | None:
+        """The first non-None check(pods) of the experiment's pods with these labels (a value may list
+        several, comma-separated), evaluated now and after every change; None after `timeout` seconds.
+        Raises Cancelled when `stopped` is set, and the watch's error while it cannot list or watch."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        changed = asyncio.Event()
+        self._waiters.setdefault(experiment, set()).add(changed)
+        try:
+            while True:
+                changed.clear()
+                if self.failure is not None:
+                    raise self.failure
+                if self.listed:
+                    result = check(self.snapshot(experiment, labels))
+                    if result is not None:
+                        return result
+                if stopped.is_set():
+                    raise Cancelled()
+                remaining = WAKE_SECONDS if deadline is None else deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                try:
+                    await asyncio.wait_for(changed.wait(), min(WAKE_SECONDS, remaining))
+                except TimeoutError:
+                    pass
+        finally:
+            self._waiters[experiment].discard(changed)
+
+    def _wake(self, experiments: set[str] | None) -> None:
+        for experiment in self._waiters if experiments is None else experiments:
+            for changed in self._waiters.get(experiment, ()):
+                changed.set()
+
+    def _changed(self, experiments: set[str] | None) -> None:
+        """Wakes the waiters of these experiments (None: all) in the event loop."""
+        try:
+            self.loop.call_soon_threadsafe(self._wake, experiments)
+        except RuntimeError:  # the loop is closed: the operator is exiting
+            pass
+
+    def _run(self) -> None:
+        while not self.loop.is_closed():
+            try:
+                if self.version is None:
+                    self._list()
+                self._watch()
+                self.failure = None
+            except _Expired:
+                self.version = None
+            except Exception as e:  # noqa: BLE001  waiters raise it; the watch retries
+                if self.failure is None:
+                    log.warning("watching pods in %s: %s; retrying every %ds", self.namespace, e, RETRY_SECONDS)
+                self.failure = e
+                self._changed(None)
+                time.sleep(RETRY_SECONDS)
+
+    def _list(self) -> None:
+        response = self.core.list_namespaced_pod(self.namespace, label_selector=LABEL_EXPERIMENT,
                                                  _preload_content=False)
         listed = json.loads(response.data)
-        self.pods = {p["metadata"]["name"]: p for p in listed["items"]}
-        self.version = listed["metadata"]["resourceVersion"]
+        pods: dict[str, dict[str, Pod]] = {}
+        for pod in listed["items"]:
+            pods.setdefault(pod["metadata"]["labels"][LABEL_EXPERIMENT], {})[pod["metadata"]["name"]] = pod
+        with self._lock:
+            touched = set(self._pods) | set(pods)
+            self._pods = pods
+            self.version = listed["metadata"]["resourceVersion"]
+            self.listed = True
+            self.failure = None
+        self._changed(touched)
 
-    def until(self, check: Callable[[dict[str, Pod]], T | None], timeout: float | None = None) -> T | None:
-        """Lists if never listed, then returns the first non-None check(pods), evaluated now and after
-        every change; None after `timeout` seconds. Raises Cancelled when the stop flag is set."""
-        if self.version is None:
-            self.list()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        result = check(self.pods)
-        while result is None:
-            if self.stopped.is_set():
-                raise Cancelled()
-            remaining = WATCH_SECONDS if deadline is None else deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            try:
-                result = self._watch(check, min(WATCH_SECONDS, max(1, int(remaining))))
-            except _Expired:
-                self.list()
-                result = check(self.pods)
-        return result
-
-    def _watch(self, check: Callable[[dict[str, Pod]], T | None], seconds: int) -> T | None:
+    def _watch(self) -> None:
         response = self.core.list_namespaced_pod(
-            self.namespace, label_selector=self.selector, watch=True, resource_version=self.version,
-            allow_watch_bookmarks=True, timeout_seconds=seconds, _preload_content=False,
-            _request_timeout=(10, seconds + 15))
-        INTERRUPTER.add(response, self.stopped)
+            self.namespace, label_selector=LABEL_EXPERIMENT, watch=True, resource_version=self.version,
+            allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS, _preload_content=False,
+            _request_timeout=(10, WATCH_SECONDS + 15))
         try:
             for line in iter_resp_lines(response):
                 event = json.loads(line)
@@ -108,24 +136,33 @@ class PodSet:
                     if obj.get("code") == 410:
                         raise _Expired()
                     raise ApiException(status=obj.get("code"), reason=obj.get("message"))
+                self.failure = None
+                if kind != "BOOKMARK":
+                    self._apply(kind, obj)
                 self.version = obj["metadata"]["resourceVersion"]
-                if kind == "BOOKMARK":
-                    continue
-                if kind == "DELETED":
-                    self.pods.pop(obj["metadata"]["name"], None)
-                else:
-                    self.pods[obj["metadata"]["name"]] = obj
-                result = check(self.pods)
-                if result is not None:
-                    return result
-        except Exception:
-            if self.stopped.is_set():
-                raise Cancelled() from None
-            raise
         finally:
-            INTERRUPTER.remove(response)
             response.close()
             response.release_conn()
-        if self.stopped.is_set():
-            raise Cancelled()
-        return None
+
+    def _apply(self, kind: str, pod: Pod) -> None:
+        experiment, name = pod["metadata"]["labels"][LABEL_EXPERIMENT], pod["metadata"]["name"]
+        with self._lock:
+            pods = self._pods.setdefault(experiment, {})
+            if kind == "DELETED":
+                pods.pop(name, None)
+            else:
+                pods[name] = pod
+        self._changed({experiment})
+
+
+class PodWatches:
+    """One NamespacePods per namespace, started when an experiment there first waits."""
+
+    def __init__(self, core: client.CoreV1Api):
+        self.core = core
+        self._namespaces: dict[str, NamespacePods] = {}
+
+    def __call__(self, namespace: str) -> NamespacePods:
+        if namespace not in self._namespaces:
+            self._namespaces[namespace] = NamespacePods(self.core, namespace, asyncio.get_running_loop())
+        return self._namespaces[namespace]
