@@ -127,22 +127,26 @@ def pods(cluster, namespace, selector):
     return cluster.core.list_namespaced_pod(namespace, label_selector=selector).items
 
 
+def _terminate(cluster, namespace, pod, phase, ready_reason, exit_code, reason, message):
+    """What a kubelet writes when a pod's only container has exited (restartPolicy Never)."""
+    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    cs = pod.status.container_statuses[0]
+    cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "False", "reason": ready_reason}],
+        "containerStatuses": [{
+            "name": cs.name, "image": cs.image, "imageID": "", "ready": False, "restartCount": 0,
+            "started": False, "state": {"terminated": {
+                "exitCode": exit_code, "reason": reason, "message": message,
+                "startedAt": now, "finishedAt": now}}}]}})
+
+
 def finish_job_pods(cluster, namespace, job_name, message=""):
     """What a kubelet writes when a Job's containers exit 0: the master's termination message."""
-    now = dt.datetime.now(dt.timezone.utc).isoformat()
-    found = [p for p in pods(cluster, namespace, f"job-name={job_name}") if p.status.container_statuses]
     finished = 0
-    for pod in found:
-        cs = pod.status.container_statuses[0]
+    for pod in [p for p in pods(cluster, namespace, f"job-name={job_name}") if p.status.container_statuses]:
         try:
-            cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
-                "phase": "Succeeded",
-                "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
-                "containerStatuses": [{
-                    "name": cs.name, "image": cs.image, "imageID": "", "ready": False, "restartCount": 0,
-                    "started": False, "state": {"terminated": {
-                        "exitCode": 0, "reason": "Completed", "message": message,
-                        "startedAt": now, "finishedAt": now}}}]}})
+            _terminate(cluster, namespace, pod, "Succeeded", "PodCompleted", 0, "Completed", message)
             finished += 1
         except ApiException as e:
             if e.status != 404:  # the operator deleted the Job once the master finished
@@ -151,17 +155,8 @@ def finish_job_pods(cluster, namespace, job_name, message=""):
 
 
 def crash_pod(cluster, namespace, pod, exit_code=1, message=""):
-    """What a kubelet writes when a pod's only container exits non-zero (restartPolicy Never)."""
-    now = dt.datetime.now(dt.timezone.utc).isoformat()
-    cs = pod.status.container_statuses[0]
-    cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
-        "phase": "Failed",
-        "conditions": [{"type": "Ready", "status": "False", "reason": "PodFailed"}],
-        "containerStatuses": [{
-            "name": cs.name, "image": cs.image, "imageID": "", "ready": False, "restartCount": 0,
-            "started": False, "state": {"terminated": {
-                "exitCode": exit_code, "reason": "Error", "message": message,
-                "startedAt": now, "finishedAt": now}}}]}})
+    """What a kubelet writes when a pod's only container exits non-zero."""
+    _terminate(cluster, namespace, pod, "Failed", "PodFailed", exit_code, "Error", message)
 
 
 @dataclass(frozen=True)
