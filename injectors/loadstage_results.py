@@ -5,7 +5,7 @@
   and --stage-seconds.
 - Every injector records every request into HDR histograms per method and name
   (loadstage.stage_recorder); each worker report carries them, and the injector's peak CPU, to
-  the master, which merges them exactly and cuts a time series every 5 s.
+  the master, which merges them exactly; each second's requests make a row of the time series.
 - With --pacing, every user starts a task on a fixed schedule (an open model). A request's time
   from its task's intended start is recorded beside its response time, so the queueing that a
   closed model hides (coordinated omission) shows.
@@ -34,7 +34,7 @@ from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 from loadstage import summary
 from loadstage.server_metrics import scrape_served_requests, served_between
-from loadstage.stage_recorder import REPORT_KEY, WINDOW_SECONDS, StageRecorder
+from loadstage.stage_recorder import REPORT_KEY, WINDOW_SECONDS, WINDOW_SETTLE_SECONDS, StageRecorder
 
 CPU_SAMPLE_SECONDS = 2.0
 
@@ -120,13 +120,13 @@ def _sample_cpu(recorder):
         recorder.note_cpu(process.cpu_percent())
 
 
-def _cut_windows(environment):
+def _settle_windows(environment):
     recorder = environment.loadstage
     while True:
         gevent.sleep(WINDOW_SECONDS)
         if not isinstance(environment.runner, MasterRunner):
             recorder.keep_unsent()
-        recorder.cut_window()
+        recorder.close_windows(time.time() - WINDOW_SETTLE_SECONDS)
 
 
 @events.init.add_listener
@@ -174,8 +174,7 @@ def _on_test_start(environment, **_kwargs):
     if options.target_metrics:
         # fired before any user is dispatched: nothing of this stage has reached the target yet
         environment.loadstage_served_before = scrape_served_requests(_target_metrics(options))
-    environment.loadstage.start_series()
-    gevent.spawn(_cut_windows, environment)
+    gevent.spawn(_settle_windows, environment)
     if options.stage_seconds:
         gevent.spawn(_end_stage, environment, options.stage_seconds)
 
@@ -200,7 +199,7 @@ def _on_quitting(environment, **_kwargs):
     recorder = environment.loadstage
     if not isinstance(environment.runner, MasterRunner):
         recorder.keep_unsent()
-    recorder.cut_window()
+    recorder.close_windows()
     workers = getattr(environment.runner, "worker_index_max", None)
     headline, artifact = summary.build(environment.stats, recorder, injectors=workers, served_requests=served)
     if options.artifact_file:

@@ -157,18 +157,28 @@ def test_an_artifact_too_large_for_a_configmap_drops_the_least_requested_histogr
     assert fitted["histogram"] == artifact["histogram"]
 
 
-def test_the_time_series_has_windows_with_rates_and_percentiles():
-    recorder = StageRecorder()
-    recorder.start_series(now=1000.0)
-    for ms in range(1, 101):
-        recorder.record("GET", "/", float(ms))
-    recorder.keep_unsent()
-    recorder.cut_window(now=1005.0)
-    recorder.cut_window(now=1010.0)
-    first, second = recorder.series
-    assert (first["start"], first["seconds"], first["requests"], first["rps"]) == (1000.0, 5.0, 100, 20.0)
+def test_the_time_series_merges_each_seconds_histograms_from_every_injector():
+    master, workers = StageRecorder(), [StageRecorder(), StageRecorder()]
+    for i, worker in enumerate(workers):
+        for ms in range(1, 51):
+            worker.record("GET", "/", float(ms + 50 * i), at=1000.5)     # second 1000: 1..100 ms from the two
+        worker.record("GET", "/", 7.0, at=1003.2)                       # second 1003; 1001 and 1002 are empty
+    for worker in workers:
+        master.merge_report(worker.report())
+    master.close_windows(before=1001.0)
+    assert [r["start"] for r in master.series] == [1000.0]                # 1003 is still open
+    first = master.series[0]
+    assert (first["seconds"], first["requests"], first["rps"]) == (1.0, 100, 100.0)
     assert first["p50Ms"] == pytest.approx(50.0, rel=1e-3) and first["p99Ms"] == pytest.approx(99.0, rel=1e-3)
-    assert second["requests"] == 0 and second["p99Ms"] is None
+    master.close_windows()
+    assert [(r["start"], r["requests"], r["p99Ms"]) for r in master.series[1:]] == [
+        (1001.0, 0, None), (1002.0, 0, None), (1003.0, 2, pytest.approx(7.0, rel=1e-3))]
+    # a report that comes after its second was closed still counts, in the count
+    late = StageRecorder()
+    late.record("GET", "/", 9.0, at=1000.9)
+    master.merge_report(late.report())
+    assert master.series[0]["requests"] == 101
+    assert sum(h.get_total_count() for h in master.raw.values()) == 103
 
 
 def test_nearest_rank_over_merged_counts_in_the_old_locust_dict_method():

@@ -195,6 +195,9 @@ def test_scaling_shrinks_stages_and_users_but_keeps_the_ladder():
     assert small.spec.injectors.users_per_injector == 20
     assert small.spec.injectors.spawn_rate == 10
     assert e.spec.stages[0].duration == 1200
+    # a result file's spec says what ran, and parses back to the same plan
+    again = parse_experiment(small.source)
+    assert again.spec == small.spec and e.source["spec"]["stages"][0]["duration"] == "20m"
 
 
 def test_examples_are_valid():

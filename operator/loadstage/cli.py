@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from . import histograms, report, result_source
+from . import compare, histograms, report, result_source
 from .engine import BlockingBackend, Cancelled, ExperimentFailed, StageEngine, new_status, now
 from .local_backend import LocalBackend, Progress
 from .crd import render_crd
@@ -25,7 +25,10 @@ from .manifests import Images
 from .model import API_GROUP, API_VERSION, KIND, Experiment, load_experiment_file
 from .schema import ValidationError, format_duration, parse_duration
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS, EXIT_REGRESSION = 0, 1, 2, 3, 4
+REPORT_FORMATS = ("table", "markdown", "csv", "html")
+SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html",
+                  ".txt": "table"}
 DEFAULT_IMAGES = Images(runner="loadstage/runner-app:0.1.0", injector="loadstage/injector:0.1.0",
                         redis="redis:7.2-alpine")
 
@@ -45,6 +48,13 @@ def _scale_arg(text: str) -> float:
     if not 0 < value <= 100:
         raise argparse.ArgumentTypeError(f"must be a number > 0 and <= 100, got {text!r}")
     return value
+
+
+def _tolerance_arg(text: str) -> float:
+    try:
+        return compare.parse_tolerance(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,9 +80,28 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="check an experiment file and show its plan")
     validate.add_argument("file")
 
-    rep = sub.add_parser("report", help="print the results of a run: a result file or lx/NAME in a cluster")
+    rep = sub.add_parser("report", help="the results of a run (a result file or lx/NAME in a cluster) as a table, "
+                                        "Markdown, CSV or a self-contained HTML page with charts")
     rep.add_argument("source", help="a result file from `loadstage run -o`, or lx/NAME (current kubeconfig)")
     rep.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
+    rep.add_argument("--format", choices=REPORT_FORMATS,
+                     help="table (default), markdown (the seeds' layout), csv (a row per stage and variant) or html "
+                          "(one file, charts inline); with -o FILE.md/.csv/.html the suffix picks it")
+    rep.add_argument("-o", "--output", help="write to this file instead of standard output")
+    rep.add_argument("--follow", action="store_true",
+                     help="print the table again whenever a stage finishes, until the run has ended; exits "
+                          f"{EXIT_OK} if it Succeeded, {EXIT_FAILED} if it Failed")
+
+    cmp = sub.add_parser("compare", help="the matching stages of two runs side by side; exits "
+                                         f"{EXIT_REGRESSION} if one regressed")
+    cmp.add_argument("base", help="the run to compare with: a result file or lx/NAME")
+    cmp.add_argument("new", help="the run to judge: a result file or lx/NAME")
+    cmp.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
+    cmp.add_argument("--tolerance", default="10%", type=_tolerance_arg,
+                     help="how much worse a figure may get before it counts (default 10%%): p99 and p99.9 up, "
+                          "throughput down, the error rate up")
+    cmp.add_argument("--format", choices=("table", "markdown"), default="table",
+                     help="table (default) or markdown (for a pull-request comment)")
 
     art = sub.add_parser("artifacts", help="write every stage's histograms and rows (a result file or lx/NAME) "
                                            "to a directory")
@@ -228,7 +257,7 @@ def cmd_run(args) -> int:
             signal.signal(s, handler)
     on_update(status)
     printer.say("")
-    print_results(status)
+    sys.stdout.write(_table_report(status, with_phase=False))
     if status["phase"] != "Succeeded":
         printer.say(f"{status['phase']}: {status['message']}")
         printer.say(f"logs kept in {workdir}")
@@ -242,20 +271,101 @@ def cmd_run(args) -> int:
     return code
 
 
-def print_results(status: dict[str, Any]) -> None:
+def _table_report(status: dict[str, Any], with_phase: bool = True) -> str:
+    lines = []
     if any(v["stages"] for v in status["variants"]):
-        print(report.render_report(status))
-    for line in report.render_capacity(status) + report.render_cross_check(status):
-        print(line)
+        lines.append(report.render_report(status))
+    lines += report.render_capacity(status) + report.render_cross_check(status)
+    if with_phase and status.get("phase") != "Succeeded":
+        lines.append(f"{status.get('phase', 'Pending')}: {status.get('message', '')}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _report_format(args) -> str:
+    if args.format:
+        return args.format
+    suffix = Path(args.output).suffix.lower() if args.output else ""
+    if args.output and suffix not in SUFFIX_FORMATS:
+        raise ValidationError([("--format", f"cannot tell the format from {args.output!r}: give --format, or name "
+                                            f"the file .md, .csv, .html or .txt")])
+    return SUFFIX_FORMATS.get(suffix, "table")
+
+
+def render_document(source: str, document: dict[str, Any], form: str, namespace: str | None = None) -> str:
+    status = document["status"]
+    if form == "table":
+        return _table_report(status)
+    experiment = result_source.experiment_of(source, document)
+    if form == "markdown":
+        from .report_markdown import render_markdown
+        return render_markdown(experiment, status)
+    if form == "csv":
+        from .report_csv import render_csv
+        return render_csv(experiment, status)
+    try:
+        from .report_html import render_html
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ValidationError([("--format html", "needs matplotlib: pip install 'loadstage[report]'")]) from None
+    artifacts = {(v, s): a for v, s, a in result_source.load_artifacts(source, namespace, document)}
+    return render_html(experiment, status, artifacts)
+
+
+def _write(text: str, output: str | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    path = Path(output)
+    try:
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise ValidationError([("--output", f"cannot write {output}: {e.strerror}")]) from None
 
 
 def cmd_report(args) -> int:
+    form = _report_format(args)
+    if args.follow:
+        if form != "table" or args.output:
+            raise ValidationError([("--follow", "prints the table to the terminal; write the other formats "
+                                                "once the run has ended")])
+        return _follow(args)
     document = result_source.load_document(args.source, args.namespace)
-    status = document["status"]
-    print_results(status)
-    if status.get("phase") != "Succeeded":
-        print(f"{status.get('phase', 'Pending')}: {status.get('message', '')}")
+    _write(render_document(args.source, document, form, args.namespace), args.output)
+    if args.output:
+        print(f"{form} report written to {args.output}", file=sys.stderr)
     return EXIT_OK
+
+
+def _follow(args) -> int:
+    shown = None
+    for document in result_source.follow(args.source, args.namespace):
+        status = document.get("status") or {}
+        variants = status.get("variants") or []
+        finished = sum(len(v.get("stages", [])) for v in variants)
+        state = (status.get("phase"), finished)
+        if state == shown:
+            continue
+        shown = state
+        total = len(variants) * len(document.get("spec", {}).get("stages", []))
+        print(f"== {time.strftime('%H:%M:%S')} {status.get('phase', 'Pending')}: {finished} of {total or '?'} "
+              f"stage(s) finished ==")
+        if variants:
+            sys.stdout.write(_table_report(status))
+        sys.stdout.flush()
+    return EXIT_OK if shown and shown[0] == "Succeeded" else EXIT_FAILED
+
+
+def cmd_compare(args) -> int:
+    runs = []
+    for source in (args.base, args.new):
+        document = result_source.load_document(source, args.namespace)
+        runs.append((result_source.experiment_of(source, document), document["status"]))
+    comparison = compare.compare(runs[0], runs[1], args.tolerance, names=(args.base, args.new))
+    sys.stdout.write(compare.render_markdown(comparison) if args.format == "markdown"
+                     else compare.render_table(comparison))
+    return EXIT_REGRESSION if comparison.regressed else EXIT_OK
 
 
 def cmd_artifacts(args) -> int:
@@ -346,7 +456,8 @@ def _lead(args):
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "artifacts": cmd_artifacts,
+        return {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "compare": cmd_compare,
+                "artifacts": cmd_artifacts,
                 "crd": cmd_crd, "operator": cmd_operator}[args.command](args)
     except ValidationError as e:
         for path, message in e.problems:

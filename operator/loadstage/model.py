@@ -3,6 +3,7 @@ shared by the local engine, the operator and the CRD generator."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import yaml
 
 from .schema import (Bool, Duration, Int, ListOf, MapOf, Obj, Percent, Problems, Rule, Str,
-                     ValidationError)
+                     ValidationError, format_duration)
 
 API_GROUP = "loadstage.io"
 API_VERSION = "v1alpha1"
@@ -190,19 +191,26 @@ class Experiment:
     def scaled(self, *, stage_duration: float | None = None, warmup_duration: float | None = None,
                users_scale: float | None = None) -> "Experiment":
         """Shrinks an experiment to a machine: every stage lasts `stage_duration`,
-        users and spawn rate per injector are multiplied by `users_scale`."""
+        users and spawn rate per injector are multiplied by `users_scale`. The source says so too,
+        so that a result file's spec is what ran."""
         spec = self.spec
+        source = copy.deepcopy(self.source)
+        written = source.setdefault("spec", {})
         if stage_duration is not None:
             spec = replace(spec, stages=[replace(s, duration=stage_duration) for s in spec.stages])
+            written["stages"] = [{**s, "duration": format_duration(stage_duration)} for s in written["stages"]]
         if warmup_duration is not None and spec.warmup is not None:
             spec = replace(spec, warmup=replace(spec.warmup, duration=warmup_duration))
+            written["warmup"]["duration"] = format_duration(warmup_duration)
         if users_scale is not None:
             inj = spec.injectors
             spec = replace(spec, injectors=replace(
                 inj,
                 users_per_injector=max(1, round(inj.users_per_injector * users_scale)),
-                spawn_rate_per_injector=max(1.0, inj.spawn_rate * users_scale)))
-        return replace(self, spec=spec)
+                spawn_rate_per_injector=max(1, round(inj.spawn_rate * users_scale))))
+            written.setdefault("injectors", {}).update(usersPerInjector=spec.injectors.users_per_injector,
+                                                       spawnRatePerInjector=spec.injectors.spawn_rate_per_injector)
+        return replace(self, spec=spec, source=source)
 
 
 def _no_duplicates(values) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .model import Experiment
 from .schema import format_duration
 
 STAGE_COLUMNS = ["Injectors", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99", "POSTs avg",
@@ -18,7 +19,10 @@ FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to th
 
 
 def _ms(value) -> str:
-    return "-" if value is None else f"{value:.0f}"
+    """Milliseconds to 3 significant digits (the histograms' resolution), whole above 100."""
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _p999(latency: dict[str, Any]) -> str:
@@ -118,9 +122,7 @@ def render_report(status: dict[str, Any]) -> str:
     pivot_header, pivot_table = pivot_rows(status)
     if len(status["variants"]) > 1 and pivot_table:
         parts += ["", "99th percentile per stage (ms):", render(pivot_header, pivot_table, left=())]
-    cells = [c for rows in (stage_table, headline_table) for row in rows for c in row]
-    notes = ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in cells) else []) + \
-            ([FOOTNOTES["injector-bound"]] if any("(injector-bound)" in c for c in cells) else [])
+    notes = footnotes([c for rows in (stage_table, headline_table) for row in rows for c in row])
     if notes:
         parts += ["", *notes]
     return "\n".join(parts)
@@ -170,3 +172,88 @@ def progress_line(label: str, elapsed: float, duration: float, snapshot: dict[st
     return (f"{label}: {format_duration(int(elapsed))}/{format_duration(duration)}"
             f"  users {snapshot.get('users', 0)}  workers {snapshot.get('workers', 0)}"
             f"  {rps if rps is not None else 0:.0f} req/s  p99 {_ms(p99)} ms")
+
+
+# -- the seeds' tables: what a performance-investigation page shows ---------------------------------
+
+SETTING_NAMES = {"pods": "pods", "workers": "workers", "threads": "threads", "workerClass": "worker class"}
+PERCENTILE_COLUMNS = ["50th", "90th", "95th", "99th", "99.9th"]
+INJECTORS_COLUMN = "Load injector instances"
+
+
+def key_settings(status: dict[str, Any]) -> list[str]:
+    """The settings that tell the variants apart; every setting when there is one variant."""
+    return _varying(status) or list(status["variants"][0]["settings"]) if status["variants"] else []
+
+
+def seeds_headline_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    keys = key_settings(status)
+    rows = [[*(str(v["settings"][k]) for k in keys), *_percentiles(v["aggregate"]["latencyMs"]),
+             _count(v["aggregate"]["requests"]), _count(v["aggregate"].get("redisPeakConnections"))]
+            for v in status["variants"] if v.get("aggregate")]
+    return [*(SETTING_NAMES.get(k, k) for k in keys), *PERCENTILE_COLUMNS, "total requests",
+            "Redis connections (peak)"], rows
+
+
+def seeds_pivot_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    _, rows = pivot_rows(status)
+    return [INJECTORS_COLUMN, *(variant_label(status, v) for v in status["variants"])], rows
+
+
+def methods(status: dict[str, Any]) -> list[str]:
+    """GET and POST first, as the seeds have them, then any other method a locustfile used."""
+    seen = {m for v in status["variants"] for s in v["stages"] for m in s.get("byMethod", {})}
+    return [m for m in ("GET", "POST") if m in seen] + sorted(seen - {"GET", "POST"})
+
+
+def breakdown_rows(status: dict[str, Any], variant: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The seeds' table of one variant: one row per stage."""
+    shown = methods(status)
+    rows = [[str(s["injectors"]), *_percentiles(s["latencyMs"]),
+             *(_method(s.get("byMethod", {}), m, "mean") for m in shown), _count(s["requests"])]
+            for s in variant["stages"]]
+    return [INJECTORS_COLUMN, *PERCENTILE_COLUMNS, *(f"{m}s Average" for m in shown), "Total Requests"], rows
+
+
+def _values(status: dict[str, Any], key: str) -> str:
+    values = list(dict.fromkeys(v["settings"][key] for v in status["variants"]))
+    return ", ".join(map(str, values)) + (" (one variant each)" if len(values) > 1 else "")
+
+
+def profile_rows(experiment: Experiment, status: dict[str, Any]) -> list[list[str]]:
+    """The benchmark profile: Option | Value."""
+    spec = experiment.spec
+    target, injectors = spec.target, spec.injectors
+    durations = list(dict.fromkeys(format_duration(s.duration) for s in spec.stages))
+    rows = [["Target app", target.app + (f" ({target.image})" if target.image else "")],
+            *([f"Target {SETTING_NAMES[k]}" if k == "pods" else f"Gunicorn {SETTING_NAMES[k]}", _values(status, k)]
+              for k in ("pods", "workers", "threads", "workerClass") if status["variants"]),
+            ["Users per injector", f"{injectors.users_per_injector:,}"],
+            ["Spawn rate per injector", f"{injectors.spawn_rate:g} users/s"]]
+    if injectors.pacing is not None:
+        rows.append(["Pacing", f"one task every {format_duration(injectors.pacing)} per user (open model)"])
+    else:
+        rows.append(["Wait time", f"{format_duration(injectors.wait_time.min)} to "
+                                  f"{format_duration(injectors.wait_time.max)}"])
+    scenario = (injectors.locustfile.path or f"ConfigMap {injectors.locustfile.config_map.name}"
+                if injectors.locustfile else f"built-in {injectors.scenario or 'respondent'}")
+    rows += [["Scenario", scenario],
+             ["Stage duration", ", ".join(durations)],
+             ["Load injector ladder", ", ".join(str(s.injectors) for s in spec.stages)],
+             ["Users per stage", ", ".join(f"{injectors.users_for(s.injectors):,}" for s in spec.stages)],
+             ["Warm-up", f"{spec.warmup.injectors} injector(s) for {format_duration(spec.warmup.duration)}, "
+                         f"not counted" if spec.warmup else "none"],
+             ["Redis", "deployed for each variant" if spec.redis.deployed else "external"]]
+    if target.env:
+        rows.append(["Target environment", ", ".join(f"{k}={v}" for k, v in sorted(target.env.items()))])
+    if spec.thresholds is not None:
+        limits = [f"{name} <= {format_duration(ms / 1000)}" for name, ms in spec.thresholds.latency_limits_ms().items()]
+        if spec.thresholds.error_rate is not None:
+            limits.append(f"error rate <= {spec.thresholds.error_rate:.2%}")
+        rows.append(["Thresholds", ", ".join(limits)])
+    return rows
+
+
+def footnotes(cells: list[str]) -> list[str]:
+    return ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in cells) else []) + \
+           ([FOOTNOTES["injector-bound"]] if any("(injector-bound)" in c for c in cells) else [])

@@ -6,6 +6,7 @@ cluster in the ConfigMaps the operator keeps, one per stage."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import yaml
 
 from .crd import PLURAL
 from .manifests import ARTIFACT_KEY, LABEL_COMPONENT, LABEL_EXPERIMENT, LABEL_RUN
-from .model import API_GROUP, API_VERSION
+from .model import API_GROUP, API_VERSION, Experiment, parse_experiment
 from .schema import ValidationError
 
 RESOURCE_PREFIXES = ("lx/", "loadexperiment/", "loadexperiments/")
@@ -69,9 +70,18 @@ def _from_cluster(source: str, namespace: str | None) -> dict[str, Any]:
         raise _api_error(source, namespace, e) from None
 
 
-def load_artifacts(source: str, namespace: str | None = None) -> list[tuple[int, int, dict[str, Any]]]:
+def experiment_of(source: str, document: dict[str, Any]) -> Experiment:
+    """The experiment a result document ran; its problems are named with the source."""
+    try:
+        return parse_experiment({k: document[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in document})
+    except ValidationError as e:
+        raise ValidationError([(f"{source}: {path}", message) for path, message in e.problems]) from None
+
+
+def load_artifacts(source: str, namespace: str | None = None,
+                   document: dict[str, Any] | None = None) -> list[tuple[int, int, dict[str, Any]]]:
     """(variant, stage, artifact) of every finished stage, both numbered from 1."""
-    document = load_document(source, namespace)
+    document = document or load_document(source, namespace)
     if not is_resource(source):
         return [(v["variant"], number, artifact) for v in document.get("artifacts", [])
                 for number, artifact in enumerate(v["stages"], 1) if artifact]
@@ -87,3 +97,52 @@ def load_artifacts(source: str, namespace: str | None = None) -> list[tuple[int,
         variant, stage = (int(part[1:]) for part in cm.metadata.labels[LABEL_RUN].split("-"))
         found.append((variant, stage, json.loads((cm.data or {}).get(ARTIFACT_KEY, "{}"))))
     return sorted(found, key=lambda item: item[:2])
+
+
+FINISHED = ("Succeeded", "Failed")
+
+
+def _finished(document: dict[str, Any]) -> bool:
+    return document.get("status", {}).get("phase") in FINISHED
+
+
+def follow(source: str, namespace: str | None = None, poll_seconds: float = 1.0):
+    """Yields the document now and again whenever it changes, until its phase is Succeeded or Failed:
+    a result file that `loadstage run -o` rewrites after every stage, or lx/NAME through a watch."""
+    if not is_resource(source):
+        seen = None
+        while True:
+            stamp = Path(source).stat().st_mtime_ns if Path(source).exists() else None
+            if stamp != seen:
+                seen = stamp
+                document = load_document(source)
+                yield document
+                if _finished(document):
+                    return
+            time.sleep(poll_seconds)
+    yield from _follow_resource(source, namespace)
+
+
+def _follow_resource(source: str, namespace: str | None):
+    from kubernetes import watch
+    client, namespace = _cluster(source, namespace)
+    api, name = client.CustomObjectsApi(), source.split("/", 1)[1]
+    while True:
+        document = _from_cluster(source, namespace)
+        yield document
+        if _finished(document):
+            return
+        try:
+            for event in watch.Watch().stream(api.list_namespaced_custom_object, API_GROUP, API_VERSION, namespace,
+                                              PLURAL, field_selector=f"metadata.name={name}",
+                                              resource_version=document["metadata"]["resourceVersion"],
+                                              timeout_seconds=300):
+                if event["type"] == "DELETED":
+                    raise ValidationError([(source, f"was deleted in namespace {namespace}")])
+                if event["type"] == "MODIFIED":
+                    yield event["object"]
+                    if _finished(event["object"]):
+                        return
+        except client.ApiException as e:
+            if e.status != 410:
+                raise _api_error(source, namespace, e) from None

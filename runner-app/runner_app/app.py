@@ -29,6 +29,7 @@ def create_app() -> Flask:
         g.started = time.perf_counter()
         if request.url_rule is None or request.url_rule.rule not in metrics.UNINSTRUMENTED:
             delays.wait_out_stall()
+            delays.wait_request_delay()
 
     @app.after_request
     def _observe(response):

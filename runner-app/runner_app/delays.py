@@ -1,6 +1,8 @@
 """Server-side delays for tests and benchmarks:
 - named delay distributions, seeded per process (RUNNER_DELAY_SEED), so that benchmarks can load the
   app with a known and different latency shape per endpoint;
+- a delay on every request (RUNNER_DELAY=slow): one draw of that profile, to make the same app
+  slower or faster between two runs (a regression to catch);
 - stalls (RUNNER_STALL="every=20s,for=2s"): in the first 2 s of every 20 s of wall-clock time, every
   request waits until the stall is over, in every process at once, as a stop-the-world pause would."""
 
@@ -32,6 +34,25 @@ PROFILES = {
 def draw(profile: str) -> float | None:
     sample = PROFILES.get(profile)
     return None if sample is None else sample(_rng())
+
+
+def _request_profile() -> str | None:
+    name = os.environ.get("RUNNER_DELAY") or None
+    if name is not None and name not in PROFILES:
+        raise ValueError(f"RUNNER_DELAY must be one of {', '.join(PROFILES)}, got {name!r}")
+    return name
+
+
+REQUEST_PROFILE = _request_profile()
+
+
+def wait_request_delay() -> float:
+    """Sleeps for one draw of RUNNER_DELAY's profile, if it is set; returns the seconds slept."""
+    if REQUEST_PROFILE is None:
+        return 0.0
+    seconds = draw(REQUEST_PROFILE)
+    time.sleep(seconds)
+    return seconds
 
 
 def _stall() -> tuple[float, float] | None:

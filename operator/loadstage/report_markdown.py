@@ -1,0 +1,55 @@
+"""The report as Markdown, in the seeds' layout, ready to paste into a performance-investigation page:
+the benchmark profile, the headline table (one row per variant), the p99 per load stage, and one
+breakdown per variant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import report
+from .model import Experiment
+
+
+def table(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Option", "Value")) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+    align = ["---" if name in left else "---:" for name in header]
+    lines = [header, align, *rows]
+    return "\n".join("| " + " | ".join(cell(c) if i != 1 else c for c in line) + " |"
+                     for i, line in enumerate(lines))
+
+
+def render_markdown(experiment: Experiment, status: dict[str, Any]) -> str:
+    phase = status.get("phase", "Pending")
+    when = " to ".join(t for t in (status.get("startedAt"), status.get("finishedAt")) if t)
+    parts = [f"# Load experiment `{experiment.name}`", "",
+             f"{phase}{f', {when}' if when else ''}. Latencies in milliseconds, from the merged HDR histograms of "
+             f"every request (3 significant digits); a variant's row covers every request of all its stages.",
+             "", "## Benchmark profile", "", table(["Option", "Value"], report.profile_rows(experiment, status))]
+    cells: list[str] = []
+    header, rows = report.seeds_headline_rows(status)
+    if rows:
+        cells += [c for row in rows for c in row]
+        parts += ["", "## Results per variant", "", table(header, rows, left=tuple(report.SETTING_NAMES.values()))]
+    header, rows = report.seeds_pivot_rows(status)
+    if len(status["variants"]) > 1 and rows:
+        parts += ["", "## 99th percentile timings per load stage", "", table(header, rows, left=())]
+    for variant in status["variants"]:
+        if not variant["stages"]:
+            continue
+        header, rows = report.breakdown_rows(status, variant)
+        cells += [c for row in rows for c in row]
+        parts += ["", f"## {report.variant_label(status, variant)}", "", table(header, rows, left=())]
+    failed = [f"- {report.variant_label(status, v)}, {s['injectors']} injectors: {', '.join(s['verdict']['violations'])}"
+              for v in status["variants"] for s in v["stages"] if s.get("verdict") and not s["verdict"]["passed"]]
+    if failed:
+        parts += ["", "## Thresholds not met", "", *failed]
+    capacity = report.render_capacity(status)
+    if capacity:
+        parts += ["", "## Capacity", "", *(f"- {line}" for line in capacity)]
+    notes = report.footnotes(cells)
+    if notes:
+        parts += ["", *(note.replace("*", "\\*", 1) + "  " for note in notes)]
+    if phase != "Succeeded" and status.get("message"):
+        parts += ["", f"**{phase}:** {status['message']}"]
+    return "\n".join(parts) + "\n"
