@@ -5,6 +5,7 @@ the termination message a real local Locust master produced."""
 import copy
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,10 +62,14 @@ def children(cluster, namespace, name):
 
 
 def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namespace, operator, sampler_redis,
-                                                                  real_stage, tmp_path):
+                                                                  real_stage, supervisor, tmp_path):
     operator()
     assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
     uid = cluster.lx(namespace, "cluster-ladder")["metadata"]["uid"]
+    kube_env = {**os.environ, "KUBECONFIG": cluster.kubeconfig}
+    follow = supervisor.start("follow", [sys.executable, "-m", "loadstage.cli", "report", "--follow",
+                                         "lx/cluster-ladder", "-n", namespace],
+                              log_path=tmp_path / "follow.log", env={"KUBECONFIG": cluster.kubeconfig})
 
     runner = wait_for(lambda: cluster.apps.list_namespaced_deployment(
         namespace, label_selector="app.kubernetes.io/component=runner").items)[0]
@@ -165,6 +170,17 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
     missing = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/no-such", "-n", namespace],
                              capture_output=True, text=True, env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
     assert missing.returncode == 2 and f"error: lx/no-such: not found in namespace {namespace}" in missing.stderr
+    # the HTML report reads every stage's time series from the ConfigMaps; --follow saw each stage finish
+    page = tmp_path / "cluster-ladder.html"
+    html = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/cluster-ladder", "-n", namespace,
+                           "-o", page], capture_output=True, text=True, env=kube_env)
+    assert html.returncode == 0, html.stderr
+    for number in (1, 2, 3):
+        assert f'id="series-v1-data-s{number}-p99"' in page.read_text()
+    assert follow.process.wait(timeout=30) == 0, follow.tail()
+    followed = follow.log_path.read_text()
+    counts = [int(n) for n in re.findall(r"^== \d\d:\d\d:\d\d \w+: (\d) of 3 stage\(s\) finished ==$", followed, re.M)]
+    assert counts[-1] == 3 and counts == sorted(counts) and {1, 2} <= set(counts), followed
     # cleanup: Delete (the default) removes every child once the experiment has ended
     wait_for(lambda: not [c for c in children(cluster, namespace, "cluster-ladder")
                           if c.metadata.deletion_timestamp is None], timeout=30)

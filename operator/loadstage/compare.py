@@ -113,18 +113,21 @@ def compare_stage(base: dict[str, Any], new: dict[str, Any], tolerance: float) -
 
 
 def _stages(status: dict[str, Any]) -> dict[tuple, tuple[str, dict[str, Any]]]:
-    found = {}
+    """Every finished stage by what it ran; a ladder that repeats a step counts its repeats apart."""
+    found: dict[tuple, tuple[str, dict[str, Any]]] = {}
     for variant in status["variants"]:
         label = report.variant_label(status, variant)
         for stage in variant["stages"]:
             key = (tuple(sorted(variant["settings"].items())), stage["injectors"], stage["users"])
-            found[key] = (label, stage)
+            repeat = sum(1 for k in found if k[:3] == key)
+            found[(*key, repeat)] = (label, stage)
     return found
 
 
 def _describe(key: tuple) -> str:
-    settings, injectors, users = key
-    return " ".join(f"{k}={v}" for k, v in settings) + f", {injectors} injectors, {users:,} users"
+    settings, injectors, users, repeat = key
+    return (" ".join(f"{k}={v}" for k, v in settings) + f", {injectors} injectors, {users:,} users"
+            + (f" (repeat {repeat + 1})" if repeat else ""))
 
 
 def compare(base: tuple[Experiment, dict[str, Any]], new: tuple[Experiment, dict[str, Any]],
