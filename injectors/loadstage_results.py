@@ -9,15 +9,19 @@
 - With --pacing, every user starts a task on a fixed schedule (an open model). A request's time
   from its task's intended start is recorded beside its response time, so the queueing that a
   closed model hides (coordinated omission) shows.
-- When Locust quits, the master (or a standalone runner) writes the stage's headline to
+- When the stage ends (or Locust quits), the master (or a standalone runner) writes the stage's headline to
   --summary-file and its artifact (every histogram, endpoint and error row, the time series) to
   --artifact-file; `-` prints the artifact as one line on stdout, for a pod's log.
 - While the stage runs the master rewrites --progress-file every second.
 - With --target-metrics, the master reads the target's own request count from every instance's
   /metrics when the stage starts and when it ends (servedRequests).
-- With --stage-seconds, the master ends the stage itself: it stops the users, waits one worker
-  report interval so that every worker's last samples arrive, then quits. (Locust's own --run-time
-  quits at once, dropping samples still in flight.)
+- With --stage-seconds, the master ends the stage itself: it asks every worker to stop its users
+  (letting requests in flight finish) and send its last report at once, waits for each worker's
+  acknowledgement, which comes after that report (at most one report interval, should a worker be
+  gone), then quits. (Locust's own --run-time quits at once, dropping samples still in flight.)
+- With --start-file, the master (or a standalone runner) waits for that file before it starts the
+  test; its workers can connect meanwhile. A stage's processes can so be started while the previous
+  stage is still ending, and its load begins the moment the file appears.
 """
 
 import json
@@ -54,6 +58,7 @@ def _add_options(parser):
                                "(a headless Service) means every address", default="")
     option("--stage-seconds", "stop the users after this long, collect the last reports, quit", type=float,
            default=0)
+    option("--start-file", "wait until this file exists before starting the test", default="")
 
 
 def _waiting(own_wait_time):
@@ -146,20 +151,58 @@ def _on_init(environment, **_kwargs):
     if isinstance(environment.runner, WorkerRunner):
         environment.events.report_to_master.add_listener(
             lambda client_id, data: data.__setitem__(REPORT_KEY, environment.loadstage.report()))
+        environment.runner.register_message(FLUSH, _flush_worker)
         return
     if isinstance(environment.runner, MasterRunner):
         environment.events.worker_report.add_listener(
             lambda client_id, data: environment.loadstage.merge_report(data.get(REPORT_KEY, {})))
+        environment.loadstage_flushed = set()
+        environment.runner.register_message(
+            FLUSHED, lambda environment, msg, **_: environment.loadstage_flushed.add(msg.node_id))
     if options.progress_file:
         gevent.spawn(_report_progress, environment, options.progress_file)
+    if options.start_file:
+        _wait_for_start_file(environment, options.start_file)   # before Locust waits for its workers and starts
+
+
+FLUSH = "loadstage_flush"          # master -> worker: stop your users, report now, then acknowledge
+FLUSHED = "loadstage_flushed"      # worker -> master: my last report is in (it was sent before this)
+FLUSH_TIMEOUT_SECONDS = WORKER_REPORT_INTERVAL + 1
+
+
+def _flush_worker(environment, msg, **_kwargs):
+    runner = environment.runner
+    runner.stop()          # users finish the request in flight (--stop-timeout), then stop
+    runner._send_stats()   # Locust's own final report: its stats and, through report_to_master, ours
+    runner.send_message(FLUSHED)
 
 
 def _end_stage(environment, seconds):
     gevent.sleep(seconds)
-    environment.runner.stop()
-    if isinstance(environment.runner, MasterRunner):
-        gevent.sleep(WORKER_REPORT_INTERVAL + 1)
-    environment.runner.quit()
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        expected = {client.id for client in runner.clients.all}
+        flushed = environment.loadstage_flushed
+        runner.send_message(FLUSH)
+        deadline = time.monotonic() + FLUSH_TIMEOUT_SECONDS
+        while not expected <= flushed and time.monotonic() < deadline:
+            gevent.sleep(0.02)
+    else:
+        runner.stop()
+    _write_results(environment)   # every sample is in: the stage's results need not wait for Locust to quit
+    runner.quit()
+
+
+def _wait_for_start_file(environment, path):
+    """Until the file exists; then, on a master, until its workers are in (Locust's own wait polls once a
+    second), for at most --expect-workers-max-wait, after which Locust's wait gives up as it would."""
+    while not os.path.exists(path):
+        gevent.sleep(0.02)
+    runner, options = environment.runner, environment.parsed_options
+    if isinstance(runner, MasterRunner):
+        deadline = time.monotonic() + (options.expect_workers_max_wait or 0)
+        while len(runner.clients.ready) < options.expect_workers and time.monotonic() < deadline:
+            gevent.sleep(0.02)
 
 
 def _target_metrics(options):
@@ -189,9 +232,16 @@ def _write_artifact(path, artifact):
 
 @events.quitting.add_listener
 def _on_quitting(environment, **_kwargs):
+    _write_results(environment)
+
+
+def _write_results(environment):
+    """The artifact, then the summary (its presence says the stage's results are complete); once."""
     options = environment.parsed_options
-    if isinstance(environment.runner, WorkerRunner) or options is None or not options.summary_file:
+    if isinstance(environment.runner, WorkerRunner) or options is None or not options.summary_file \
+            or getattr(environment, "loadstage_written", False):
         return
+    environment.loadstage_written = True
     served = None
     if options.target_metrics:
         served = served_between(getattr(environment, "loadstage_served_before", None),

@@ -42,8 +42,8 @@ def finish(proc, timeout):
 def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
     path = write_experiment(spec_doc(
         target={"pods": 1, "gunicorn": {"workers": 2}},
-        injectors={"usersPerInjector": 20, "waitTime": {"min": "0s", "max": "10ms"}},
-        stages=[{"injectors": 1, "duration": "10s"}, {"injectors": 2, "duration": "10s"}],
+        injectors={"usersPerInjector": 20, "maxUsersPerInjector": 20, "waitTime": {"min": "0s", "max": "10ms"}},
+        stages=[{"injectors": 1, "duration": "10s"}, {"users": 30, "duration": "10s"}],   # 30 users: 2 injectors
         matrix={"threads": [1, 4]}))
     out_file = tmp_path / "result.json"
     code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 240)
@@ -68,13 +68,14 @@ def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
         peaks[variant["settings"]["threads"]] = max(s["redisPeakConnections"] for s in variant["stages"])
     assert peaks[4] > peaks[1]
     # the tables: one row per stage and variant, one headline row per variant, the p99 pivot
-    assert "Injectors | 50th | 90th | 95th | 99th | 99.9th | GETs avg | GETs p99 | POSTs avg | POSTs p99 | " \
+    assert "Injectors | Users | 50th | 90th | 95th | 99th | 99.9th | GETs avg | GETs p99 | POSTs avg | POSTs p99 | " \
            "Total Requests | Redis peak" in out
     assert len([line for line in out.splitlines() if line.startswith("threads=")]) == 4 + 2
     assert "Per variant, over all its stages:" in out and "99th percentile per stage (ms):" in out
     assert "req/s" in err and "variant 2/2" in err
     second_stage = status["variants"][0]["stages"][1]
-    assert second_stage["users"] == 40
+    assert (second_stage["injectors"], second_stage["users"]) == (2, 30)
+    assert "stage 2: 2 injector(s), 30 users, 10s" in err
     # every stage's histograms are kept in the result file, and recompute the status's figures
     from loadstage import histograms
     for variant, kept in zip(status["variants"], doc["artifacts"]):

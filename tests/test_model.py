@@ -127,6 +127,15 @@ BAD = [
     ({"matrix": {"workers": list(range(1, 11)), "threads": list(range(1, 11))},
       "stages": [{"injectors": n, "duration": "1m"} for n in range(1, 7)]},
      "spec: at most 500 stages in all (variants x stages), so that the status stays small"),
+    ({"stages": [{"injectors": 2, "users": 50, "duration": "1m"}]},
+     "spec.stages[0]: set exactly one of injectors or users"),
+    ({"stages": [{"duration": "1m"}]}, "spec.stages[0]: set exactly one of injectors or users"),
+    ({"warmup": {"users": 5, "injectors": 1, "duration": "5s"}, "stages": [{"users": 5, "duration": "1m"}]},
+     "spec.warmup: set exactly one of injectors or users"),
+    ({"stages": [{"users": 0, "duration": "1m"}]}, "spec.stages[0].users: must be >= 1, got 0"),
+    ({"injectors": {"maxUsersPerInjector": 10}, "stages": [{"users": 10001, "duration": "1m"}]},
+     "spec: a stage given in users needs at most 1000 injectors: users / injectors.maxUsersPerInjector must be "
+     "<= 1000"),
 ]
 
 
@@ -205,3 +214,23 @@ def test_examples_are_valid():
     assert paths
     for path in paths:
         load_experiment_file(path)
+
+
+def test_a_ladder_by_users_gets_injectors_from_max_users_per_injector():
+    e = parse_experiment(with_spec(
+        injectors={"usersPerInjector": 20, "maxUsersPerInjector": 250},
+        warmup={"users": 10, "duration": "5s"},
+        stages=[{"users": n, "duration": "1m"} for n in (100, 250, 251, 1000)] + [{"injectors": 3, "duration": "1m"}]))
+    assert [(s.injectors, e.spec.injectors.users_for(s)) for s in e.spec.stages] == [
+        (1, 100), (1, 250), (2, 251), (4, 1000), (3, 60)]
+    assert (e.spec.warmup.injectors, e.spec.injectors.users_for(e.spec.warmup)) == (1, 10)
+    # the Locust master is given the stage's users; it spreads them evenly over the workers
+    from loadstage.commands import locust_master_command
+    argv = locust_master_command(e, e.spec.stages[2], host="http://x", summary_file="s", artifact_file="a",
+                                 target_metrics=[])
+    options = dict(zip(argv, argv[1:]))
+    assert (options["--users"], options["--expect-workers"]) == ("251", "2")
+    # scaling shrinks a stage's users and may need fewer injectors; the written spec says so and parses back
+    small = e.scaled(users_scale=0.1)
+    assert [(s.injectors, s.users) for s in small.spec.stages] == [(1, 10), (1, 25), (1, 25), (1, 100), (3, None)]
+    assert parse_experiment(small.source).spec == small.spec

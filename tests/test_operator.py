@@ -577,6 +577,13 @@ INVALID = [
               stages=[{"injectors": n, "duration": "1m"} for n in range(1, 7)]),
      "spec: Invalid value: \"object\": at most 500 stages in all (variants x stages)"),
     (_variant(injectors__pacing="5ms"), "spec.injectors.pacing: Invalid value: \"string\": must be at least 10ms"),
+    (_variant(stages__0__users=50), "spec.stages[0]: Invalid value: \"object\": set exactly one of injectors or users"),
+    (_variant(stages=[{"duration": "1m"}]),
+     "spec.stages[0]: Invalid value: \"object\": set exactly one of injectors or users"),
+    (_variant(stages=[{"users": 100001, "duration": "1m"}]),
+     "spec: Invalid value: \"object\": a stage given in users needs at most 1000 injectors"),
+    (_variant(injectors__maxUsersPerInjector=2, stages=[{"users": 2001, "duration": "1m"}]),
+     "spec: Invalid value: \"object\": a stage given in users needs at most 1000 injectors"),
 ]
 
 

@@ -235,3 +235,17 @@ def test_verdicts_follow_the_tolerance_the_resolution_and_the_sample_size():
     with pytest.raises(ValueError, match="must be a percentage"):
         parse_tolerance("-5%")
     assert parse_tolerance("10") == parse_tolerance("10%") == 0.1
+
+
+@pytest.mark.e2e
+def test_a_ladder_by_users_shows_users_beside_injectors_in_the_markdown(runs, tmp_path):
+    document = json.loads(runs["fast"].read_text())
+    document["spec"]["injectors"]["maxUsersPerInjector"] = 10
+    document["spec"]["stages"] = [{"users": 10, "duration": "6s"}, {"users": 20, "duration": "6s"}]
+    by_users = tmp_path / "by-users.json"
+    by_users.write_text(json.dumps(document))
+    done = cli("report", by_users, "--format", "markdown")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("| Load injector instances | Users | 50th | 90th | 95th | 99th | 99.9th | GETs Average "
+                             "| POSTs Average | Total Requests |") == 2
+    assert "| Most users per injector (stages given in users) | 10 |" in done.stdout

@@ -144,10 +144,10 @@ def test_table_has_the_seed_columns_one_row_per_stage_and_variant():
                                    "capacity": capacity(stages)})
     lines = render_table(status).splitlines()
     assert [c.strip() for c in lines[0].split("|")] == [
-        "Variant", "Injectors", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99", "POSTs avg",
-        "POSTs p99", "Total Requests", "Redis peak", "Verdict"]
+        "Variant", "Injectors", "Users", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99",
+        "POSTs avg", "POSTs p99", "Total Requests", "Redis peak", "Verdict"]
     assert len(lines) == 2 + 4
-    assert [c.strip() for c in lines[3].split("|")][:2] == ["threads=2", "15"]
+    assert [c.strip() for c in lines[3].split("|")][:3] == ["threads=2", "15", "150"]
     assert "2,956,643" in lines[2] and "FAIL: p99 120ms > 100ms" in lines[3]
     assert lines[2].endswith("pass (injector-bound)")
     assert render_capacity(status)[0].endswith("none; stage 1 passed, but its injectors were CPU-bound")

@@ -193,7 +193,7 @@ def _print_plan(experiment: Experiment, out) -> None:
     for v in variants:
         out.write(f"  variant {v.index + 1}: {v.label()}\n")
     for i, s in enumerate(spec.stages, 1):
-        users = spec.injectors.users_for(s.injectors)
+        users = spec.injectors.users_for(s)
         out.write(f"  stage {i}: {s.injectors} injector(s), {users} users, "
                   f"{format_duration(s.duration)}\n")
 

@@ -61,11 +61,12 @@ def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) ->
 def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, summary_file: str,
                           artifact_file: str, target_metrics: list[str], progress_file: str | None = None,
                           bind_host: str = "*", bind_port: int = LOCUST_MASTER_PORT,
-                          custom_locustfile: str | None = None) -> list[str]:
+                          custom_locustfile: str | None = None, start_file: str | None = None) -> list[str]:
     """`summary_file` gets the stage's headline, `artifact_file` its histograms and rows (`-`: stdout);
-    `target_metrics`: the target's /metrics URLs, for its own count of the stage's requests."""
+    `target_metrics`: the target's /metrics URLs, for its own count of the stage's requests;
+    `start_file`: the load starts when it exists (the local engine starts a stage ahead)."""
     injectors = experiment.spec.injectors
-    users, spawn_rate = injectors.users_for(stage.injectors), injectors.spawn_rate_for(stage.injectors)
+    users, spawn_rate = injectors.users_for(stage), injectors.spawn_rate_for(stage)
     wait = injectors.wait_time
     argv = ["locust", "-f", locustfiles(experiment, custom_locustfile),
             "--master", "--master-bind-host", bind_host, "--master-bind-port", str(bind_port),
@@ -83,6 +84,8 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
         argv += ["--pacing", f"{injectors.pacing:g}"]
     if progress_file:
         argv += ["--progress-file", progress_file]
+    if start_file:
+        argv += ["--start-file", start_file]
     return argv
 
 

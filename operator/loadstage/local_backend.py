@@ -5,7 +5,11 @@ gunicorn instance per pod. All instances listen on one shared loopback port with
 SO_REUSEPORT, so the kernel spreads the injectors' connections across them the way a
 Service spreads them across pods; each instance also listens on a port of its own,
 used for readiness and /metrics. A stage is a Locust master and one worker process
-per injector. Every process runs the command line a container would run."""
+per injector. Every process runs the command line a container would run.
+
+Stages follow each other without dead time: when a stage's load ends, the next stage's master and
+workers start (their Python start-up is most of the gap), connect, and wait for a start file; the
+next stage's load begins the moment the engine asks for it."""
 
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ from .results import StageMeasurement
 READY_TIMEOUT_SECONDS = 30
 STAGE_GRACE_SECONDS = commands.EXPECT_WORKERS_MAX_WAIT_SECONDS + 60
 LOOPBACK = "127.0.0.1"
+START_FILE = "start"
+FOLLOW_POLL_SECONDS = 0.1
 
 
 class LocalRunError(ExperimentFailed):
@@ -64,6 +70,23 @@ class Progress:
 
 
 @dataclass
+class _StageProcesses:
+    """A stage's Locust master and workers, started and connected, waiting for `start_file`."""
+    key: tuple[int, int | None]      # (variant index, stage number; None for the warm-up)
+    directory: Path
+    master: Child
+    workers: list[Child]
+
+    @property
+    def start_file(self) -> Path:
+        return self.directory / START_FILE
+
+
+def _key(step: Step) -> tuple[int, int | None]:
+    return step.variant.index, step.number
+
+
+@dataclass
 class _Target:
     redis_url: str
     redis_process: Child | None
@@ -83,6 +106,8 @@ class LocalBackend:
         self.root = project_root()
         self.supervisor = Supervisor()
         self.target: _Target | None = None
+        self.ahead: _StageProcesses | None = None
+        self.retired: list[Child] = []   # masters of finished stages, still quitting
 
     # -- target -------------------------------------------------------------
 
@@ -160,6 +185,10 @@ class LocalBackend:
             raise Cancelled()
 
     def finish_variant(self, variant: Variant) -> None:
+        self._drop_ahead()
+        for child in self.retired:
+            self._stop_after_exit(child, grace=5.0)
+        self.retired = []
         if self.target is None:
             return
         for pod in self.target.pods:
@@ -177,40 +206,73 @@ class LocalBackend:
 
     # -- stages -------------------------------------------------------------
 
-    def run_stage(self, step: Step) -> StageMeasurement:
+    def _launch(self, step: Step) -> _StageProcesses:
         target = self.target
         assert target is not None, "prepare_variant must run first"
-        name = "warmup" if step.warmup else f"stage-{step.number}"
-        sdir = self.workdir / f"variant-{step.variant.index + 1}" / name
+        sdir = self.workdir / f"variant-{step.variant.index + 1}" / ("warmup" if step.warmup else f"stage-{step.number}")
         sdir.mkdir(parents=True, exist_ok=True)
-        summary_file, progress_file = sdir / "summary.json", sdir / "progress.json"
-        artifact_file = sdir / "artifact.json"
         custom = self.experiment.spec.injectors.locustfile
         custom_path = custom.path if custom else None
         master_port = free_port()
+        start_file = sdir / START_FILE
+        start_file.unlink(missing_ok=True)
+        master = self.supervisor.start(
+            "locust master", commands.locust_master_command(
+                self.experiment, step.stage, host=f"http://{LOOPBACK}:{target.shared_port}",
+                summary_file=str(sdir / "summary.json"), artifact_file=str(sdir / "artifact.json"),
+                progress_file=str(sdir / "progress.json"),
+                target_metrics=[f"{url}/metrics" for url in target.admin_urls],
+                bind_host=LOOPBACK, bind_port=master_port, custom_locustfile=custom_path,
+                start_file=str(start_file)),
+            log_path=sdir / "master.log", cwd=self.root)
+        workers = [self.supervisor.start(
+            f"locust worker {i + 1}", commands.locust_worker_command(
+                self.experiment, master_host=LOOPBACK, master_port=master_port, custom_locustfile=custom_path),
+            log_path=sdir / f"worker-{i + 1}.log", cwd=self.root)
+            for i in range(step.stage.injectors)]
+        return _StageProcesses(_key(step), sdir, master, workers)
+
+    def _next_step(self, step: Step) -> Step | None:
+        number = 1 if step.warmup else step.number + 1
+        if number > step.stages:
+            return None
+        return Step(step.variant, step.variants, self.experiment.spec.stages[number - 1], number, step.stages)
+
+    def _start_ahead(self, step: Step) -> None:
+        """The load of `step` has ended: start the next stage of the variant, to wait for its turn."""
+        following = self._next_step(step)
+        if following is not None and self.ahead is None:
+            self.ahead = self._launch(following)
+
+    def _drop_ahead(self) -> None:
+        if self.ahead is not None:
+            for child in [*self.ahead.workers, self.ahead.master]:
+                self.supervisor.stop(child, timeout=5.0)
+            self.ahead = None
+
+    def run_stage(self, step: Step) -> StageMeasurement:
+        target = self.target
+        assert target is not None, "prepare_variant must run first"
+        if self.ahead is not None and self.ahead.key != _key(step):
+            self._drop_ahead()
+        launched, self.ahead = self.ahead or self._launch(step), None
+        master, workers, sdir = launched.master, launched.workers, launched.directory
+        summary_file, artifact_file = sdir / "summary.json", sdir / "artifact.json"
         started_at = now()
         with RedisSampler(target.redis_url) as redis_sampler, \
                 ProcessTreeSampler([p.pid for p in target.pods]) as resource_sampler:
-            master = self.supervisor.start(
-                "locust master", commands.locust_master_command(
-                    self.experiment, step.stage, host=f"http://{LOOPBACK}:{target.shared_port}",
-                    summary_file=str(summary_file), artifact_file=str(artifact_file),
-                    progress_file=str(progress_file),
-                    target_metrics=[f"{url}/metrics" for url in target.admin_urls],
-                    bind_host=LOOPBACK, bind_port=master_port, custom_locustfile=custom_path),
-                log_path=sdir / "master.log", cwd=self.root)
-            workers = [self.supervisor.start(
-                f"locust worker {i + 1}", commands.locust_worker_command(
-                    self.experiment, master_host=LOOPBACK, master_port=master_port,
-                    custom_locustfile=custom_path),
-                log_path=sdir / f"worker-{i + 1}.log", cwd=self.root)
-                for i in range(step.stage.injectors)]
+            launched.start_file.touch()
             try:
-                lost = self._follow_stage(step, master, workers, progress_file, target)
-            finally:
-                for worker in workers:
-                    self._stop_after_exit(worker)
-                self._stop_after_exit(master)
+                lost = self._follow_stage(step, master, workers, sdir / "progress.json", summary_file, target)
+            except BaseException:
+                for child in [*workers, master]:
+                    self._stop_after_exit(child)
+                raise
+        # the results are written and the workers are gone: the master finishes quitting while the next stage runs
+        for worker in workers:
+            self._stop_after_exit(worker)
+        self._stop_retired()
+        self.retired = [master]
         lost_names = {entry["injector"] for entry in lost}
         for child in [master, *workers]:
             if child.name not in lost_names and child.process.returncode not in (0, None):
@@ -231,16 +293,24 @@ class LocalBackend:
             lost_injectors=lost)
 
     def _follow_stage(self, step: Step, master: Child, workers: list[Child], progress_file: Path,
-                      target: _Target) -> list[dict]:
-        """Follows the stage until the master exits; returns the injectors lost on the way (onLost:
-        Continue), or fails the stage on the first one (onLost: Fail)."""
+                      summary_file: Path, target: _Target) -> list[dict]:
+        """Follows the stage until the master has written its summary (or exited) and every worker has
+        exited (a user that raised makes its worker exit 2 as it quits); returns the injectors lost on the
+        way (onLost: Continue), or fails the stage on the first one (onLost: Fail)."""
         start = time.monotonic()
         deadline = start + step.stage.duration + STAGE_GRACE_SECONDS
         lost: dict[str, dict] = {}
-        while master.alive():
+
+        def ongoing() -> bool:
+            return any(w.alive() for w in workers) if summary_file.exists() else master.alive()
+
+        while True:
+            finished = not ongoing()   # decided before the checks, so that they see every exit
             self._check_cancel()
             for pod in target.pods:
                 self._check_alive(pod)
+            if time.monotonic() - start >= step.stage.duration:
+                self._start_ahead(step)   # the users are stopping: nothing measured competes with the start
             for worker in workers:
                 elapsed = time.monotonic() - start
                 if worker.alive() or worker.name in lost or (worker.process.returncode == 0
@@ -259,8 +329,15 @@ class LocalBackend:
             except (OSError, ValueError):
                 snapshot = {}
             self.on_progress(Progress(step, time.monotonic() - start, snapshot))
-            time.sleep(0.5)
-        return list(lost.values())
+            if finished:
+                return list(lost.values())
+            time.sleep(FOLLOW_POLL_SECONDS)
+
+    def _stop_retired(self) -> None:
+        """The master of the stage before: it has exited by now; if not, it is stopped."""
+        for child in self.retired:
+            self._stop_after_exit(child, grace=0)
+        self.retired = []
 
     def _stop_after_exit(self, child: Child, grace: float = 10.0) -> None:
         try:

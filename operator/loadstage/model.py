@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,9 @@ DEFAULT_RUNNER_APP = "runner_app.app:app"
 PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
 MAX_VARIANTS = 100
 MAX_VARIANT_STAGES = 500    # variants x stages: what keeps the status well under etcd's object limit
+MAX_INJECTORS = 1000
+MAX_STAGE_USERS = 1_000_000
+DEFAULT_MAX_USERS_PER_INJECTOR = 100
 CLEANUP_POLICIES = ("Delete", "Keep", "KeepOnFailure")
 ON_LOST = ("Fail", "Continue")
 NAME_PATTERN = r"[a-z]([-a-z0-9]*[a-z0-9])?"
@@ -91,23 +95,25 @@ class Injectors:
     scenario: str | None
     locustfile: Locustfile | None
     on_lost: str = "Fail"
+    max_users_per_injector: int = 100
 
     @property
     def spawn_rate(self) -> float:
         return self.spawn_rate_per_injector or float(self.users_per_injector)
 
-    def users_for(self, injectors: int) -> int:
-        """Total users of a stage with this many injectors."""
-        return injectors * self.users_per_injector
+    def users_for(self, stage: "Stage") -> int:
+        """Total users of a stage: its own, or usersPerInjector on each of its injectors."""
+        return stage.users if stage.users is not None else stage.injectors * self.users_per_injector
 
-    def spawn_rate_for(self, injectors: int) -> float:
-        return injectors * self.spawn_rate
+    def spawn_rate_for(self, stage: "Stage") -> float:
+        return stage.injectors * self.spawn_rate
 
 
 @dataclass(frozen=True)
 class Stage:
-    injectors: int
+    injectors: int | None     # set after parsing for a stage given in users
     duration: float
+    users: int | None = None  # a stage given in users: spread evenly over its injectors
 
 
 @dataclass(frozen=True)
@@ -190,9 +196,9 @@ class Experiment:
 
     def scaled(self, *, stage_duration: float | None = None, warmup_duration: float | None = None,
                users_scale: float | None = None) -> "Experiment":
-        """Shrinks an experiment to a machine: every stage lasts `stage_duration`,
-        users and spawn rate per injector are multiplied by `users_scale`. The source says so too,
-        so that a result file's spec is what ran."""
+        """Shrinks an experiment to a machine: every stage lasts `stage_duration`; users and spawn rate
+        per injector, and the users of a stage given in users, are multiplied by `users_scale`. The
+        source says so too, so that a result file's spec is what ran."""
         spec = self.spec
         source = copy.deepcopy(self.source)
         written = source.setdefault("spec", {})
@@ -210,7 +216,27 @@ class Experiment:
                 spawn_rate_per_injector=max(1, round(inj.spawn_rate * users_scale))))
             written.setdefault("injectors", {}).update(usersPerInjector=spec.injectors.users_per_injector,
                                                        spawnRatePerInjector=spec.injectors.spawn_rate_per_injector)
+            # a stage given in users keeps injectors.maxUsersPerInjector, so fewer users may need fewer injectors
+            spec = _resolve_injectors(replace(spec, stages=[
+                s if s.users is None else replace(s, users=max(1, round(s.users * users_scale)), injectors=None)
+                for s in spec.stages]))
+            for stage, scaled_stage in zip(written["stages"], spec.stages):
+                if "users" in stage:
+                    stage["users"] = scaled_stage.users
         return replace(self, spec=spec, source=source)
+
+
+def _injectors_of(stage: Stage, injectors: Injectors) -> int:
+    return stage.injectors if stage.injectors is not None else \
+        math.ceil(stage.users / injectors.max_users_per_injector)
+
+
+def _resolve_injectors(spec: Spec) -> Spec:
+    """Every stage given in users gets its injectors."""
+    def resolved(stage: Stage | None) -> Stage | None:
+        return stage if stage is None or stage.injectors is not None else \
+            replace(stage, injectors=_injectors_of(stage, spec.injectors))
+    return replace(spec, stages=[resolved(s) for s in spec.stages], warmup=resolved(spec.warmup))
 
 
 def _no_duplicates(values) -> bool:
@@ -224,6 +250,10 @@ def _variant_count(m: Matrix | None) -> int:
     return n
 
 
+_CEL_MAX_USERS = ("(has(self.injectors) && has(self.injectors.maxUsersPerInjector) ? "
+                  f"self.injectors.maxUsersPerInjector : {DEFAULT_MAX_USERS_PER_INJECTOR})")
+_CEL_USERS_FIT = "!has({s}.users) || ({s}.users + %s - 1) / %s <= %d" % (_CEL_MAX_USERS, _CEL_MAX_USERS,
+                                                                          MAX_INJECTORS)
 _CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1) * (has(self.{m}threads) ? size(self.{m}threads) : 1)"
                  " * (has(self.{m}pods) ? size(self.{m}pods) : 1) * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)")
 
@@ -285,6 +315,9 @@ LOCUSTFILE = Obj(Locustfile, "A locustfile of your own instead of the built-in s
 INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per injector.", {
     "image": _image,
     "usersPerInjector": Int("Simulated users per injector.", minimum=1, maximum=100000, default=10),
+    "maxUsersPerInjector": Int("Stages given in users: the most users one injector runs; such a stage gets "
+                               "ceil(users / maxUsersPerInjector) injectors.", minimum=1, maximum=100000,
+                               default=DEFAULT_MAX_USERS_PER_INJECTOR),
     "spawnRatePerInjector": Int("Users started per second per injector; defaults to usersPerInjector.",
                                 minimum=1, maximum=100000),
     "waitTime": WAIT_TIME,
@@ -300,10 +333,15 @@ INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per 
 }, rules=[Rule(lambda i: not (i.scenario and i.locustfile), "set either scenario or locustfile, not both",
                cel="!(has(self.scenario) && has(self.locustfile))")], default={})
 
-STAGE = Obj(Stage, "One step of the ladder: this many injectors for this long.", {
-    "injectors": Int("Number of Locust injectors (worker processes or pods).", minimum=1, maximum=1000),
+STAGE = Obj(Stage, "One step of the ladder: this many injectors, or this many users, for this long.", {
+    "injectors": Int("Number of Locust injectors (worker processes or pods), each running usersPerInjector "
+                     "users. Set this or users.", minimum=1, maximum=MAX_INJECTORS),
+    "users": Int("Total simulated users, spread evenly over ceil(users / injectors.maxUsersPerInjector) "
+                 "injectors. Set this or injectors.", minimum=1, maximum=MAX_STAGE_USERS),
     "duration": Duration("How long the stage runs, e.g. 90s or 20m.", minimum="1s", maximum="24h"),
-}, required=["injectors", "duration"])
+}, required=["duration"], rules=[
+    Rule(lambda s: (s.injectors is None) != (s.users is None), "set exactly one of injectors or users",
+         cel="has(self.injectors) != has(self.users)")])
 
 MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these values.", {
     "workers": ListOf("Gunicorn workers per pod.", Int("", minimum=1, maximum=64),
@@ -329,7 +367,7 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     "redis": REDIS,
     "injectors": INJECTORS,
     "warmup": Obj(Stage, "Optional stage run before each variant's stages; excluded from results.",
-                  STAGE.fields, required=["injectors", "duration"]),
+                  STAGE.fields, required=["duration"], rules=STAGE.rules),
     "stages": ListOf("The ladder of stages, run in order.", STAGE, min_items=1, max_items=50),
     "matrix": MATRIX,
     "thresholds": THRESHOLDS,
@@ -338,6 +376,12 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
 }, required=["stages"], rules=[
     Rule(None, "spec is immutable once created; delete the experiment and create it again",
          cel="self == oldSelf"),
+    Rule(lambda s: all(_injectors_of(stage, s.injectors) <= MAX_INJECTORS
+                       for stage in [*s.stages, *([s.warmup] if s.warmup else [])]),
+         f"a stage given in users needs at most {MAX_INJECTORS} injectors: users / injectors.maxUsersPerInjector "
+         f"must be <= {MAX_INJECTORS}",
+         cel=f"self.stages.all(s, {_CEL_USERS_FIT.format(s='s')}) && "
+             f"(!has(self.warmup) || {_CEL_USERS_FIT.format(s='self.warmup')})"),
     Rule(lambda s: _variant_count(s.matrix) * len(s.stages) <= MAX_VARIANT_STAGES,
          f"at most {MAX_VARIANT_STAGES} stages in all (variants x stages), so that the status stays small",
          cel=f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * size(self.stages) "
@@ -377,7 +421,7 @@ def parse_experiment(doc: Any) -> Experiment:
     metadata = METADATA.parse(_tolerant_metadata(doc.get("metadata")), "metadata", problems)
     spec = SPEC.parse(doc.get("spec"), "spec", problems) if "spec" in doc else None
     problems.raise_if_any()
-    return Experiment(metadata=metadata, spec=spec, source=doc)
+    return Experiment(metadata=metadata, spec=_resolve_injectors(spec), source=doc)
 
 
 def load_experiment_file(path: str | Path) -> Experiment:

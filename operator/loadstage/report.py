@@ -8,7 +8,7 @@ from typing import Any
 from .model import Experiment
 from .schema import format_duration
 
-STAGE_COLUMNS = ["Injectors", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99", "POSTs avg",
+STAGE_COLUMNS = ["Injectors", "Users", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99", "POSTs avg",
                  "POSTs p99", "Total Requests", "Redis peak"]
 HEADLINE_COLUMNS = ["50th", "90th", "95th", "99th", "99.9th", "GETs avg", "POSTs avg", "Total Requests",
                     "Redis peak"]
@@ -66,7 +66,7 @@ def stage_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     for variant in status["variants"]:
         for s in variant["stages"]:
             by = s.get("byMethod", {})
-            row = [str(s["injectors"]), *_percentiles(s["latencyMs"]),
+            row = [str(s["injectors"]), _count(s.get("users")), *_percentiles(s["latencyMs"]),
                    _method(by, "GET", "mean"), _method(by, "GET", "p99"),
                    _method(by, "POST", "mean"), _method(by, "POST", "p99"),
                    _count(s["requests"]), _count(s.get("redisPeakConnections"))]
@@ -206,13 +206,20 @@ def methods(status: dict[str, Any]) -> list[str]:
     return [m for m in ("GET", "POST") if m in seen] + sorted(seen - {"GET", "POST"})
 
 
-def breakdown_rows(status: dict[str, Any], variant: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The seeds' table of one variant: one row per stage."""
+def by_users(experiment: Experiment) -> bool:
+    """The ladder climbs by users (stages given in users) rather than by injectors."""
+    return any(s.users is not None for s in experiment.spec.stages)
+
+
+def breakdown_rows(status: dict[str, Any], variant: dict[str, Any],
+                   users: bool = False) -> tuple[list[str], list[list[str]]]:
+    """The seeds' table of one variant: one row per stage; `users` adds the stage's users after its injectors."""
     shown = methods(status)
-    rows = [[str(s["injectors"]), *_percentiles(s["latencyMs"]),
+    rows = [[str(s["injectors"]), *([_count(s.get("users"))] if users else []), *_percentiles(s["latencyMs"]),
              *(_method(s.get("byMethod", {}), m, "mean") for m in shown), _count(s["requests"])]
             for s in variant["stages"]]
-    return [INJECTORS_COLUMN, *PERCENTILE_COLUMNS, *(f"{m}s Average" for m in shown), "Total Requests"], rows
+    return [INJECTORS_COLUMN, *(["Users"] if users else []), *PERCENTILE_COLUMNS,
+            *(f"{m}s Average" for m in shown), "Total Requests"], rows
 
 
 def _values(status: dict[str, Any], key: str) -> str:
@@ -239,11 +246,13 @@ def profile_rows(experiment: Experiment, status: dict[str, Any]) -> list[list[st
                 if injectors.locustfile else f"built-in {injectors.scenario or 'respondent'}")
     rows += [["Scenario", scenario],
              ["Stage duration", ", ".join(durations)],
+             ["Most users per injector (stages given in users)" if by_users(experiment) else "", f"{injectors.max_users_per_injector:,}"],
              ["Load injector ladder", ", ".join(str(s.injectors) for s in spec.stages)],
-             ["Users per stage", ", ".join(f"{injectors.users_for(s.injectors):,}" for s in spec.stages)],
+             ["Users per stage", ", ".join(f"{injectors.users_for(s):,}" for s in spec.stages)],
              ["Warm-up", f"{spec.warmup.injectors} injector(s) for {format_duration(spec.warmup.duration)}, "
                          f"not counted" if spec.warmup else "none"],
              ["Redis", "deployed for each variant" if spec.redis.deployed else "external"]]
+    rows = [row for row in rows if row[0]]
     if target.env:
         rows.append(["Target environment", ", ".join(f"{k}={v}" for k, v in sorted(target.env.items()))])
     if spec.thresholds is not None:

@@ -12,6 +12,7 @@ from . import report
 
 Chart = tuple[str, str, str]   # (id, title, svg)
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+LOAD_LABELS = {"injectors": "load injectors", "users": "users"}
 PERCENTILES = [("p50", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"), ("p999", "p99.9")]
 
 
@@ -46,13 +47,13 @@ def _style(axes, xlabel: str, ylabel: str) -> None:
         axes.spines[side].set_visible(False)
 
 
-def _per_variant(axes, chart_id: str, status: dict[str, Any], figure_of) -> None:
-    """One line per variant: a stage figure against the stage's injectors."""
-    axes.set_xticks(sorted({s["injectors"] for v in status["variants"] for s in v["stages"]}))
+def _per_variant(axes, chart_id: str, status: dict[str, Any], figure_of, load: str) -> None:
+    """One line per variant: a stage figure against the stage's load (its injectors, or its users)."""
+    axes.set_xticks(sorted({s[load] for v in status["variants"] for s in v["stages"]}))
     for i, variant in enumerate(status["variants"]):
         stages = variant["stages"]
         if stages:
-            axes.plot([s["injectors"] for s in stages], [_number(figure_of(s)) for s in stages], marker="o",
+            axes.plot([s[load] for s in stages], [_number(figure_of(s)) for s in stages], marker="o",
                       color=COLOURS[i % len(COLOURS)], label=report.variant_label(status, variant),
                       gid=f"{chart_id}-data-{i + 1}")
 
@@ -63,52 +64,52 @@ def _legend(figure, axes) -> None:
         figure.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4), frameon=False)
 
 
-def latency_chart(status: dict[str, Any]) -> Chart:
+def latency_chart(status: dict[str, Any], load: str = "injectors") -> Chart:
     chart_id = "latency"
     figure, panels = _figure(10, 5.6, 2, 3)
     for axes, (key, name) in zip(panels, PERCENTILES):
-        _per_variant(axes, f"{chart_id}-{key}", status, lambda s, k=key: s["latencyMs"].get(k))
-        _style(axes, "load injectors", f"{name} (ms)")
+        _per_variant(axes, f"{chart_id}-{key}", status, lambda s, k=key: s["latencyMs"].get(k), load)
+        _style(axes, LOAD_LABELS[load], f"{name} (ms)")
         axes.set_title(name)
     panels[-1].set_visible(False)
     _legend(figure, panels[0])
     return chart_id, "Latency percentiles against load", _svg(figure, chart_id)
 
 
-def throughput_chart(status: dict[str, Any]) -> Chart:
+def throughput_chart(status: dict[str, Any], load: str = "injectors") -> Chart:
     chart_id = "throughput"
     figure, (axes,) = _figure(7, 4)
-    _per_variant(axes, chart_id, status, lambda s: s.get("rps"))
+    _per_variant(axes, chart_id, status, lambda s: s.get("rps"), load)
     for i, variant in enumerate(status["variants"]):
         first = next((s for s in variant["stages"] if s.get("rps")), None)
         if first is not None and len(variant["stages"]) > 1:
-            xs = [s["injectors"] for s in variant["stages"]]
-            axes.plot(xs, [first["rps"] / first["injectors"] * x for x in xs], linestyle=":", linewidth=1,
+            xs = [s[load] for s in variant["stages"]]
+            axes.plot(xs, [first["rps"] / first[load] * x for x in xs], linestyle=":", linewidth=1,
                       color=COLOURS[i % len(COLOURS)], alpha=0.6)
     axes.plot([], [], linestyle=":", color="grey", label="linear from the first stage")
-    _style(axes, "load injectors", "requests per second")
+    _style(axes, LOAD_LABELS[load], "requests per second")
     _legend(figure, axes)
     return chart_id, "Throughput against load (the knee is where it leaves the dotted line)", _svg(figure, chart_id)
 
 
-def redis_chart(status: dict[str, Any]) -> Chart:
+def redis_chart(status: dict[str, Any], load: str = "injectors") -> Chart:
     chart_id = "redis"
     figure, (axes,) = _figure(7, 4)
-    _per_variant(axes, chart_id, status, lambda s: s.get("redisPeakConnections"))
-    _style(axes, "load injectors", "peak Redis connections")
+    _per_variant(axes, chart_id, status, lambda s: s.get("redisPeakConnections"), load)
+    _style(axes, LOAD_LABELS[load], "peak Redis connections")
     _legend(figure, axes)
     return chart_id, "Peak Redis connections against load", _svg(figure, chart_id)
 
 
-def target_chart(status: dict[str, Any]) -> Chart:
+def target_chart(status: dict[str, Any], load: str = "injectors") -> Chart:
     chart_id = "target"
     figure, (cpu, memory) = _figure(10, 4, 1, 2)
-    _per_variant(cpu, f"{chart_id}-cpu", status, lambda s: s.get("target", {}).get("peakCpuCores"))
-    _style(cpu, "load injectors", "peak CPU (cores)")
+    _per_variant(cpu, f"{chart_id}-cpu", status, lambda s: s.get("target", {}).get("peakCpuCores"), load)
+    _style(cpu, LOAD_LABELS[load], "peak CPU (cores)")
     _per_variant(memory, f"{chart_id}-memory", status,
                  lambda s: None if s.get("target", {}).get("peakMemoryBytes") is None
-                 else s["target"]["peakMemoryBytes"] / 2**20)
-    _style(memory, "load injectors", "peak memory (MiB)")
+                 else s["target"]["peakMemoryBytes"] / 2**20, load)
+    _style(memory, LOAD_LABELS[load], "peak memory (MiB)")
     _legend(figure, cpu)
     return chart_id, "Target CPU and memory against load (all its pods)", _svg(figure, chart_id)
 
@@ -145,11 +146,14 @@ def series_chart(status: dict[str, Any], variant: dict[str, Any], artifacts: dic
     return chart_id, f"Over time, {report.variant_label(status, variant)}", _svg(figure, chart_id)
 
 
-def charts(status: dict[str, Any], artifacts: dict[tuple[int, int], dict[str, Any]]) -> list[Chart]:
+def charts(status: dict[str, Any], artifacts: dict[tuple[int, int], dict[str, Any]],
+           by_users: bool = False) -> list[Chart]:
     """Every chart of the report; `artifacts` maps (variant, stage), both from 1, to a stage's artifact."""
     if not any(v["stages"] for v in status["variants"]):
         return []
-    found = [latency_chart(status), throughput_chart(status), redis_chart(status), target_chart(status)]
+    load = "users" if by_users else "injectors"
+    found = [latency_chart(status, load), throughput_chart(status, load), redis_chart(status, load),
+             target_chart(status, load)]
     for variant in status["variants"]:
         if variant["stages"]:
             index = variant["index"] + 1

@@ -49,12 +49,12 @@ def render_html(experiment: Experiment, status: dict[str, Any],
     header, rows = report.seeds_pivot_rows(status)
     if len(status["variants"]) > 1 and rows:
         parts += ["<h2>99th percentile timings per load stage</h2>", _table(header, rows)]
-    for chart_id, title, svg in report_charts.charts(status, artifacts):
+    for chart_id, title, svg in report_charts.charts(status, artifacts, by_users=report.by_users(experiment)):
         parts.append(f"<figure class=chart id=chart-{chart_id}><figcaption>{html.escape(title)}</figcaption>"
                      f"{svg}</figure>")
     for variant in status["variants"]:
         if variant["stages"]:
-            header, rows = report.breakdown_rows(status, variant)
+            header, rows = report.breakdown_rows(status, variant, users=report.by_users(experiment))
             cells += [c for row in rows for c in row]
             parts += [f"<h2>{html.escape(report.variant_label(status, variant))}</h2>", _table(header, rows)]
     lines = report.render_capacity(status) + report.footnotes(cells)

@@ -37,7 +37,7 @@ def render_markdown(experiment: Experiment, status: dict[str, Any]) -> str:
     for variant in status["variants"]:
         if not variant["stages"]:
             continue
-        header, rows = report.breakdown_rows(status, variant)
+        header, rows = report.breakdown_rows(status, variant, users=report.by_users(experiment))
         cells += [c for row in rows for c in row]
         parts += ["", f"## {report.variant_label(status, variant)}", "", table(header, rows, left=())]
     failed = [f"- {report.variant_label(status, v)}, {s['injectors']} injectors: {', '.join(s['verdict']['violations'])}"

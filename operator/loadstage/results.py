@@ -31,7 +31,7 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
     result: dict[str, Any] = {
         "stage": number,
         "injectors": stage.injectors,
-        "users": experiment.spec.injectors.users_for(stage.injectors),
+        "users": experiment.spec.injectors.users_for(stage),
         "durationSeconds": stage.duration,
         "startedAt": m.started_at,
         "finishedAt": m.finished_at,
