@@ -150,12 +150,16 @@ def _document(experiment: Experiment, status: dict[str, Any],
             "artifacts": [{"variant": index + 1, "stages": stages} for index, stages in sorted(artifacts.items())]}
 
 
-def write_result(path: Path, document: dict[str, Any]) -> None:
-    text = (yaml.safe_dump(document, sort_keys=False) if path.suffix in (".yaml", ".yml")
-            else json.dumps(document, indent=2) + "\n")
+def replace_file(path: Path, text: str) -> None:
+    """Readers (`report --follow`) see the old file or the new one, never half of it."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def write_result(path: Path, document: dict[str, Any]) -> None:
+    replace_file(path, yaml.safe_dump(document, sort_keys=False) if path.suffix in (".yaml", ".yml")
+                 else json.dumps(document, indent=2) + "\n")
 
 
 class ProgressPrinter:
@@ -315,11 +319,8 @@ def _write(text: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    path = Path(output)
     try:
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        replace_file(Path(output), text)
     except OSError as e:
         raise ValidationError([("--output", f"cannot write {output}: {e.strerror}")]) from None
 
@@ -463,6 +464,8 @@ def main(argv: list[str] | None = None) -> int:
         for path, message in e.problems:
             print(f"error: {path}: {message}", file=sys.stderr)
         return EXIT_INVALID
+    except KeyboardInterrupt:   # Ctrl-C while following a run
+        return 128 + signal.SIGINT
     except BrokenPipeError:   # the reader went away (`loadstage report ... | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE

@@ -16,8 +16,7 @@ from .model import Experiment
 from .schema import ValidationError
 
 RESOLUTION = 2.0 ** -10          # HDR histograms at 3 significant digits
-LATENCIES = [("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")]
-JUDGED = ("p99", "p999", "rps", "errorRate")
+LATENCIES = ("p50", "p99", "p999")    # p50 is shown, not judged
 NAMES = {"p50": "p50", "p99": "p99", "p999": "p99.9", "rps": "req/s", "errorRate": "errors"}
 
 
@@ -96,7 +95,7 @@ def _judge_errors(base: float, new: float, tolerance: float) -> str:
 
 def compare_stage(base: dict[str, Any], new: dict[str, Any], tolerance: float) -> list[Change]:
     changes = []
-    for key, _ in LATENCIES:
+    for key in LATENCIES:
         b, n = base["latencyMs"].get(key), new["latencyMs"].get(key)
         if key == "p50":
             verdict = ""
