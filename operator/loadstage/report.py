@@ -3,6 +3,7 @@ headline row of every variant over all its stages, and the p99 of every stage pe
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .model import Experiment
@@ -266,3 +267,39 @@ def profile_rows(experiment: Experiment, status: dict[str, Any]) -> list[list[st
 def footnotes(cells: list[str]) -> list[str]:
     return ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in cells) else []) + \
            ([FOOTNOTES["injector-bound"]] if any("(injector-bound)" in c for c in cells) else [])
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled table of the Markdown and HTML reports."""
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    text_columns: int = 0        # the leading columns that hold text, not figures
+    per_variant: bool = False
+
+
+def page_sections(experiment: Experiment, status: dict[str, Any]) -> list[Section]:
+    """The profile, the headline table, the p99 pivot, and one breakdown per variant."""
+    sections = [Section("Benchmark profile", ["Option", "Value"], profile_rows(experiment, status), 2)]
+    header, rows = seeds_headline_rows(status)
+    if rows:
+        sections.append(Section("Results per variant", header, rows, len(key_settings(status))))
+    header, rows = seeds_pivot_rows(status)
+    if len(status["variants"]) > 1 and rows:
+        sections.append(Section("99th percentile timings per load stage", header, rows))
+    for variant in status["variants"]:
+        if variant["stages"]:
+            header, rows = breakdown_rows(status, variant, users=by_users(experiment))
+            sections.append(Section(variant_label(status, variant), header, rows, per_variant=True))
+    return sections
+
+
+def page_footnotes(sections: list[Section]) -> list[str]:
+    return footnotes([c for section in sections[1:] for row in section.rows for c in row])
+
+
+def run_period(status: dict[str, Any]) -> str:
+    """The phase, and from when to when the run went."""
+    when = " to ".join(t for t in (status.get("startedAt"), status.get("finishedAt")) if t)
+    return f"{status.get('phase', 'Pending')}{f', {when}' if when else ''}"

@@ -34,30 +34,25 @@ def render_html(experiment: Experiment, status: dict[str, Any],
                 artifacts: dict[tuple[int, int], dict[str, Any]]) -> str:
     name = html.escape(experiment.name)
     phase = status.get("phase", "Pending")
-    when = " to ".join(t for t in (status.get("startedAt"), status.get("finishedAt")) if t)
     parts = [f"<h1>Load experiment <code>{name}</code></h1>",
-             f"<p>{html.escape(phase)}{html.escape(f', {when}' if when else '')}. Latencies in milliseconds, from the "
+             f"<p>{html.escape(report.run_period(status))}. Latencies in milliseconds, from the "
              f"merged HDR histograms of every request (3 significant digits).</p>"]
     if phase != "Succeeded" and status.get("message"):
         parts.append(f"<p class=fail>{html.escape(phase)}: {html.escape(status['message'])}</p>")
-    parts += ["<h2>Benchmark profile</h2>", _table(["Option", "Value"], report.profile_rows(experiment, status), 2)]
-    cells: list[str] = []
-    header, rows = report.seeds_headline_rows(status)
-    if rows:
-        cells += [c for row in rows for c in row]
-        parts += ["<h2>Results per variant</h2>", _table(header, rows, len(report.key_settings(status)))]
-    header, rows = report.seeds_pivot_rows(status)
-    if len(status["variants"]) > 1 and rows:
-        parts += ["<h2>99th percentile timings per load stage</h2>", _table(header, rows)]
+    sections = report.page_sections(experiment, status)
+
+    def shown(section: report.Section) -> list[str]:
+        return [f"<h2>{html.escape(section.title)}</h2>", _table(section.header, section.rows, section.text_columns)]
+    for section in sections:
+        if not section.per_variant:
+            parts += shown(section)
     for chart_id, title, svg in report_charts.charts(status, artifacts, by_users=report.by_users(experiment)):
         parts.append(f"<figure class=chart id=chart-{chart_id}><figcaption>{html.escape(title)}</figcaption>"
                      f"{svg}</figure>")
-    for variant in status["variants"]:
-        if variant["stages"]:
-            header, rows = report.breakdown_rows(status, variant, users=report.by_users(experiment))
-            cells += [c for row in rows for c in row]
-            parts += [f"<h2>{html.escape(report.variant_label(status, variant))}</h2>", _table(header, rows)]
-    lines = report.render_capacity(status) + report.footnotes(cells)
+    for section in sections:
+        if section.per_variant:
+            parts += shown(section)
+    lines = report.render_capacity(status) + report.page_footnotes(sections)
     parts += [f"<p class=note>{html.escape(line)}</p>" for line in lines]
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content='width=device-width, initial-scale=1'>"

@@ -21,25 +21,13 @@ def table(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Op
 
 def render_markdown(experiment: Experiment, status: dict[str, Any]) -> str:
     phase = status.get("phase", "Pending")
-    when = " to ".join(t for t in (status.get("startedAt"), status.get("finishedAt")) if t)
     parts = [f"# Load experiment `{experiment.name}`", "",
-             f"{phase}{f', {when}' if when else ''}. Latencies in milliseconds, from the merged HDR histograms of "
-             f"every request (3 significant digits); a variant's row covers every request of all its stages.",
-             "", "## Benchmark profile", "", table(["Option", "Value"], report.profile_rows(experiment, status))]
-    cells: list[str] = []
-    header, rows = report.seeds_headline_rows(status)
-    if rows:
-        cells += [c for row in rows for c in row]
-        parts += ["", "## Results per variant", "", table(header, rows, left=tuple(report.SETTING_NAMES.values()))]
-    header, rows = report.seeds_pivot_rows(status)
-    if len(status["variants"]) > 1 and rows:
-        parts += ["", "## 99th percentile timings per load stage", "", table(header, rows, left=())]
-    for variant in status["variants"]:
-        if not variant["stages"]:
-            continue
-        header, rows = report.breakdown_rows(status, variant, users=report.by_users(experiment))
-        cells += [c for row in rows for c in row]
-        parts += ["", f"## {report.variant_label(status, variant)}", "", table(header, rows, left=())]
+             f"{report.run_period(status)}. Latencies in milliseconds, from the merged HDR histograms of "
+             f"every request (3 significant digits); a variant's row covers every request of all its stages."]
+    sections = report.page_sections(experiment, status)
+    for section in sections:
+        parts += ["", f"## {section.title}", "",
+                  table(section.header, section.rows, left=tuple(section.header[:section.text_columns]))]
     failed = [f"- {report.variant_label(status, v)}, {s['injectors']} injectors: {', '.join(s['verdict']['violations'])}"
               for v in status["variants"] for s in v["stages"] if s.get("verdict") and not s["verdict"]["passed"]]
     if failed:
@@ -47,7 +35,7 @@ def render_markdown(experiment: Experiment, status: dict[str, Any]) -> str:
     capacity = report.render_capacity(status)
     if capacity:
         parts += ["", "## Capacity", "", *(f"- {line}" for line in capacity)]
-    notes = report.footnotes(cells)
+    notes = report.page_footnotes(sections)
     if notes:
         parts += ["", *(note.replace("*", "\\*", 1) + "  " for note in notes)]
     if phase != "Succeeded" and status.get("message"):
