@@ -33,7 +33,7 @@ def experiment(injectors: int, duration: str, users: int) -> dict:
     return {
         "apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": "fidelity"},
         "spec": {
-            "target": {"pods": 1, "gunicorn": {"workers": 2, "workerClass": "gevent"}},
+            "target": {"pods": 1, "workers": 2, "workerClass": "gevent"},
             "injectors": {"usersPerInjector": users,
                           "locustfile": {"path": str(ROOT / "benchmarks" / "fidelity_locustfile.py")}},
             "stages": [{"injectors": injectors, "duration": duration}],

@@ -27,7 +27,7 @@ from loadstage.schema import parse_duration
 
 def measure(stages: int, duration: str, injectors: int) -> dict:
     doc = {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": "overhead"},
-           "spec": {"target": {"pods": 1, "gunicorn": {"workers": 2, "threads": 4}},
+           "spec": {"target": {"pods": 1, "workers": 2, "threads": 4},
                     "injectors": {"usersPerInjector": 10, "waitTime": {"min": "50ms", "max": "100ms"}},
                     "stages": [{"injectors": injectors, "duration": duration}] * stages}}
     with tempfile.TemporaryDirectory(prefix="loadstage-overhead-") as tmp:

@@ -49,7 +49,7 @@ def audit_policy(path: Path) -> Path:
 
 def experiment(name: str) -> dict:
     return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": name},
-            "spec": {"target": {"pods": 2, "gunicorn": {"workers": 2, "threads": 2}},
+            "spec": {"target": {"pods": 2, "workers": 2, "threads": 2},
                      "injectors": {"usersPerInjector": 10},
                      "stages": [{"injectors": 1, "duration": "20m"}, {"injectors": 2, "duration": "20m"}]}}
 

@@ -33,7 +33,12 @@ def finish(proc, timeout):
     while proc.poll() is None:
         assert time.monotonic() < deadline, "loadstage run did not finish in time"
         for p in descendants(proc.pid):
-            seen[p.pid] = p
+            if p.pid not in seen:
+                try:
+                    p.argv = p.cmdline()   # still known once it has exited
+                except psutil.Error:
+                    p.argv = []
+                seen[p.pid] = p
         time.sleep(0.2)
     out, err = proc.communicate()
     return proc.returncode, out, err, list(seen.values())
@@ -41,7 +46,7 @@ def finish(proc, timeout):
 
 def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
     path = write_experiment(spec_doc(
-        target={"pods": 1, "gunicorn": {"workers": 2}},
+        target={"pods": 1, "workers": 2},
         injectors={"usersPerInjector": 20, "maxUsersPerInjector": 20, "waitTime": {"min": "0s", "max": "10ms"}},
         stages=[{"injectors": 1, "duration": "10s"}, {"users": 30, "duration": "10s"}],   # 30 users: 2 injectors
         matrix={"threads": [1, 4]}))
@@ -96,6 +101,59 @@ def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
     assert "Percentile" in hgrm and "1/(1-Percentile)" in hgrm
 
 
+def _name(arg: str) -> str:
+    return arg.rsplit("/", 1)[-1]
+
+
+def test_every_server_runs_a_real_stage(write_experiment, tmp_path):
+    servers = ["gunicorn", "uwsgi", "waitress", "cheroot", "granian"]
+    path = write_experiment(spec_doc(
+        target={"threads": 4},
+        injectors={"usersPerInjector": 20, "waitTime": {"min": "0s", "max": "20ms"}},
+        stages=[{"users": 20, "duration": "5s"}], matrix={"server": servers}))
+    out_file = tmp_path / "result.json"
+    code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 300)
+    assert code == 0, err
+    assert not alive(started)
+    by_server = {_name(arg) for p in started for arg in p.argv[:2]}
+    assert {"gunicorn", "uwsgi", "waitress-serve", "cheroot", "granian"} <= by_server, by_server
+    status = json.loads(out_file.read_text())["status"]
+    assert [v["settings"]["server"] for v in status["variants"]] == servers
+    assert [v["settings"]["workers"] for v in status["variants"]] == [2, 2, 1, 1, 2]
+    for variant in status["variants"]:
+        (stage,) = variant["stages"]
+        server = variant["settings"]["server"]
+        assert stage["requests"] > 200 and stage["failures"] == 0, (server, stage["requests"], stage["failures"])
+        # the app's own /metrics, merged over the server's processes, saw the requests Locust sent
+        served = stage["target"]["servedRequests"]
+        assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (server, served, stage["requests"])
+        # one Redis pool per process: at most workers x threads connections in use, plus the sampler's
+        assert 1 <= stage["redisPeakConnections"] <= variant["settings"]["workers"] * 4 + 1, (server, stage)
+        assert stage["target"]["peakCpuCores"] > 0 and stage["target"]["peakMemoryBytes"] > 0
+    lines = [line for line in out.splitlines() if line.startswith("server=")]
+    assert {line.split()[0] for line in lines} == {f"server={s}" for s in servers}
+
+
+def test_local_pods_share_a_port_only_where_the_server_can(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(target={"server": "granian", "pods": 2}, stages=[{"users": 5, "duration": "5s"}]))
+    code, out, err, started = finish(start_cli("run", path), 30)
+    assert code == 2 and started == []
+    assert ("error: spec.target.pods: the local engine runs granian as one instance (it cannot listen on a shared "
+            "port and a port of its own), so pods must be 1; a cluster runs any number of pods") in err
+    path = write_experiment(spec_doc(
+        target={"server": "uwsgi", "pods": 2, "workers": 1, "threads": 2},
+        injectors={"usersPerInjector": 10, "waitTime": {"min": "0s", "max": "20ms"}},
+        stages=[{"users": 10, "duration": "5s"}]))
+    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 120)
+    assert code == 0, err
+    (stage,) = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"]
+    served = stage["target"]["servedRequests"]   # the sum of both instances' /metrics on their own ports
+    assert abs(served - stage["requests"]) <= 0.005 * stage["requests"] and stage["failures"] == 0
+    instances = [p.argv for p in started if "uwsgi" in map(_name, p.argv[:2]) and "--master" in p.argv]
+    binds = {tuple(argv[i + 1] for i, arg in enumerate(argv) if arg == "--http-socket") for argv in instances}
+    assert len(binds) == 2 and len({shared for shared, _ in binds}) == 1, binds   # two instances, one shared port
+
+
 def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, tmp_path):
     path = write_experiment(spec_doc(
         injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
@@ -115,7 +173,7 @@ def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, t
     started = descendants(proc.pid)
     assert len(started) >= 4  # redis, gunicorn (+ workers), locust master and worker
     listening = [c.laddr for p in alive(started) for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN]
-    assert len(listening) >= 3, listening  # redis, gunicorn's shared and own ports, the Locust master
+    assert len(listening) >= 3, listening  # redis, gunicorn, the Locust master
     assert all(ipaddress.ip_address(a.ip).is_loopback for a in listening), listening
     proc.send_signal(signal.SIGTERM)
     code, out, err, _ = finish(proc, 60)
@@ -250,7 +308,7 @@ def test_pacing_shows_the_stall_that_the_closed_model_hides(write_experiment, tm
     waiting through the stall, so few samples are slow; measured from each task's intended start, every
     slot the stall made late counts."""
     path = write_experiment(spec_doc(
-        target={"pods": 1, "gunicorn": {"workers": 1, "threads": 8}, "env": {"RUNNER_STALL": "every=20s,for=2s"}},
+        target={"pods": 1, "workers": 1, "threads": 8, "env": {"RUNNER_STALL": "every=20s,for=2s"}},
         injectors={"usersPerInjector": 5, "pacing": "50ms"},
         stages=[{"injectors": 1, "duration": "20s"}]))
     out_file = tmp_path / "result.json"
@@ -276,7 +334,7 @@ def test_an_injector_that_saturates_its_cpu_marks_the_stage_and_gets_no_capacity
         "        self.client.get('/surveys/none/pages/1', name='/page')\n"
         "        hashlib.sha256(b'x' * 2_000_000).digest()  # as parsing a large page would\n")
     path = write_experiment(spec_doc(
-        target={"pods": 1, "gunicorn": {"workers": 1, "threads": 4}},
+        target={"pods": 1, "workers": 1, "threads": 4},
         injectors={"usersPerInjector": 20, "locustfile": {"path": "heavy.py"}},
         stages=[{"injectors": 1, "duration": "8s"}], thresholds={"p99": "500ms"}))
     out_file = tmp_path / "result.json"

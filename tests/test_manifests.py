@@ -2,6 +2,8 @@
 
 import copy
 
+import pytest
+
 from loadstage import commands, manifests
 from loadstage.crd import build_crd, render_crd
 from loadstage.engine import Step
@@ -61,8 +63,46 @@ def test_cross_field_rules_become_cel_rules():
         "duration(self) >= duration('1s')", "duration(self) <= duration('24h')"]
 
 
+SERVER_ARGS = {
+    "uwsgi": ["uwsgi", "--master", "--http-socket", "0.0.0.0:8000", "--module", "runner_app.app:app",
+              "--processes", "3", "--threads", "4", "--enable-threads", "--lazy-apps", "--die-on-term", "--need-app",
+              "--disable-logging", "--listen", "2048", "--add-header", "Connection: close"],
+    "waitress": ["waitress-serve", "--listen=0.0.0.0:8000", "--threads=4", "--backlog=2048",
+                 "--connection-limit=10000", "runner_app.app:app"],
+    "cheroot": ["cheroot", "--bind", "0.0.0.0:8000", "--threads", "4", "--max-threads", "4",
+                "--request-queue-size", "2048", "runner_app.app:app"],
+    "granian": ["granian", "--interface", "wsgi", "--host", "0.0.0.0", "--port", "8000", "--workers", "3",
+                "--blocking-threads", "4", "--backlog", "2048", "runner_app.app:app"],
+}
+
+
+@pytest.mark.parametrize("server", SERVER_ARGS)
+def test_each_server_maps_workers_and_threads_onto_its_own_settings(server):
+    workers = 1 if server in ("waitress", "cheroot") else 3
+    e = experiment(target={"server": server, "workers": workers, "threads": 4})
+    (c,) = manifests.runner_deployment(e, e.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == SERVER_ARGS[server]
+    assert {x["name"]: x["value"] for x in c["env"]}["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/metrics"
+
+
+def test_a_command_target_gets_its_placeholders_filled():
+    e = experiment(target={"command": ["hypercorn", "--bind", "{bind}", "--workers", "{workers}", "{app}",
+                                       "--x={{literal}}", "{host}", "{port}", "{threads}"], "workers": 3})
+    (c,) = manifests.runner_deployment(e, e.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == ["hypercorn", "--bind", "0.0.0.0:8000", "--workers", "3", "runner_app.app:app",
+                         "--x={literal}", "0.0.0.0", "8000", "2"]
+
+
+def test_local_instances_that_share_a_port_also_listen_on_their_own():
+    e = experiment(target={"server": "uwsgi", "pods": 2})
+    argv = commands.runner_command(e, e.variants()[0], binds=["127.0.0.1:5000", "127.0.0.1:5001"], reuse_port=True)
+    assert argv[argv.index("--http-socket"):][:4] == ["--http-socket", "127.0.0.1:5000", "--http-socket",
+                                                      "127.0.0.1:5001"]
+    assert argv[-1] == "--reuse-port"
+
+
 def test_runner_deployment():
-    e = experiment(target={"pods": 50, "gunicorn": {"workers": 7, "threads": 3}, "env": {"X": "1"}},
+    e = experiment(target={"pods": 50, "workers": 7, "threads": 3, "env": {"X": "1"}},
                    matrix={"threads": [2, 3]})
     d = manifests.runner_deployment(e, e.variants()[1], IMAGES)
     assert d["metadata"]["name"] == "demo-runner" and d["spec"]["replicas"] == 50
@@ -70,10 +110,11 @@ def test_runner_deployment():
     assert pod["metadata"]["annotations"] == {"loadstage.io/variant": "2"}
     assert d["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
     (c,) = pod["spec"]["containers"]
-    assert c["image"] == "r:1" and c["args"] == commands.runner_command(e)
+    assert c["image"] == "r:1"
+    assert c["args"] == ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "--bind", "0.0.0.0:8000",
+                         "--workers", "7", "--threads", "3", "--worker-class", "gthread", "--no-control-socket",
+                         "runner_app.app:app"]
     env = {x["name"]: x["value"] for x in c["env"]}
-    assert env["GUNICORN_CMD_ARGS"] == ("--bind 0.0.0.0:8000 --workers 7 --threads 3 --worker-class gthread"
-                                       " --no-control-socket")
     assert env["REDIS_URL"] == "redis://demo-redis:6379/0" and env["X"] == "1"
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]}}

@@ -24,8 +24,8 @@ def test_defaults_fill_a_minimal_experiment():
     e = parse_experiment(copy.deepcopy(BASE))
     assert e.spec.target.pods == 1
     assert e.spec.target.app == "runner_app.app:app"
-    assert (e.spec.target.gunicorn.workers, e.spec.target.gunicorn.threads) == (2, 2)
-    assert e.spec.target.gunicorn.worker_class == "gthread"
+    (v,) = e.variants()
+    assert (v.server, v.workers, v.threads, v.worker_class) == ("gunicorn", 2, 2, "gthread")
     assert e.spec.redis.deployed and e.spec.redis.url is None
     assert (e.spec.injectors.wait_time.min, e.spec.injectors.wait_time.max) == (1.0, 2.0)
     assert e.spec.injectors.spawn_rate == e.spec.injectors.users_per_injector == 10
@@ -34,9 +34,27 @@ def test_defaults_fill_a_minimal_experiment():
     assert len(e.variants()) == 1
 
 
+def test_each_server_gets_its_defaults_and_a_matrix_can_vary_the_server():
+    e = parse_experiment(with_spec(target={"threads": 4}, matrix={"server": ["gunicorn", "uwsgi", "waitress",
+                                                                              "cheroot", "granian"]}))
+    assert [(v.server, v.workers, v.threads, v.worker_class) for v in e.variants()] == [
+        ("gunicorn", 2, 4, "gthread"), ("uwsgi", 2, 4, None), ("waitress", 1, 4, None), ("cheroot", 1, 4, None),
+        ("granian", 2, 4, None)]
+    assert e.variants()[2].settings() == {"server": "waitress", "pods": 1, "workers": 1, "threads": 4,
+                                          "workerClass": None}
+    assert e.variants()[2].label() == "waitress pods=1 workers=1 threads=4"
+
+
+def test_a_command_runs_any_other_server():
+    e = parse_experiment(with_spec(target={"command": ["hypercorn", "--bind", "{bind}", "-w", "{workers}", "{app}",
+                                                       "--literal={{x}}"], "workers": 3}))
+    (v,) = e.variants()
+    assert (v.server, v.workers, v.worker_class) == ("command", 3, None)
+
+
 def test_design_sketch_parses_with_seed_sweep():
     e = parse_experiment(with_spec(
-        target={"pods": 50, "gunicorn": {"workers": 7, "threads": 2}},
+        target={"pods": 50, "workers": 7, "threads": 2},
         redis={"deploy": True},
         injectors={"usersPerInjector": 200, "spawnRatePerInjector": 200,
                    "waitTime": {"min": "1s", "max": "2s"}},
@@ -99,9 +117,9 @@ BAD = [
     ({"stages": [{"injectors": 1, "duration": "25h"}]}, "spec.stages[0].duration: must be at most 24h, got 25h"),
     ({"stages": [{"injectors": "ten", "duration": "1m"}]},
      "spec.stages[0].injectors: must be an integer, got 'ten'"),
-    ({"target": {"gunicorn": {"threads": 0}}}, "spec.target.gunicorn.threads: must be >= 1, got 0"),
-    ({"target": {"gunicorn": {"workerClass": "eventlet"}}},
-     "spec.target.gunicorn.workerClass: must be one of gthread, sync, gevent, got 'eventlet'"),
+    ({"target": {"threads": 0}}, "spec.target.threads: must be >= 1, got 0"),
+    ({"target": {"workerClass": "eventlet"}},
+     "spec.target.workerClass: must be one of gthread, sync, gevent, got 'eventlet'"),
     ({"target": {"podz": 3}}, "spec.target.podz: unknown field (did you mean 'pods'?)"),
     ({"target": {"app": "not an app"}}, "spec.target.app: must be module:callable, got 'not an app'"),
     ({"target": {"env": {"1BAD": "x"}}}, "spec.target.env.1BAD: key must be an environment variable name"),
@@ -136,6 +154,32 @@ BAD = [
     ({"injectors": {"maxUsersPerInjector": 10}, "stages": [{"users": 10001, "duration": "1m"}]},
      "spec: a stage given in users needs at most 1000 injectors: users / injectors.maxUsersPerInjector must be "
      "<= 1000"),
+    ({"target": {"server": "bjoern"}},
+     "spec.target.server: must be one of gunicorn, uwsgi, waitress, cheroot, granian, got 'bjoern'"),
+    ({"target": {"server": "waitress", "workers": 4}},
+     "spec.target.workers: waitress (spec.target.server) runs one process, so workers must be 1, got 4; "
+     "use threads or pods instead"),
+    ({"target": {"workers": 2}, "matrix": {"server": ["gunicorn", "cheroot"]}},
+     "spec.target.workers: cheroot (spec.matrix.server) runs one process, so workers must be 1, got 2; "
+     "use threads or pods instead"),
+    ({"matrix": {"server": ["gunicorn", "waitress"], "workers": [1, 2]}},
+     "spec.matrix.workers: waitress (spec.matrix.server) runs one process, so workers must be 1, got 1, 2; "
+     "use threads or pods instead"),
+    ({"target": {"server": "uwsgi", "workerClass": "gevent"}},
+     "spec.target.workerClass: a worker class is a gunicorn setting; uwsgi (spec.target.server) has none"),
+    ({"matrix": {"server": ["gunicorn", "granian"], "workerClass": ["sync", "gthread"]}},
+     "spec.matrix.workerClass: a worker class is a gunicorn setting; granian (spec.matrix.server) has none"),
+    ({"target": {"server": "uwsgi", "command": ["srv", "--port", "{port}"]}},
+     "spec.target.server: spec.target.command replaces the server: set one of them, not both"),
+    ({"target": {"command": ["srv", "--port", "{prot}"]}},
+     "spec.target.command[2]: unknown placeholder {prot} (known: {app}, {host}, {port}, {bind}, {workers}, "
+     "{threads})"),
+    ({"target": {"command": ["srv", "--listen", "{bind"]}},
+     "spec.target.command[2]: expected '}' before end of string in '{bind'; write {{ and }} for a literal brace"),
+    ({"target": {"command": ["srv", "{app}"]}},
+     "spec.target.command: must listen on {port} or {bind}: the target's port comes from loadstage"),
+    ({"target": {"command": []}}, "spec.target.command: must have at least 1 item(s), got 0"),
+    ({"matrix": {"server": ["uwsgi", "uwsgi"]}}, "spec.matrix.server[1]: duplicate value 'uwsgi'"),
 ]
 
 

@@ -78,10 +78,10 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
     assert (owner.uid, owner.kind, owner.controller) == (uid, "LoadExperiment", True)
     container = runner.spec.template.spec.containers[0]
     assert container.image == "loadstage/runner-app:test"
-    assert container.args == ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "runner_app.app:app"]
+    assert container.args == ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "--bind", "0.0.0.0:8000",
+                              "--workers", "2", "--threads", "2", "--worker-class", "gthread", "--no-control-socket",
+                              "runner_app.app:app"]
     env = {e.name: e.value for e in container.env}
-    assert env["GUNICORN_CMD_ARGS"] == ("--bind 0.0.0.0:8000 --workers 2 --threads 2 --worker-class gthread"
-                                       " --no-control-socket")
     assert env["REDIS_URL"] == "redis://cluster-ladder-redis:6379/0"
     assert [(p.name, p.container_port) for p in container.ports] == [("http", 8000)]
     assert container.security_context.allow_privilege_escalation is False
@@ -208,9 +208,9 @@ def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, nam
         for number, injectors in enumerate([10, 15], 1):
             run = f"v{variant}-s{number}"
             running_pods_of_job(cluster, namespace, f"threads-at-scale-{run}-master")
-            env = {e.name: e.value for e in cluster.apps.read_namespaced_deployment(
-                "threads-at-scale-runner", namespace).spec.template.spec.containers[0].env}
-            seen_threads.append(env["GUNICORN_CMD_ARGS"].split("--threads ")[1].split()[0])
+            args = cluster.apps.read_namespaced_deployment(
+                "threads-at-scale-runner", namespace).spec.template.spec.containers[0].args
+            seen_threads.append(args[args.index("--threads") + 1])
             play_stage(cluster, namespace, "threads-at-scale", run, injectors, real_stage)
             wait_for(lambda: stages_done(cluster, namespace, "threads-at-scale", variant - 1) == number)
     wait_phase(cluster, namespace, "threads-at-scale", "Succeeded")
@@ -556,8 +556,8 @@ INVALID = [
     (_variant(stages__1__duration="20 minutes"), "spec.stages[1].duration: Invalid value: \"20 minutes\""),
     (_variant(stages__1__duration=600), "spec.stages[1].duration: Invalid value: \"integer\""),
     (_variant(target__pods=0), "spec.target.pods: Invalid value: 0"),
-    (_variant(target__gunicorn__threads=100), "spec.target.gunicorn.threads: Invalid value: 100"),
-    (_variant(target__gunicorn__workerClass="eventlet"), "spec.target.gunicorn.workerClass: Unsupported value"),
+    (_variant(target__threads=100), "spec.target.threads: Invalid value: 100"),
+    (_variant(target__workerClass="eventlet"), "spec.target.workerClass: Unsupported value"),
     (_variant(injectors__waitTime={"min": "3s", "max": "1s"}), "spec.injectors.waitTime: Invalid value: \"object\": min must be <= max"),
     (_variant(injectors__usersPerInjector=-1), "spec.injectors.usersPerInjector: Invalid value: -1"),
     (_variant(redis={"deploy": True, "url": "redis://x:6379"}), "spec.redis: Invalid value: \"object\": set either deploy: true or url, not both"),

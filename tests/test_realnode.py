@@ -39,7 +39,7 @@ def node():
 
 def experiment(name, *, pods=2, stages=((1, "30s"), (2, "30s")), cleanup="Keep", **injectors):
     return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": name},
-            "spec": {"target": {"pods": pods, "gunicorn": {"workers": 2, "threads": 2}},
+            "spec": {"target": {"pods": pods, "workers": 2, "threads": 2},
                      "injectors": {"usersPerInjector": 10, "spawnRatePerInjector": 10,
                                    "waitTime": {"min": "100ms", "max": "300ms"}, **injectors},
                      "stages": [{"injectors": n, "duration": d} for n, d in stages],

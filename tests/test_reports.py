@@ -29,7 +29,7 @@ def cli(*args, **kwargs):
 
 def experiment_doc(delay):
     return {**BASE, "metadata": {"name": "reports"}, "spec": {
-        "target": {"pods": 1, "gunicorn": {"workers": 2}, "env": {"RUNNER_DELAY": delay}},
+        "target": {"pods": 1, "workers": 2, "env": {"RUNNER_DELAY": delay}},
         "injectors": {"usersPerInjector": 10, "waitTime": {"min": "10ms", "max": "50ms"}},
         "stages": [{"injectors": 1, "duration": "6s"}, {"injectors": 2, "duration": "6s"}],
         "matrix": {"threads": [1, 4]}}}
@@ -70,7 +70,7 @@ def test_markdown_has_the_seeds_layout_and_the_runs_figures(runs):
     section = lines[lines.index("## Benchmark profile"):lines.index("## Results per variant")]
     profile = dict(re.fullmatch(r"\| (.+?) \| (.+) \|", line).groups() for line in section if line.startswith("| "))
     assert profile.pop("Option") == "Value" and profile.pop("---") == "---"
-    assert profile["Gunicorn threads"] == "1, 4 (one variant each)"
+    assert profile["Threads per worker"] == "1, 4 (one variant each)"
     assert profile["Load injector ladder"] == "1, 2" and profile["Users per stage"] == "10, 20"
     assert profile["Stage duration"] == "6s" and profile["Target environment"] == "RUNNER_DELAY=fast"
     assert profile["Wait time"] == "10ms to 50ms"

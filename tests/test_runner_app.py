@@ -1,4 +1,4 @@
-"""The runner app under real gunicorn, with a real redis-server."""
+"""The runner app under every WSGI server loadstage names, with a real redis-server."""
 
 import time
 import urllib.error
@@ -9,7 +9,7 @@ import redis
 
 from loadstage import commands
 from loadstage.local_backend import free_port, project_root
-from loadstage.model import parse_experiment
+from loadstage.model import SERVERS, SINGLE_PROCESS_SERVERS, parse_experiment
 from loadstage.server_metrics import scrape_served_requests, served_between
 
 from conftest import BASE, start_redis, wait_for
@@ -33,19 +33,21 @@ def call(url, data=None):
         return e.code, e.headers, e.read().decode()
 
 
-@pytest.fixture
-def app(supervisor, tmp_path):
+@pytest.fixture(params=SERVERS)
+def app(request, supervisor, tmp_path):
     redis_port, port = free_port(), free_port()
     redis_child = start_redis(supervisor, tmp_path, redis_port)
-    experiment = parse_experiment({**BASE, "spec": {**BASE["spec"],
-                                                    "target": {"gunicorn": {"workers": 2, "threads": 3}}}})
-    env = commands.runner_env(experiment, experiment.variants()[0], binds=[f"127.0.0.1:{port}"],
-                              redis_url=f"redis://127.0.0.1:{redis_port}/0", metrics_dir=str(tmp_path / "m"))
-    gunicorn = supervisor.start("gunicorn", commands.runner_command(experiment), env=env,
-                                log_path=tmp_path / "gunicorn.log", cwd=project_root())
+    server = request.param
+    workers = 1 if server in SINGLE_PROCESS_SERVERS else 2
+    experiment = parse_experiment({**BASE, "spec": {**BASE["spec"], "target": {
+        "server": server, "workers": workers, "threads": 3}}})
+    env = commands.runner_env(experiment, redis_url=f"redis://127.0.0.1:{redis_port}/0",
+                              metrics_dir=str(tmp_path / "m"))
+    argv = commands.runner_command(experiment, experiment.variants()[0], binds=[f"127.0.0.1:{port}"])
+    target = supervisor.start(server, argv, env=env, log_path=tmp_path / f"{server}.log", cwd=project_root())
     base = f"http://127.0.0.1:{port}"
     wait_for(lambda: call_or_none(f"{base}/readyz") == 200)
-    return {"base": base, "redis_port": redis_port, "redis": redis_child, "gunicorn": gunicorn}
+    return {"base": base, "redis_port": redis_port, "redis": redis_child, "target": target}
 
 
 def call_or_none(url):
@@ -108,7 +110,7 @@ def test_redis_outage_gives_fast_503_and_the_app_recovers(app, supervisor, tmp_p
     assert time.monotonic() - started < 1.0
     assert call(f"{app['base']}/readyz")[0] == 503
     assert call(f"{app['base']}/healthz")[0] == 200
-    assert app["gunicorn"].alive()
+    assert app["target"].alive()
     start_redis(supervisor, tmp_path, app["redis_port"])
     wait_for(lambda: call(f"{app['base']}/readyz")[0] == 200)
     assert walk_questionnaire(app["base"])[1] == 5

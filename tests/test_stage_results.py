@@ -113,23 +113,17 @@ def test_custom_locustfile_replaces_the_scenario_but_keeps_the_results_extension
     assert commands.locustfiles(e, "/abs/mine.py") == "injectors/loadstage_results.py,/abs/mine.py"
 
 
-def test_runner_environment_configures_gunicorn():
-    e = experiment(target={"gunicorn": {"workers": 7, "threads": 3, "workerClass": "gthread"},
-                           "env": {"FEATURE": "on"}})
-    v = e.variants()[0]
-    env = commands.runner_env(e, v, binds=["0.0.0.0:8000"], redis_url="redis://r:6379/0", metrics_dir="/tmp/m")
-    assert env["GUNICORN_CMD_ARGS"] == ("--bind 0.0.0.0:8000 --workers 7 --threads 3 --worker-class gthread"
-                                       " --no-control-socket")
-    assert env["FEATURE"] == "on" and env["REDIS_URL"] == "redis://r:6379/0"
-    assert commands.runner_command(e) == ["gunicorn", "--config", "python:runner_app.gunicorn_conf",
-                                          "runner_app.app:app"]
+def test_runner_environment_names_redis_and_the_metrics_directory():
+    e = experiment(target={"workers": 7, "threads": 3, "env": {"FEATURE": "on"}})
+    env = commands.runner_env(e, redis_url="redis://r:6379/0", metrics_dir="/tmp/m")
+    assert env == {"FEATURE": "on", "REDIS_URL": "redis://r:6379/0", "PROMETHEUS_MULTIPROC_DIR": "/tmp/m"}
 
 
 def test_step_labels_name_variant_and_stage():
     e = experiment(matrix={"threads": [2, 7]}, warmup={"injectors": 1, "duration": "5s"})
     v = e.variants()[1]
     assert Step(v, 2, e.spec.stages[0], 1, 1).label() == \
-        "variant 2/2 (pods=1 workers=2 threads=7 gthread), stage 1/1"
+        "variant 2/2 (gunicorn pods=1 workers=2 threads=7 gthread), stage 1/1"
     assert Step(v, 2, e.spec.warmup, None, 1).label().endswith("warm-up")
 
 

@@ -19,7 +19,7 @@ import yaml
 
 from . import compare, histograms, report, result_source
 from .engine import BlockingBackend, Cancelled, ExperimentFailed, StageEngine, new_status, now
-from .local_backend import LocalBackend, Progress
+from .local_backend import LocalBackend, Progress, local_problems
 from .crd import render_crd
 from .manifests import Images
 from .model import API_GROUP, API_VERSION, KIND, Experiment, load_experiment_file
@@ -211,9 +211,9 @@ def cmd_validate(args) -> int:
 
 def cmd_run(args) -> int:
     experiment = load_experiment_file(args.file)
-    if experiment.spec.redis.password_secret is not None:
-        raise ValidationError([("spec.redis.passwordSecret", "Secrets exist only in a cluster; the local engine's "
-                                                             "Redis listens on loopback without a password")])
+    problems = local_problems(experiment)
+    if problems:
+        raise ValidationError(problems)
     experiment = experiment.scaled(
         stage_duration=args.stage_duration, warmup_duration=args.warmup_duration,
         users_scale=args.users_scale)

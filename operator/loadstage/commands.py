@@ -31,24 +31,83 @@ def redis_command(*, port: int = REDIS_PORT, bind: str = "0.0.0.0", require_pass
     return argv
 
 
-def runner_command(experiment: Experiment) -> list[str]:
-    return ["gunicorn", "--config", "python:runner_app.gunicorn_conf", experiment.spec.target.app]
+LISTEN_BACKLOG = 2048   # gunicorn's default; every server gets it, so none refuses what another would queue
+WAITRESS_CONNECTION_LIMIT = 10_000   # waitress stops accepting at 100 open connections by default
+SHARED_PORT_SERVERS = ("gunicorn", "uwsgi")  # listen on two addresses, one of them shared (SO_REUSEPORT)
 
 
-def runner_env(experiment: Experiment, variant: Variant, *, binds: list[str], redis_url: str,
-               metrics_dir: str, reuse_port: bool = False) -> dict[str, str]:
-    """Environment of one target pod. Gunicorn reads its settings from GUNICORN_CMD_ARGS."""
+def _split(bind: str) -> tuple[str, str]:
+    host, _, port = bind.rpartition(":")
+    return host, port
+
+
+def gunicorn_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
     # no control socket: gunicorn would put it under $HOME, read-only in a pod and shared between
     # the local engine's instances
-    args = [f"--bind {b}" for b in binds] + [
-        f"--workers {variant.workers}", f"--threads {variant.threads}",
-        f"--worker-class {variant.worker_class}", "--no-control-socket"]
-    if reuse_port:
-        args.append("--reuse-port")
-    return {**experiment.spec.target.env,
-            "GUNICORN_CMD_ARGS": " ".join(args),
-            "REDIS_URL": redis_url,
-            "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
+    return ["gunicorn", "--config", "python:runner_app.gunicorn_conf", *_each("--bind", binds),
+            "--workers", str(variant.workers), "--threads", str(variant.threads),
+            "--worker-class", variant.worker_class, "--no-control-socket",
+            *(["--reuse-port"] if reuse_port else []), app]
+
+
+def uwsgi_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+    # --lazy-apps: every worker imports the app, as gunicorn's workers do; --die-on-term: SIGTERM
+    # stops uWSGI (by default it reloads)
+    return ["uwsgi", "--master", *_each("--http-socket", binds), "--module", app,
+            "--processes", str(variant.workers), "--threads", str(variant.threads), "--enable-threads",
+            "--lazy-apps", "--die-on-term", "--need-app", "--disable-logging", "--listen", str(LISTEN_BACKLOG),
+            "--add-header", "Connection: close",
+            *(["--reuse-port"] if reuse_port else [])]
+
+
+def waitress_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+    return ["waitress-serve", *(f"--listen={b}" for b in binds), f"--threads={variant.threads}",
+            f"--backlog={LISTEN_BACKLOG}", f"--connection-limit={WAITRESS_CONNECTION_LIMIT}", app]
+
+
+def cheroot_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+    (bind,) = binds
+    return ["cheroot", "--bind", bind, "--threads", str(variant.threads), "--max-threads", str(variant.threads),
+            "--request-queue-size", str(LISTEN_BACKLOG), app]
+
+
+def granian_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+    (bind,) = binds
+    host, port = _split(bind)
+    return ["granian", "--interface", "wsgi", "--host", host, "--port", port,
+            "--workers", str(variant.workers), "--blocking-threads", str(variant.threads),
+            "--backlog", str(LISTEN_BACKLOG), app]
+
+
+def custom_command(template: list[str], app: str, variant: Variant, binds: list[str]) -> list[str]:
+    (bind,) = binds
+    host, port = _split(bind)
+    values = {"app": app, "host": host, "port": port, "bind": bind,
+              "workers": str(variant.workers), "threads": str(variant.threads)}
+    return [arg.format(**values) for arg in template]
+
+
+SERVER_COMMANDS = {"gunicorn": gunicorn_command, "uwsgi": uwsgi_command, "waitress": waitress_command,
+                   "cheroot": cheroot_command, "granian": granian_command}
+
+
+def _each(option: str, values: list[str]) -> list[str]:
+    return [arg for value in values for arg in (option, value)]
+
+
+def runner_command(experiment: Experiment, variant: Variant, *, binds: list[str],
+                   reuse_port: bool = False) -> list[str]:
+    """One target instance (a pod, or a local instance) serving the app on `binds` (host:port);
+    `reuse_port`: the first bind is shared with other instances (only SHARED_PORT_SERVERS)."""
+    target = experiment.spec.target
+    if target.command:
+        return custom_command(target.command, target.app, variant, binds)
+    return SERVER_COMMANDS[variant.server](target.app, variant, binds, reuse_port)
+
+
+def runner_env(experiment: Experiment, *, redis_url: str, metrics_dir: str) -> dict[str, str]:
+    """Environment of one target instance: the app's Redis and where its processes keep /metrics."""
+    return {**experiment.spec.target.env, "REDIS_URL": redis_url, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
 
 
 def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) -> str:

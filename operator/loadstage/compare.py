@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import report
-from .model import Experiment
+from .model import DEFAULT_SERVER, Experiment
 from .schema import ValidationError
 
 RESOLUTION = 2.0 ** -10          # HDR histograms at 3 significant digits
@@ -117,7 +117,10 @@ def _stages(status: dict[str, Any]) -> dict[tuple, tuple[str, dict[str, Any]]]:
     for variant in status["variants"]:
         label = report.variant_label(status, variant)
         for stage in variant["stages"]:
-            key = (tuple(sorted(variant["settings"].items())), stage["injectors"], stage["users"])
+            # a result from before servers could be chosen ran gunicorn
+            settings = {"server": DEFAULT_SERVER, **variant["settings"]}
+            key = (tuple(sorted((k, v) for k, v in settings.items() if v is not None)), stage["injectors"],
+                   stage["users"])
             repeat = sum(1 for k in found if k[:3] == key)
             found[(*key, repeat)] = (label, stage)
     return found

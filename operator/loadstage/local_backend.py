@@ -1,11 +1,11 @@
 """The local backend: the target and the injectors as processes on this machine.
 
 A variant is a redis-server (unless the experiment names an external Redis) and one
-gunicorn instance per pod. All instances listen on one shared loopback port with
-SO_REUSEPORT, so the kernel spreads the injectors' connections across them the way a
-Service spreads them across pods; each instance also listens on a port of its own,
-used for readiness and /metrics. A stage is a Locust master and one worker process
-per injector. Every process runs the command line a container would run.
+server instance per pod. One instance listens on one loopback port. Several instances (gunicorn
+and uWSGI only) listen on one shared loopback port with SO_REUSEPORT, so the kernel spreads the
+injectors' connections across them the way a Service spreads them across pods; each also listens
+on a port of its own, used for readiness and /metrics. A stage is a Locust master and one worker
+process per injector. Every process runs the command line a container would run.
 
 Stages follow each other without dead time: when a stage's load ends, the next stage's master and
 workers start (their Python start-up is most of the gap), connect, and wait for a start file; the
@@ -54,6 +54,22 @@ def project_root() -> Path:
         raise LocalRunError(f"cannot find {commands.RESULTS_EXTENSION} under {root}; "
                             "the local engine runs from a checkout of the loadstage repository")
     return root
+
+
+def local_problems(experiment: Experiment) -> list[tuple[str, str]]:
+    """What a cluster runs but this machine cannot, each naming the field."""
+    problems = []
+    if experiment.spec.redis.password_secret is not None:
+        problems.append(("spec.redis.passwordSecret", "Secrets exist only in a cluster; the local engine's "
+                                                      "Redis listens on loopback without a password"))
+    m = experiment.spec.matrix
+    pods_field = "spec.matrix.pods" if m and m.pods else "spec.target.pods"
+    for server in dict.fromkeys(v.server for v in experiment.variants() if v.pods > 1):
+        if server not in commands.SHARED_PORT_SERVERS:
+            problems.append((pods_field, f"the local engine runs {server} as one instance (it cannot listen on a "
+                                         f"shared port and a port of its own), so pods must be 1; a cluster runs "
+                                         f"any number of pods"))
+    return problems
 
 
 def free_port() -> int:
@@ -127,14 +143,13 @@ class LocalBackend:
         shared = free_port()
         pods, admin_urls = [], []
         for p in range(variant.pods):
-            admin = free_port()
-            env = commands.runner_env(
-                self.experiment, variant, binds=[f"{LOOPBACK}:{shared}", f"{LOOPBACK}:{admin}"],
-                redis_url=redis_url, metrics_dir=str(vdir / f"pod-{p + 1}-metrics"),
-                reuse_port=variant.pods > 1)
-            pods.append(self.supervisor.start(
-                f"gunicorn pod {p + 1}", commands.runner_command(self.experiment),
-                log_path=vdir / f"pod-{p + 1}.log", env=env, cwd=self.root))
+            admin = free_port() if variant.pods > 1 else shared
+            binds = [f"{LOOPBACK}:{port}" for port in dict.fromkeys([shared, admin])]
+            env = commands.runner_env(self.experiment, redis_url=redis_url,
+                                      metrics_dir=str(vdir / f"pod-{p + 1}-metrics"))
+            argv = commands.runner_command(self.experiment, variant, binds=binds, reuse_port=variant.pods > 1)
+            pods.append(self.supervisor.start(f"{variant.server} pod {p + 1}", argv,
+                                              log_path=vdir / f"pod-{p + 1}.log", env=env, cwd=self.root))
             admin_urls.append(f"http://{LOOPBACK}:{admin}")
         self.target = _Target(redis_url, redis_process, shared, pods, admin_urls)
         for pod, url in zip(pods, admin_urls):

@@ -151,10 +151,10 @@ def redis_service(experiment: Experiment) -> dict[str, Any]:
 
 
 def runner_deployment(experiment: Experiment, variant: Variant, images: Images) -> dict[str, Any]:
-    env = commands.runner_env(experiment, variant, binds=[f"0.0.0.0:{commands.RUNNER_PORT}"],
-                              redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
+    env = commands.runner_env(experiment, redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
+    args = commands.runner_command(experiment, variant, binds=[f"0.0.0.0:{commands.RUNNER_PORT}"])
     container = _container(
-        "runner", experiment.spec.target.image or images.runner, commands.runner_command(experiment), env=env,
+        "runner", experiment.spec.target.image or images.runner, args, env=env,
         secret_env=_password_env(experiment),
         ports=[{"name": "http", "containerPort": commands.RUNNER_PORT, "protocol": "TCP"}],
         readinessProbe={"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2},

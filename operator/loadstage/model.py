@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import string
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,11 @@ API_GROUP = "loadstage.io"
 API_VERSION = "v1alpha1"
 KIND = "LoadExperiment"
 WORKER_CLASSES = ("gthread", "sync", "gevent")
+SERVERS = ("gunicorn", "uwsgi", "waitress", "cheroot", "granian")
+SINGLE_PROCESS_SERVERS = ("waitress", "cheroot")   # threads in one process: no worker processes
+DEFAULT_SERVER = "gunicorn"
+CUSTOM_SERVER = "command"                           # the server of a target given as spec.target.command
+COMMAND_PLACEHOLDERS = ("app", "host", "port", "bind", "workers", "threads")
 DEFAULT_RUNNER_APP = "runner_app.app:app"
 PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
 MAX_VARIANTS = 100
@@ -33,18 +39,15 @@ NAME_MAX = 40
 
 
 @dataclass(frozen=True)
-class Gunicorn:
-    workers: int
-    threads: int
-    worker_class: str
-
-
-@dataclass(frozen=True)
 class Target:
     image: str | None
     app: str
     pods: int
-    gunicorn: Gunicorn
+    server: str | None
+    workers: int | None       # None: the server's default (1 for a single-process server, else 2)
+    threads: int
+    worker_class: str | None  # gunicorn only; None: gthread
+    command: list[str] | None
     env: dict[str, str]
     ready_timeout: float
 
@@ -118,6 +121,7 @@ class Stage:
 
 @dataclass(frozen=True)
 class Matrix:
+    server: list[str] | None
     workers: list[int] | None
     threads: list[int] | None
     pods: list[int] | None
@@ -159,17 +163,19 @@ class Metadata:
 class Variant:
     """One combination of matrix values: what the target runs with."""
     index: int
+    server: str
     pods: int
     workers: int
     threads: int
-    worker_class: str
+    worker_class: str | None   # gunicorn's; None for every other server
 
     def settings(self) -> dict:
-        return {"pods": self.pods, "workers": self.workers, "threads": self.threads,
+        return {"server": self.server, "pods": self.pods, "workers": self.workers, "threads": self.threads,
                 "workerClass": self.worker_class}
 
     def label(self) -> str:
-        return f"pods={self.pods} workers={self.workers} threads={self.threads} {self.worker_class}"
+        return " ".join([self.server, f"pods={self.pods}", f"workers={self.workers}", f"threads={self.threads}",
+                         *([self.worker_class] if self.worker_class else [])])
 
 
 @dataclass(frozen=True)
@@ -183,16 +189,23 @@ class Experiment:
         return self.metadata.name
 
     def variants(self) -> list[Variant]:
-        m = self.spec.matrix
-        g = self.spec.target.gunicorn
+        m, t = self.spec.matrix, self.spec.target
         axes = {
-            "workers": (m and m.workers) or [g.workers],
-            "threads": (m and m.threads) or [g.threads],
-            "pods": (m and m.pods) or [self.spec.target.pods],
-            "worker_class": (m and m.worker_class) or [g.worker_class],
+            "server": (m and m.server) or [server_of(t)],
+            "pods": (m and m.pods) or [t.pods],
+            "workers": (m and m.workers) or [t.workers],
+            "threads": (m and m.threads) or [t.threads],
+            "worker_class": (m and m.worker_class) or [t.worker_class],
         }
-        return [Variant(index=i, **dict(zip(axes, combo)))
-                for i, combo in enumerate(itertools.product(*axes.values()))]
+        variants = []
+        for i, combo in enumerate(itertools.product(*axes.values())):
+            v = dict(zip(axes, combo))
+            if v["workers"] is None:
+                v["workers"] = 1 if v["server"] in SINGLE_PROCESS_SERVERS else 2
+            if v["server"] == "gunicorn":
+                v["worker_class"] = v["worker_class"] or "gthread"
+            variants.append(Variant(index=i, **v))
+        return variants
 
     def scaled(self, *, stage_duration: float | None = None, warmup_duration: float | None = None,
                users_scale: float | None = None) -> "Experiment":
@@ -245,7 +258,7 @@ def _no_duplicates(values) -> bool:
 
 def _variant_count(m: Matrix | None) -> int:
     n = 1
-    for axis in (m.workers, m.threads, m.pods, m.worker_class) if m else ():
+    for axis in (m.server, m.workers, m.threads, m.pods, m.worker_class) if m else ():
         n *= len(axis or [1])
     return n
 
@@ -255,25 +268,95 @@ _CEL_MAX_USERS = ("(has(self.injectors) && has(self.injectors.maxUsersPerInjecto
 _CEL_USERS_FIT = "!has({s}.users) || ({s}.users + %s - 1) / %s <= %d" % (_CEL_MAX_USERS, _CEL_MAX_USERS,
                                                                           MAX_INJECTORS)
 _CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1) * (has(self.{m}threads) ? size(self.{m}threads) : 1)"
-                 " * (has(self.{m}pods) ? size(self.{m}pods) : 1) * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)")
+                 " * (has(self.{m}pods) ? size(self.{m}pods) : 1) * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)"
+                 " * (has(self.{m}server) ? size(self.{m}server) : 1)")
+
+
+_CEL_SERVERS = ("(has(self.matrix) && has(self.matrix.server) ? self.matrix.server : "
+                "[has(self.target) && has(self.target.server) ? self.target.server : 'gunicorn'])")
+_CEL_HAS_WORKER_CLASS = ("(has(self.matrix) && has(self.matrix.workerClass)) || "
+                         "(has(self.target) && has(self.target.workerClass))")
+_CEL_HAS_WORKERS = "(has(self.matrix) && has(self.matrix.workers)) || (has(self.target) && has(self.target.workers))"
+_CEL_WORKERS = "(has(self.matrix) && has(self.matrix.workers) ? self.matrix.workers : [self.target.workers])"
+
+
+def server_of(target: Target) -> str:
+    return CUSTOM_SERVER if target.command else target.server or DEFAULT_SERVER
+
+
+def command_placeholders(arg: str) -> list[str]:
+    """The placeholders of one argument of spec.target.command; raises ValueError on a stray brace."""
+    return [name for _, name, _, _ in string.Formatter().parse(arg) if name is not None]
+
+
+def server_problems(spec: Spec) -> list[tuple[str, str]]:
+    """What the chosen servers cannot express, each naming the field and the server."""
+    t, m = spec.target, spec.matrix
+    servers = (m and m.server) or [server_of(t)]
+    problems = []
+    class_field = "spec.matrix.workerClass" if m and m.worker_class else "spec.target.workerClass"
+    server_field = "spec.matrix.server" if m and m.server else "spec.target.server"
+    if (m and m.worker_class) or t.worker_class:
+        for server in servers:
+            if server not in ("gunicorn", CUSTOM_SERVER):
+                problems.append((class_field, f"a worker class is a gunicorn setting; {server} "
+                                              f"({server_field}) has none"))
+    workers = (m and m.workers) or ([t.workers] if t.workers is not None else [])
+    workers_field = "spec.matrix.workers" if m and m.workers else "spec.target.workers"
+    for server in servers:
+        if server in SINGLE_PROCESS_SERVERS and any(w != 1 for w in workers):
+            problems.append((workers_field, f"{server} ({server_field}) runs one process, so workers must be 1, "
+                                            f"got {', '.join(map(str, workers))}; use threads or pods instead"))
+    if t.command:
+        for name, value in (("spec.target.server", t.server), ("spec.target.workerClass", t.worker_class),
+                            ("spec.matrix.server", m and m.server),
+                            ("spec.matrix.workerClass", m and m.worker_class)):
+            if value:
+                problems.append((name, "spec.target.command replaces the server: set one of them, not both"))
+        problems += _command_problems(t.command)
+    return problems
+
+
+def _command_problems(command: list[str]) -> list[tuple[str, str]]:
+    problems, used = [], set()
+    for i, arg in enumerate(command):
+        path = f"spec.target.command[{i}]"
+        try:
+            names = command_placeholders(arg)
+        except ValueError as error:
+            problems.append((path, f"{error} in {arg!r}; write {{{{ and }}}} for a literal brace"))
+            continue
+        for name in names:
+            if name not in COMMAND_PLACEHOLDERS:
+                problems.append((path, f"unknown placeholder {{{name}}} (known: "
+                                       f"{', '.join(f'{{{p}}}' for p in COMMAND_PLACEHOLDERS)})"))
+        used.update(names)
+    if not problems and not used & {"port", "bind"}:
+        problems.append(("spec.target.command", "must listen on {port} or {bind}: the target's port comes "
+                                                "from loadstage"))
+    return problems
 
 
 _image = Str("Container image; defaults to the image the operator was installed with.")
 
-GUNICORN = Obj(Gunicorn, "How gunicorn serves the app in each pod.", {
-    "workers": Int("Gunicorn worker processes per pod.", minimum=1, maximum=64, default=2),
-    "threads": Int("Threads per worker (gthread worker class).", minimum=1, maximum=64, default=2),
-    "workerClass": Str("Gunicorn worker class.", enum=WORKER_CLASSES, default="gthread"),
-}, default={})
-
-TARGET = Obj(Target, "The system under test: a gunicorn-served WSGI app.", {
+TARGET = Obj(Target, "The system under test: a WSGI app, served by the server you choose.", {
     "image": _image,
-    "app": Str("WSGI application that gunicorn serves (module:callable).",
+    "app": Str("WSGI application that the server serves (module:callable).",
                pattern=r"[A-Za-z_][\w.]*:[A-Za-z_][\w.()]*", pattern_hint="module:callable",
                default=DEFAULT_RUNNER_APP),
-    "pods": Int("Number of target pods (local engine: gunicorn instances).", minimum=1, maximum=500,
+    "pods": Int("Number of target pods (local engine: server instances).", minimum=1, maximum=500,
                 default=1),
-    "gunicorn": GUNICORN,
+    "server": Str("The WSGI server: gunicorn (the default), uwsgi, waitress, cheroot or granian. workers and "
+                  "threads map onto each server's own settings.", enum=SERVERS),
+    "workers": Int("Worker processes per pod (gunicorn, uwsgi and granian; waitress and cheroot run one "
+                   "process). Defaults to 2, or 1 for waitress and cheroot.", minimum=1, maximum=64),
+    "threads": Int("Threads per worker process (gunicorn's gthread class, uwsgi's threads, granian's blocking "
+                   "threads, waitress's and cheroot's thread pool).", minimum=1, maximum=64, default=2),
+    "workerClass": Str("Gunicorn worker class (gunicorn only); defaults to gthread.", enum=WORKER_CLASSES),
+    "command": ListOf("Any other server: its command line, instead of server. Placeholders: "
+                      + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS)
+                      + " ({bind} is host:port); it must listen on {port} or {bind}. Write {{ and }} for a "
+                        "literal brace.", Str("One argument."), min_items=1, max_items=100),
     "env": MapOf("Extra environment variables for the target.", Str("Value."),
                  key_pattern=r"[A-Za-z_][A-Za-z0-9_]*", key_hint="an environment variable name", default={}),
     "readyTimeout": Duration("How long the target may take to become ready before the experiment fails.",
@@ -344,7 +427,8 @@ STAGE = Obj(Stage, "One step of the ladder: this many injectors, or this many us
          cel="has(self.injectors) != has(self.users)")])
 
 MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these values.", {
-    "workers": ListOf("Gunicorn workers per pod.", Int("", minimum=1, maximum=64),
+    "server": ListOf("WSGI servers.", Str("", enum=SERVERS), min_items=1, max_items=len(SERVERS), unique=True),
+    "workers": ListOf("Worker processes per pod.", Int("", minimum=1, maximum=64),
                       min_items=1, max_items=20, unique=True),
     "threads": ListOf("Threads per worker.", Int("", minimum=1, maximum=64),
                       min_items=1, max_items=20, unique=True),
@@ -386,6 +470,25 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          f"at most {MAX_VARIANT_STAGES} stages in all (variants x stages), so that the status stays small",
          cel=f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * size(self.stages) "
              f"<= {MAX_VARIANT_STAGES}"),
+    # the API server's side of server_problems()
+    Rule(None, "a worker class (spec.target.workerClass or spec.matrix.workerClass) is a gunicorn setting: "
+               "every server must be gunicorn", cel=f"!({_CEL_HAS_WORKER_CLASS}) || {_CEL_SERVERS}.all(s, s == 'gunicorn')"),
+    Rule(None, "waitress and cheroot run one process: workers (spec.target.workers or spec.matrix.workers) "
+               "must be 1 when they are among the servers",
+         cel=f"!({_CEL_HAS_WORKERS}) || !{_CEL_SERVERS}.exists(s, s in {list(SINGLE_PROCESS_SERVERS)}) || "
+             f"{_CEL_WORKERS}.all(w, w == 1)"),
+    Rule(None, "spec.target.command replaces the server: set none of spec.target.server, spec.target.workerClass, "
+               "spec.matrix.server or spec.matrix.workerClass with it",
+         cel="!has(self.target) || !has(self.target.command) || (!has(self.target.server) && "
+             "!has(self.target.workerClass) && (!has(self.matrix) || (!has(self.matrix.server) && "
+             "!has(self.matrix.workerClass))))"),
+    Rule(None, "spec.target.command must listen on {port} or {bind}, and use only the placeholders "
+               + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS),
+         cel="!has(self.target) || !has(self.target.command) || "
+             "(self.target.command.exists(a, a.replace('{{', '').contains('{port}') || "
+             "a.replace('{{', '').contains('{bind}')) && self.target.command.all(a, "
+             "a.replace('{{', '').replace('}}', '').findAll('\\\\{[^{}]*\\\\}').all(p, p in "
+             f"{[f'{{{p}}}' for p in COMMAND_PLACEHOLDERS]})))"),
 ])
 
 METADATA = Obj(Metadata, "", {
@@ -420,6 +523,9 @@ def parse_experiment(doc: Any) -> Experiment:
         problems.add("spec", "is required")
     metadata = METADATA.parse(_tolerant_metadata(doc.get("metadata")), "metadata", problems)
     spec = SPEC.parse(doc.get("spec"), "spec", problems) if "spec" in doc else None
+    problems.raise_if_any()
+    for path, message in server_problems(spec):
+        problems.add(path, message)
     problems.raise_if_any()
     return Experiment(metadata=metadata, spec=_resolve_injectors(spec), source=doc)
 

@@ -45,12 +45,12 @@ def _count(value) -> str:
 
 def _varying(status: dict[str, Any]) -> list[str]:
     settings = [v["settings"] for v in status["variants"]]
-    return [k for k in settings[0] if len({s[k] for s in settings}) > 1] if len(settings) > 1 else []
+    return [k for k in settings[0] if len({s.get(k) for s in settings}) > 1] if len(settings) > 1 else []
 
 
 def variant_label(status: dict[str, Any], variant: dict[str, Any]) -> str:
     varying = _varying(status) or list(variant["settings"])
-    return " ".join(f"{k}={variant['settings'][k]}" for k in varying)
+    return " ".join(f"{k}={variant['settings'][k]}" for k in varying if variant["settings"].get(k) is not None)
 
 
 def _verdict(stage: dict[str, Any]) -> str:
@@ -177,7 +177,10 @@ def progress_line(label: str, elapsed: float, duration: float, snapshot: dict[st
 
 # -- the seeds' tables: what a performance-investigation page shows ---------------------------------
 
-SETTING_NAMES = {"pods": "pods", "workers": "workers", "threads": "threads", "workerClass": "worker class"}
+SETTING_NAMES = {"server": "server", "pods": "pods", "workers": "workers", "threads": "threads",
+                 "workerClass": "worker class"}
+PROFILE_SETTINGS = {"server": "Server", "pods": "Target pods", "workers": "Worker processes per pod",
+                    "threads": "Threads per worker", "workerClass": "Gunicorn worker class"}
 PERCENTILE_COLUMNS = ["50th", "90th", "95th", "99th", "99.9th"]
 INJECTORS_COLUMN = "Load injector instances"
 
@@ -224,8 +227,8 @@ def breakdown_rows(status: dict[str, Any], variant: dict[str, Any],
 
 
 def _values(status: dict[str, Any], key: str) -> str:
-    values = list(dict.fromkeys(v["settings"][key] for v in status["variants"]))
-    return ", ".join(map(str, values)) + (" (one variant each)" if len(values) > 1 else "")
+    values = list(dict.fromkeys(v["settings"].get(key) for v in status["variants"]))
+    return ", ".join("-" if v is None else str(v) for v in values) + (" (one variant each)" if len(values) > 1 else "")
 
 
 def profile_rows(experiment: Experiment, status: dict[str, Any]) -> list[list[str]]:
@@ -234,8 +237,8 @@ def profile_rows(experiment: Experiment, status: dict[str, Any]) -> list[list[st
     target, injectors = spec.target, spec.injectors
     durations = list(dict.fromkeys(format_duration(s.duration) for s in spec.stages))
     rows = [["Target app", target.app + (f" ({target.image})" if target.image else "")],
-            *([f"Target {SETTING_NAMES[k]}" if k == "pods" else f"Gunicorn {SETTING_NAMES[k]}", _values(status, k)]
-              for k in ("pods", "workers", "threads", "workerClass") if status["variants"]),
+            *([name, _values(status, key)] for key, name in PROFILE_SETTINGS.items()
+              if any(v["settings"].get(key) is not None for v in status["variants"])),
             ["Users per injector", f"{injectors.users_per_injector:,}"],
             ["Spawn rate per injector", f"{injectors.spawn_rate:g} users/s"]]
     if injectors.pacing is not None:

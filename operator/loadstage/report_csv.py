@@ -11,7 +11,7 @@ from typing import Any
 from . import report
 from .model import Experiment
 
-SETTINGS = ["pods", "workers", "threads", "workerClass"]
+SETTINGS = ["server", "pods", "workers", "threads", "workerClass"]
 FIGURES = ["requests", "failures", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms",
            "maxMs", "p999Reliable"]
 TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores", "targetPeakMemoryBytes",

@@ -1,5 +1,5 @@
-"""Gunicorn hooks for the runner app. Workers, threads, worker class and bind come
-from GUNICORN_CMD_ARGS, so any gunicorn image is configured the same way."""
+"""Gunicorn hooks for the runner app: a clean metrics directory at start, and the files of
+a dead worker marked. Workers, threads, worker class and bind are on the command line."""
 
 import os
 from pathlib import Path

@@ -1,12 +1,16 @@
-"""Request latency histograms, correct under gunicorn's multiprocess mode when
-PROMETHEUS_MULTIPROC_DIR is set (each worker writes its own files; /metrics merges them)."""
+"""Request latency histograms, correct under any server's worker processes when
+PROMETHEUS_MULTIPROC_DIR is set (each process writes its own files; /metrics merges them)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest,
                                multiprocess)
+
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
 UNINSTRUMENTED = {"/metrics", "/healthz", "/readyz", "unmatched"}
 REQUEST_SECONDS = Histogram(
