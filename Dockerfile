@@ -25,7 +25,8 @@ RUN pip install --no-cache-dir --no-deps . && rm -rf operator runner-app build
 COPY injectors ./injectors
 USER 10001:10001
 
-# The system under test. Workers, threads, worker class and bind come from GUNICORN_CMD_ARGS.
+# The system under test. The operator passes the server's whole command line as args
+# (loadstage.commands: gunicorn, uwsgi, waitress-serve, cheroot or granian); this CMD is gunicorn's default.
 FROM base AS runner-app
 ENV PROMETHEUS_MULTIPROC_DIR=/tmp/metrics
 EXPOSE 8000

@@ -131,7 +131,8 @@ def test_the_runner_pods_service_is_headless_over_the_runner_pods():
     assert headless["metadata"]["name"] == "demo-runner-pods"
     assert headless["spec"]["selector"] == balanced["spec"]["selector"]
     assert headless["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
-    assert manifests.runner_metrics_urls(e) == ["http://demo-runner-pods:8000/metrics"]
+    assert manifests.runner_metrics_urls(["10.244.0.7", "fd00::7"]) == ["http://10.244.0.7:8000/metrics",
+                                                                       "http://[fd00::7]:8000/metrics"]
 
 
 def test_external_redis_is_used_as_given_and_not_deployed():
@@ -146,7 +147,7 @@ def test_stage_jobs_and_master_service():
     e = experiment(stages=[{"injectors": 10, "duration": "20m"}], warmup={"injectors": 2, "duration": "1m"})
     v = e.variants()[0]
     step = Step(v, 1, e.spec.stages[0], 1, 1)
-    master = manifests.master_job(e, step, IMAGES)
+    master = manifests.master_job(e, step, IMAGES, ["10.244.0.7", "10.244.0.8"])
     workers = manifests.workers_job(e, step, IMAGES)
     service = manifests.master_service(e, step)
     assert master["metadata"]["name"] == service["metadata"]["name"] == "demo-v1-s1-master"
@@ -157,7 +158,7 @@ def test_stage_jobs_and_master_service():
     mc = master["spec"]["template"]["spec"]["containers"][0]
     assert mc["args"] == commands.locust_master_command(
         e, e.spec.stages[0], host="http://demo-runner:8000", summary_file="/dev/termination-log",
-        artifact_file="-", target_metrics=["http://demo-runner-pods:8000/metrics"])
+        artifact_file="-", target_metrics=["http://10.244.0.7:8000/metrics", "http://10.244.0.8:8000/metrics"])
     assert mc["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert service["spec"]["selector"].items() <= master["spec"]["template"]["metadata"]["labels"].items()
     assert service["spec"]["ports"][0]["port"] == 5557
@@ -175,7 +176,7 @@ def test_stage_jobs_and_master_service():
 def test_custom_locustfile_comes_from_a_configmap_on_master_and_workers():
     e = experiment(injectors={"locustfile": {"configMap": {"name": "my-test", "key": "scenario.py"}}})
     step = Step(e.variants()[0], 1, e.spec.stages[0], 1, 1)
-    for job in (manifests.master_job(e, step, IMAGES), manifests.workers_job(e, step, IMAGES)):
+    for job in (manifests.master_job(e, step, IMAGES, ["10.244.0.7"]), manifests.workers_job(e, step, IMAGES)):
         pod = job["spec"]["template"]["spec"]
         assert {"name": "locustfile", "configMap": {
             "name": "my-test", "items": [{"key": "scenario.py", "path": "locustfile.py"}]}} in pod["volumes"]

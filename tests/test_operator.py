@@ -584,6 +584,17 @@ INVALID = [
      "spec: Invalid value: \"object\": a stage given in users needs at most 1000 injectors"),
     (_variant(injectors__maxUsersPerInjector=2, stages=[{"users": 2001, "duration": "1m"}]),
      "spec: Invalid value: \"object\": a stage given in users needs at most 1000 injectors"),
+    (_variant(target__server="bjoern"), "spec.target.server: Unsupported value: \"bjoern\""),
+    (_variant(target__server="waitress"),   # the example's workers: 2
+     "spec: Invalid value: \"object\": waitress and cheroot run one process: workers"),
+    (_variant(matrix={"server": ["gunicorn", "granian"], "workerClass": ["sync"]}),
+     "spec: Invalid value: \"object\": a worker class (spec.target.workerClass or spec.matrix.workerClass) is a "
+     "gunicorn setting"),
+    (_variant(target__command=["hypercorn", "{port}"], matrix={"server": ["uwsgi"]}),
+     "spec: Invalid value: \"object\": spec.target.command replaces the server"),
+    (_variant(target__command=["hypercorn", "--bind", "{bind}", "{prot}"]),
+     "spec: Invalid value: \"object\": spec.target.command must listen on {port} or {bind}, and use only the "
+     "placeholders"),
 ]
 
 

@@ -116,6 +116,44 @@ def test_a_whole_experiment_runs_in_real_pods_and_reports_real_numbers(node):
     assert not {k: v for k, v in dirty.items() if v}, dirty
 
 
+def test_every_server_serves_a_stage_in_real_pods(node):
+    namespace = node.restricted_namespace("lx-servers")
+    doc = yaml.safe_load((ROOT / "examples" / "servers.yaml").read_text())
+    doc["spec"]["stages"] = [{"users": 20, "duration": "15s"}]
+    doc["spec"]["matrix"]["server"] = ["gunicorn", "uwsgi", "cheroot", "granian", "waitress"]
+    doc["spec"]["cleanup"] = "Keep"
+    apply(node, namespace, doc)
+    waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/servers", "--timeout=420s")
+    final = status(node, namespace, "servers")
+    (ARTIFACTS / "servers-status.yaml").write_text(yaml.safe_dump(final, sort_keys=False))
+    logs = node.all_logs(namespace)
+    (ARTIFACTS / "servers-logs.txt").write_text("\n".join(f"== {k}\n{v}" for k, v in sorted(logs.items())))
+    assert waited.returncode == 0, (waited.stderr, final.get("message"))
+    servers = doc["spec"]["matrix"]["server"]
+    assert [v["settings"]["server"] for v in final["variants"]] == servers
+    for variant in final["variants"]:
+        (stage,) = variant["stages"]
+        server = variant["settings"]["server"]
+        assert stage["requests"] > 100 and stage["failures"] == 0, (server, stage)
+        # every variant's own pods, though DNS still names the previous variant's pod for a while
+        served = stage["target"].get("servedRequests")
+        assert served is not None and abs(served - stage["requests"]) <= 0.005 * stage["requests"], (server, stage)
+        assert 0 < stage["redisPeakConnections"] <= variant["settings"]["workers"] * 4 + 1, (server, stage)
+    # metrics-server has a new pod's first sample after 10-30 s, so a 15 s stage may have none
+    memory = [v["stages"][0]["target"].get("peakMemoryBytes") for v in final["variants"]]
+    assert len([m for m in memory if m is not None]) >= 3 and all(m > 20 * 2**20 for m in memory if m), memory
+    # the last runner is waitress, which has no SIGTERM handler: as PID 1 it would ignore SIGTERM for
+    # the whole 30 s grace period
+    assert node.running_containers(namespace)
+    deleted = time.monotonic()
+    assert node.kubectl("delete", "-n", namespace, "lx/servers", "--timeout=60s").returncode == 0
+    wait_for(lambda: not node.running_containers(namespace), timeout=60)
+    assert time.monotonic() - deleted < 15, "a runner container outlived SIGTERM"
+    print("\nservers on the real node:", [(v["settings"]["server"], v["stages"][0]["requests"],
+                                           v["stages"][0]["latencyMs"]["p99"]) for v in final["variants"]],
+          f"all containers gone {time.monotonic() - deleted:.1f}s after the delete")
+
+
 def test_the_operator_pod_deleted_mid_stage_picks_the_stage_up_and_never_goes_backwards(node):
     namespace = node.restricted_namespace("lx-restart")
     doc = experiment("restart", pods=1, stages=((1, "30s"), (1, "20s")), cleanup="Delete")

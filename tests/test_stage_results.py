@@ -1,6 +1,7 @@
 """Summary size, thresholds, capacity, command lines and the results table: pure functions."""
 
 import copy
+import dataclasses
 import math
 import random
 
@@ -147,6 +148,26 @@ def test_table_has_the_seed_columns_one_row_per_stage_and_variant():
     assert render_capacity(status)[0].endswith("none; stage 1 passed, but its injectors were CPU-bound")
 
 
+def test_the_report_shows_errors_and_the_targets_cpu_rss_and_redis_peak_per_server_and_stage():
+    e = experiment(matrix={"server": ["gunicorn", "waitress"]}, stages=[{"users": 50, "duration": "10s"}])
+    status = {"variants": []}
+    for v in e.variants():
+        measured = _measured(requests=12_345, failures=7 * v.index)
+        measured = dataclasses.replace(measured, target_peak_cpu_cores=0.5 + v.index,
+                                       target_peak_memory_bytes=(100 + v.index) * 2**20)
+        status["variants"].append({"index": v.index, "settings": v.settings(),
+                                   "stages": [stage_result(e, 1, e.spec.stages[0], measured)]})
+    text = render_report(status)
+    table = text.split("Errors and target resources per stage (peaks while the stage ran):\n")[1].splitlines()
+    assert [c.strip() for c in table[0].split("|")] == [
+        "Variant", "Injectors", "Users", "Requests", "req/s", "Errors", "Error rate", "Target CPU (cores)",
+        "Target RSS (MiB)", "Redis peak"]
+    assert [[c.strip() for c in line.split("|")] for line in table[2:4]] == [
+        ["server=gunicorn workers=2 workerClass=gthread", "1", "50", "12,345", "1,234", "0", "0.00%", "0.50", "100",
+         "12"],
+        ["server=waitress workers=1", "1", "50", "12,345", "1,234", "7", "0.06%", "1.50", "101", "12"]]
+
+
 def _recorded_stage(rng, scale, count):
     """A real stage: samples recorded as an injector would, built as the master would."""
     stats, recorder = RequestStats(), StageRecorder()
@@ -199,6 +220,6 @@ def test_a_variants_headline_row_is_computed_from_all_its_stages_histograms_neve
     assert [c.strip() for c in headline[0].split("|")] == [
         "Variant", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "POSTs avg", "Total Requests", "Redis peak"]
     assert headline[2].startswith("threads=2") and f"{status['variants'][0]['aggregate']['requests']:,}" in headline[2]
-    pivot = report.split("99th percentile per stage (ms):\n")[1].splitlines()
-    assert [c.strip() for c in pivot[0].split("|")] == ["Injectors", "threads=2", "threads=7"]
+    pivot = report.split("99th percentile per stage (ms):\n")[1].split("\n\n")[0].splitlines()
+    assert [c.strip() for c in pivot[0].split("|")] == ["Injectors", "Users", "threads=2", "threads=7"]
     assert len(pivot) == 2 + 3

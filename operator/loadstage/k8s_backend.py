@@ -129,6 +129,7 @@ class KubernetesBackend:
         self.redis_sample_url = redis_sample_url or self._in_cluster_redis_url()
         self.poll = poll
         self.redis_password: str | None = None
+        self.runner_ips: list[str] = []   # of the current variant's ready runner pods
 
     def _in_cluster_redis_url(self) -> str:
         if not self.experiment.spec.redis.deployed:
@@ -269,7 +270,8 @@ class KubernetesBackend:
         deadline = time.monotonic() + timeout
         want = {name.rsplit("-", 1)[1]: variant.pods if name == manifests.runner_name(exp) else 1 for name in names}
 
-        def settled(current: dict[str, Pod]) -> bool | None:
+        def settled(current: dict[str, Pod]) -> list[str] | None:
+            """The runner pods' IPs, once every component has its pods ready."""
             fatal = _cannot_start(current.values())
             if fatal:
                 raise ExperimentFailed("TargetNotReady", fatal)
@@ -278,12 +280,15 @@ class KubernetesBackend:
                 mine = [p for p in live if p["metadata"]["labels"].get(manifests.LABEL_COMPONENT) == component]
                 if len(mine) != count or not all(_ready(p) for p in mine):
                     return None
-            return True
+            return sorted(p["status"].get("podIP", "") for p in live
+                          if p["metadata"]["labels"].get(manifests.LABEL_COMPONENT) == "runner")
         while True:
-            if await self.pods.until(exp.name, {manifests.LABEL_COMPONENT: ",".join(want)}, settled, self.stopped,
-                                     timeout=max(0.0, deadline - time.monotonic())):
+            runner_ips = await self.pods.until(exp.name, {manifests.LABEL_COMPONENT: ",".join(want)}, settled,
+                                               self.stopped, timeout=max(0.0, deadline - time.monotonic()))
+            if runner_ips:
                 waiting = [n for n in names if not await self._deployment_ready(n)]
                 if not waiting:
+                    self.runner_ips = [ip for ip in runner_ips if ip]
                     return
             else:
                 waiting = names
@@ -311,7 +316,7 @@ class KubernetesBackend:
         exp = self.experiment
         master = manifests.master_name(exp, step)
         created = await self._create(manifests.master_service(exp, step))
-        created = await self._create(manifests.master_job(exp, step, self.images)) or created
+        created = await self._create(manifests.master_job(exp, step, self.images, self.runner_ips)) or created
         created = await self._create(manifests.workers_job(exp, step, self.images)) or created
         self.on_event("StageStarted" if created else "StageResumed",
                       f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")

@@ -159,8 +159,11 @@ def runner_deployment(experiment: Experiment, variant: Variant, images: Images) 
         ports=[{"name": "http", "containerPort": commands.RUNNER_PORT, "protocol": "TCP"}],
         readinessProbe={"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2},
         livenessProbe={"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10})
+    pod = _pod_spec([container], APP_UID)
+    # the pause container is PID 1, so a server without a SIGTERM handler (waitress, cheroot) still stops on it
+    pod["shareProcessNamespace"] = True
     return _deployment(runner_name(experiment), labels(experiment, "runner"), _selector(experiment, "runner"),
-                       variant.pods, _pod_spec([container], APP_UID),
+                       variant.pods, pod,
                        {ANNOTATION_VARIANT: str(variant.index + 1)})
 
 
@@ -177,8 +180,10 @@ def runner_pods_service(experiment: Experiment) -> dict[str, Any]:
     return service
 
 
-def runner_metrics_urls(experiment: Experiment) -> list[str]:
-    return [f"http://{runner_pods_name(experiment)}:{commands.RUNNER_PORT}/metrics"]
+def runner_metrics_urls(pod_ips: list[str]) -> list[str]:
+    """By pod IP, not by the headless Service: DNS caches (CoreDNS: 30 s) still name the previous
+    variant's pods for a while."""
+    return [f"http://{f'[{ip}]' if ':' in ip else ip}:{commands.RUNNER_PORT}/metrics" for ip in pod_ips]
 
 
 def _locustfile_volume(experiment: Experiment) -> tuple[list[dict], list[dict], str | None]:
@@ -202,11 +207,11 @@ def _stage_deadline(step: Step) -> int:
     return int(step.stage.duration) + STAGE_DEADLINE_GRACE_SECONDS
 
 
-def master_job(experiment: Experiment, step: Step, images: Images) -> dict[str, Any]:
+def master_job(experiment: Experiment, step: Step, images: Images, runner_ips: list[str]) -> dict[str, Any]:
     volumes, mounts, custom = _locustfile_volume(experiment)
     args = commands.locust_master_command(
         experiment, step.stage, host=f"http://{runner_name(experiment)}:{commands.RUNNER_PORT}",
-        summary_file=TERMINATION_LOG, artifact_file="-", target_metrics=runner_metrics_urls(experiment),
+        summary_file=TERMINATION_LOG, artifact_file="-", target_metrics=runner_metrics_urls(runner_ips),
         custom_locustfile=custom)
     container = _container(
         "locust-master", experiment.spec.injectors.image or images.injector, args, mounts=mounts,

@@ -356,7 +356,7 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
     "command": ListOf("Any other server: its command line, instead of server. Placeholders: "
                       + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS)
                       + " ({bind} is host:port); it must listen on {port} or {bind}. Write {{ and }} for a "
-                        "literal brace.", Str("One argument."), min_items=1, max_items=100),
+                        "literal brace.", Str("One argument.", max_length=256), min_items=1, max_items=50),
     "env": MapOf("Extra environment variables for the target.", Str("Value."),
                  key_pattern=r"[A-Za-z_][A-Za-z0-9_]*", key_hint="an environment variable name", default={}),
     "readyTimeout": Duration("How long the target may take to become ready before the experiment fails.",

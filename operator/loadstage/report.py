@@ -79,6 +79,31 @@ def stage_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+RESOURCE_COLUMNS = ["Injectors", "Users", "Requests", "req/s", "Errors", "Error rate", "Target CPU (cores)",
+                    "Target RSS (MiB)", "Redis peak"]
+
+
+def _number(value, form: str) -> str:
+    return "-" if value is None else format(value, form)
+
+
+def resource_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """What each stage cost the target, and what failed: the servers comparison's other columns."""
+    varying = _varying(status)
+    rows = []
+    for variant in status["variants"]:
+        for s in variant["stages"]:
+            target = s.get("target", {})
+            memory = target.get("peakMemoryBytes")
+            rows.append([*([variant_label(status, variant)] if varying else []), str(s["injectors"]),
+                         _count(s.get("users")), _count(s["requests"]), _number(s.get("rps"), ",.0f"),
+                         _count(s.get("failures")), _number(s.get("errorRate"), ".2%"),
+                         _number(target.get("peakCpuCores"), ".2f"),
+                         _number(None if memory is None else memory / 2**20, ",.0f"),
+                         _count(s.get("redisPeakConnections"))])
+    return (["Variant"] if varying else []) + RESOURCE_COLUMNS, rows
+
+
 def headline_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """One row per variant over all its stages: the seeds' first table."""
     rows = []
@@ -92,11 +117,13 @@ def headline_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return ["Variant", *HEADLINE_COLUMNS], rows
 
 
-def pivot_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def pivot_rows(status: dict[str, Any], users: bool = True) -> tuple[list[str], list[list[str]]]:
     """The p99 of every stage, one column per variant: "99th percentile timings per load stage"."""
-    header = ["Injectors", *(variant_label(status, v) for v in status["variants"])]
-    return header, [[str(r["injectors"]), *(_ms(p) for p in r["p99MsByVariant"])]
-                    for r in status.get("p99ByStage", [])]
+    pivot = status.get("p99ByStage", [])
+    users = users and all(r.get("users") is not None for r in pivot)
+    header = ["Injectors", *(["Users"] if users else []), *(variant_label(status, v) for v in status["variants"])]
+    return header, [[str(r["injectors"]), *([_count(r["users"])] if users else []),
+                     *(_ms(p) for p in r["p99MsByVariant"])] for r in pivot]
 
 
 def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Variant", "Verdict")) -> str:
@@ -123,6 +150,10 @@ def render_report(status: dict[str, Any]) -> str:
     pivot_header, pivot_table = pivot_rows(status)
     if len(status["variants"]) > 1 and pivot_table:
         parts += ["", "99th percentile per stage (ms):", render(pivot_header, pivot_table, left=())]
+    resources_header, resources_table = resource_rows(status)
+    if resources_table:
+        parts += ["", "Errors and target resources per stage (peaks while the stage ran):",
+                  render(resources_header, resources_table)]
     notes = footnotes([c for rows in (stage_table, headline_table) for row in rows for c in row])
     if notes:
         parts += ["", *notes]
@@ -134,7 +165,7 @@ def render_capacity(status: dict[str, Any]) -> list[str]:
     for variant in status["variants"]:
         if "capacity" not in variant:
             continue
-        settings = ", ".join(f"{k}={v}" for k, v in variant["settings"].items())
+        settings = ", ".join(f"{k}={v}" for k, v in variant["settings"].items() if v is not None)
         cap = variant["capacity"]
         if cap is None:
             bound = [str(s["stage"]) for s in variant["stages"]
@@ -199,9 +230,10 @@ def seeds_headline_rows(status: dict[str, Any]) -> tuple[list[str], list[list[st
             "Redis connections (peak)"], rows
 
 
-def seeds_pivot_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    _, rows = pivot_rows(status)
-    return [INJECTORS_COLUMN, *(variant_label(status, v) for v in status["variants"])], rows
+def seeds_pivot_rows(status: dict[str, Any], users: bool = False) -> tuple[list[str], list[list[str]]]:
+    """The seeds' pivot; with `users` (a ladder given in users) a Users column too."""
+    header, rows = pivot_rows(status, users=users)
+    return [INJECTORS_COLUMN, *header[1:]], rows
 
 
 def methods(status: dict[str, Any]) -> list[str]:
@@ -288,9 +320,12 @@ def page_sections(experiment: Experiment, status: dict[str, Any]) -> list[Sectio
     header, rows = seeds_headline_rows(status)
     if rows:
         sections.append(Section("Results per variant", header, rows, len(key_settings(status))))
-    header, rows = seeds_pivot_rows(status)
+    header, rows = seeds_pivot_rows(status, users=by_users(experiment))
     if len(status["variants"]) > 1 and rows:
         sections.append(Section("99th percentile timings per load stage", header, rows))
+    header, rows = resource_rows(status)
+    if rows:
+        sections.append(Section("Errors and target resources per stage", header, rows, len(_varying(status))))
     for variant in status["variants"]:
         if variant["stages"]:
             header, rows = breakdown_rows(status, variant, users=by_users(experiment))

@@ -113,6 +113,7 @@ def p99_pivot(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for number in numbers:
         by_variant = [next((s["latencyMs"]["p99"] for s in v["stages"] if s["stage"] == number), None)
                       for v in variants]
-        injectors = next(s["injectors"] for v in variants for s in v["stages"] if s["stage"] == number)
-        rows.append({"stage": number, "injectors": injectors, "p99MsByVariant": by_variant})
+        first = next(s for v in variants for s in v["stages"] if s["stage"] == number)
+        rows.append({"stage": number, "injectors": first["injectors"], "users": first.get("users"),
+                     "p99MsByVariant": by_variant})
     return rows
