@@ -192,9 +192,9 @@ class Experiment:
         m, t = self.spec.matrix, self.spec.target
         axes = {
             "server": (m and m.server) or [server_of(t)],
-            "pods": (m and m.pods) or [t.pods],
             "workers": (m and m.workers) or [t.workers],
             "threads": (m and m.threads) or [t.threads],
+            "pods": (m and m.pods) or [t.pods],
             "worker_class": (m and m.worker_class) or [t.worker_class],
         }
         variants = []

@@ -218,12 +218,14 @@ INJECTORS_COLUMN = "Load injector instances"
 
 def key_settings(status: dict[str, Any]) -> list[str]:
     """The settings that tell the variants apart; every setting when there is one variant."""
-    return _varying(status) or list(status["variants"][0]["settings"]) if status["variants"] else []
+    if not status["variants"]:
+        return []
+    return _varying(status) or [k for k, v in status["variants"][0]["settings"].items() if v is not None]
 
 
 def seeds_headline_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     keys = key_settings(status)
-    rows = [[*(str(v["settings"][k]) for k in keys), *_percentiles(v["aggregate"]["latencyMs"]),
+    rows = [[*(_setting(v["settings"].get(k)) for k in keys), *_percentiles(v["aggregate"]["latencyMs"]),
              _count(v["aggregate"]["requests"]), _count(v["aggregate"].get("redisPeakConnections"))]
             for v in status["variants"] if v.get("aggregate")]
     return [*(SETTING_NAMES.get(k, k) for k in keys), *PERCENTILE_COLUMNS, "total requests",
@@ -258,9 +260,13 @@ def breakdown_rows(status: dict[str, Any], variant: dict[str, Any],
             *(f"{m}s Average" for m in shown), "Total Requests"], rows
 
 
+def _setting(value) -> str:
+    return "-" if value is None else str(value)
+
+
 def _values(status: dict[str, Any], key: str) -> str:
     values = list(dict.fromkeys(v["settings"].get(key) for v in status["variants"]))
-    return ", ".join("-" if v is None else str(v) for v in values) + (" (one variant each)" if len(values) > 1 else "")
+    return ", ".join(map(_setting, values)) + (" (one variant each)" if len(values) > 1 else "")
 
 
 def profile_rows(experiment: Experiment, status: dict[str, Any]) -> list[list[str]]:
@@ -325,7 +331,7 @@ def page_sections(experiment: Experiment, status: dict[str, Any]) -> list[Sectio
         sections.append(Section("99th percentile timings per load stage", header, rows))
     header, rows = resource_rows(status)
     if rows:
-        sections.append(Section("Errors and target resources per stage", header, rows, len(_varying(status))))
+        sections.append(Section("Errors and target resources per stage", header, rows, int(bool(_varying(status)))))
     for variant in status["variants"]:
         if variant["stages"]:
             header, rows = breakdown_rows(status, variant, users=by_users(experiment))
