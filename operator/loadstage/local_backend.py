@@ -201,9 +201,7 @@ class LocalBackend:
 
     def finish_variant(self, variant: Variant) -> None:
         self._drop_ahead()
-        for child in self.retired:
-            self._stop_after_exit(child, grace=5.0)
-        self.retired = []
+        self._stop_retired(grace=5.0)
         if self.target is None:
             return
         for pod in self.target.pods:
@@ -348,10 +346,10 @@ class LocalBackend:
                 return list(lost.values())
             time.sleep(FOLLOW_POLL_SECONDS)
 
-    def _stop_retired(self) -> None:
-        """The master of the stage before: it has exited by now; if not, it is stopped."""
+    def _stop_retired(self, grace: float = 0) -> None:
+        """The masters of the stages before: they have exited by now, or get `grace` seconds to."""
         for child in self.retired:
-            self._stop_after_exit(child, grace=0)
+            self._stop_after_exit(child, grace=grace)
         self.retired = []
 
     def _stop_after_exit(self, child: Child, grace: float = 10.0) -> None:

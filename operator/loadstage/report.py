@@ -4,7 +4,7 @@ headline row of every variant over all its stages, and the p99 of every stage pe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .model import Experiment
 from .schema import format_duration
@@ -49,8 +49,8 @@ def _varying(status: dict[str, Any]) -> list[str]:
 
 
 def variant_label(status: dict[str, Any], variant: dict[str, Any]) -> str:
-    varying = _varying(status) or list(variant["settings"])
-    return " ".join(f"{k}={variant['settings'][k]}" for k in varying if variant["settings"].get(k) is not None)
+    settings = variant["settings"]
+    return " ".join(f"{k}={settings[k]}" for k in key_settings(status) if settings.get(k) is not None)
 
 
 def _verdict(stage: dict[str, Any]) -> str:
@@ -59,24 +59,26 @@ def _verdict(stage: dict[str, Any]) -> str:
     return text + " (injector-bound)" if stage.get("injectorBound") else text
 
 
-def stage_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def _per_stage(status: dict[str, Any], columns: list[str],
+               cells: Callable[[dict[str, Any]], list[str]]) -> tuple[list[str], list[list[str]]]:
+    """One row per stage and variant, led by the variant's label when there are variants to tell apart."""
     varying = _varying(status)
+    rows = [[*([variant_label(status, variant)] if varying else []), *cells(s)]
+            for variant in status["variants"] for s in variant["stages"]]
+    return (["Variant"] if varying else []) + columns, rows
+
+
+def stage_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     has_verdicts = any("verdict" in s or s.get("injectorBound") for v in status["variants"] for s in v["stages"])
-    header = (["Variant"] if varying else []) + STAGE_COLUMNS + (["Verdict"] if has_verdicts else [])
-    rows = []
-    for variant in status["variants"]:
-        for s in variant["stages"]:
-            by = s.get("byMethod", {})
-            row = [str(s["injectors"]), _count(s.get("users")), *_percentiles(s["latencyMs"]),
-                   _method(by, "GET", "mean"), _method(by, "GET", "p99"),
-                   _method(by, "POST", "mean"), _method(by, "POST", "p99"),
-                   _count(s["requests"]), _count(s.get("redisPeakConnections"))]
-            if varying:
-                row.insert(0, variant_label(status, variant))
-            if has_verdicts:
-                row.append(_verdict(s))
-            rows.append(row)
-    return header, rows
+
+    def cells(s: dict[str, Any]) -> list[str]:
+        by = s.get("byMethod", {})
+        return [str(s["injectors"]), _count(s.get("users")), *_percentiles(s["latencyMs"]),
+                _method(by, "GET", "mean"), _method(by, "GET", "p99"),
+                _method(by, "POST", "mean"), _method(by, "POST", "p99"),
+                _count(s["requests"]), _count(s.get("redisPeakConnections")),
+                *([_verdict(s)] if has_verdicts else [])]
+    return _per_stage(status, STAGE_COLUMNS + (["Verdict"] if has_verdicts else []), cells)
 
 
 RESOURCE_COLUMNS = ["Injectors", "Users", "Requests", "req/s", "Errors", "Error rate", "Target CPU (cores)",
@@ -89,19 +91,14 @@ def _number(value, form: str) -> str:
 
 def resource_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """What each stage cost the target, and what failed: the servers comparison's other columns."""
-    varying = _varying(status)
-    rows = []
-    for variant in status["variants"]:
-        for s in variant["stages"]:
-            target = s.get("target", {})
-            memory = target.get("peakMemoryBytes")
-            rows.append([*([variant_label(status, variant)] if varying else []), str(s["injectors"]),
-                         _count(s.get("users")), _count(s["requests"]), _number(s.get("rps"), ",.0f"),
-                         _count(s.get("failures")), _number(s.get("errorRate"), ".2%"),
-                         _number(target.get("peakCpuCores"), ".2f"),
-                         _number(None if memory is None else memory / 2**20, ",.0f"),
-                         _count(s.get("redisPeakConnections"))])
-    return (["Variant"] if varying else []) + RESOURCE_COLUMNS, rows
+    def cells(s: dict[str, Any]) -> list[str]:
+        target = s.get("target", {})
+        memory = target.get("peakMemoryBytes")
+        return [str(s["injectors"]), _count(s.get("users")), _count(s["requests"]), _number(s.get("rps"), ",.0f"),
+                _count(s.get("failures")), _number(s.get("errorRate"), ".2%"),
+                _number(target.get("peakCpuCores"), ".2f"),
+                _number(None if memory is None else memory / 2**20, ",.0f"), _count(s.get("redisPeakConnections"))]
+    return _per_stage(status, RESOURCE_COLUMNS, cells)
 
 
 def headline_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
