@@ -305,11 +305,13 @@ def test_an_injector_lost_mid_stage_fails_the_stage_or_is_recorded(write_experim
 
 
 def test_pacing_shows_the_stall_that_the_closed_model_hides(write_experiment, tmp_path):
-    """A target that stops the world for 2 s in every 20 s. In a closed model each user has one request
-    waiting through the stall, so few samples are slow; measured from each task's intended start, every
-    slot the stall made late counts."""
+    """A target that stops the world for 2 s in every 10 s. In a closed model each user has one request
+    waiting through a stall, so few samples are slow; measured from each task's intended start, every
+    slot the stall made late counts. (Stalls follow the wall clock: with one in every 10 s, a 20 s stage
+    holds a whole one at least 8 s before its end wherever it starts. One in every 20 s could fall in the
+    stage's last seconds, where the late slots are never run, and the test failed so once.)"""
     path = write_experiment(spec_doc(
-        target={"pods": 1, "workers": 1, "threads": 8, "env": {"RUNNER_STALL": "every=20s,for=2s"}},
+        target={"pods": 1, "workers": 1, "threads": 8, "env": {"RUNNER_STALL": "every=10s,for=2s"}},
         injectors={"usersPerInjector": 5, "pacing": "50ms"},
         stages=[{"injectors": 1, "duration": "20s"}]))
     out_file = tmp_path / "result.json"
