@@ -2,6 +2,7 @@
 scheduler; kwok plays the nodes). The test plays the kubelet for Locust pods: it writes
 the termination message a real local Locust master produced."""
 
+import asyncio
 import copy
 import json
 import os
@@ -15,6 +16,12 @@ import uuid
 import pytest
 import redis
 import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from loadstage.k8s_backend import KubernetesBackend
+from loadstage.manifests import Images
+from loadstage.model import parse_experiment
 
 from conftest import ROOT, wait_for
 from kube import crash_pod, finish_stage, pods, running_pods_of_job
@@ -281,7 +288,7 @@ def test_a_standby_operator_takes_over_mid_stage_within_30s_and_records_each_sta
 def test_a_leader_that_loses_its_lease_exits_at_once(cluster, namespace, operator):
     leader = operator(extra=("--leader-elect", "--leader-elect-namespace", namespace))
     wait_for(lambda: "leading as" in leader.output())
-    coordination = __import__("kubernetes").client.CoordinationV1Api(cluster.api)
+    coordination = client.CoordinationV1Api(cluster.api)
     lease = coordination.read_namespaced_lease("loadstage-operator", namespace)
     lease.spec.holder_identity = "someone-else"
     coordination.replace_namespaced_lease("loadstage-operator", namespace, lease)
@@ -409,6 +416,86 @@ def test_an_old_master_job_held_in_deletion_is_waited_for_and_never_adopted(clus
     wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
     assert cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"][0]["requests"] == \
         real_stage.summary["requests"]
+
+
+OPERATOR_USER = "lstest-operator"   # may not finalize everything, like the chart's ServiceAccount
+
+
+def as_operator_user(cluster, namespace):
+    cluster.kubectl("create", "role", "-n", namespace, "children", "--verb=create,get",
+                    "--resource=configmaps", check=True)
+    cluster.kubectl("create", "role", "-n", namespace, "owners", "--verb=update",
+                    "--resource=configmaps/finalizers,*.scratch.loadstage.io/finalizers", check=True)
+    for role in ("children", "owners"):
+        cluster.kubectl("create", "rolebinding", "-n", namespace, role, f"--role={role}",
+                        f"--user={OPERATOR_USER}", check=True)
+    api = config.new_client_from_config(config_file=cluster.kubeconfig)
+    api.set_default_header("Impersonate-User", OPERATOR_USER)
+    return api
+
+
+def blocking_child(name, owner):
+    reference = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+                 "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"},
+            "metadata": {"name": name, "ownerReferences": [reference]}}
+
+
+def unmapped_kind(cluster, namespace, core):
+    """An owner whose kind was installed a moment ago, after the API server's admission last mapped kinds
+    (it does so every 30 s): until the next time, an owner reference that blocks deletion is refused."""
+    anchor = cluster.core.create_namespaced_config_map(namespace, {"metadata": {"name": "anchor"}})
+    anchor = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "anchor", "uid": anchor.metadata.uid}}
+    for attempt in range(3):   # a remap may fall between the two requests; 1 s in 30
+        core.create_namespaced_config_map(namespace, blocking_child(f"maps-kinds-now-{attempt}", anchor))
+        kind = f"Scratch{uuid.uuid4().hex[:8]}"
+        plural = kind.lower() + "s"
+        cluster.kubectl("apply", "-f", "-", check=True, input=yaml.safe_dump({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.scratch.loadstage.io", "labels": {"loadstage.io/test": "scratch"}},
+            "spec": {"group": "scratch.loadstage.io", "scope": "Namespaced",
+                     "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                         "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}))
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{plural}.scratch.loadstage.io", check=True)
+        owner = cluster.custom.create_namespaced_custom_object(
+            "scratch.loadstage.io", "v1", namespace, plural,
+            {"apiVersion": "scratch.loadstage.io/v1", "kind": kind, "metadata": {"name": "owner"}})
+        try:
+            core.create_namespaced_config_map(namespace, blocking_child(f"probe-{attempt}", owner))
+        except ApiException as refused:
+            assert refused.status == 403 and "cannot find RESTMapping" in refused.body, refused.body
+            return owner
+    raise AssertionError("the API server mapped a new kind at once, three times")
+
+
+def test_a_child_of_a_kind_installed_moments_ago_is_created_once_the_api_server_maps_it(cluster, namespace):
+    """`helm install` and at once `kubectl apply`: the operator waits for the API server to map the new kind,
+    with a message, instead of failing its daemon (an ERROR in its log)."""
+    api = as_operator_user(cluster, namespace)
+    try:
+        owner = unmapped_kind(cluster, namespace, client.CoreV1Api(api))
+        messages, events = [], []
+
+        async def on_message(message):
+            messages.append(message)
+        child = blocking_child("through-the-backend", owner)
+        backend = KubernetesBackend(
+            parse_experiment(example("cluster-ladder")), namespace, api=api, images=Images("r", "i", "redis"),
+            owner_uid=owner["metadata"]["uid"], stopped=False, pod_watches=lambda namespace: None,
+            adopt=lambda manifest: None, on_event=lambda reason, message: events.append(reason),
+            on_message=on_message)
+        started = time.monotonic()
+        assert asyncio.run(backend._create(child)) is True
+        waited = time.monotonic() - started
+        created = cluster.core.read_namespaced_config_map("through-the-backend", namespace)
+        assert [r.uid for r in created.metadata.owner_references] == [owner["metadata"]["uid"]]
+        assert 0 < waited < 45, waited
+        assert events == ["WaitingForApiServer"]
+        assert messages == [f"waiting for the API server to map kind {owner['kind']} (scratch.loadstage.io/v1) "
+                            "for owner references: its CRD was installed moments ago"], messages
+    finally:
+        cluster.kubectl("delete", "crd", "-l", "loadstage.io/test=scratch", "--wait=false")
 
 
 def test_a_foreign_object_with_a_child_name_fails_the_experiment_naming_it(cluster, namespace, operator):

@@ -29,6 +29,7 @@ from .results import StageMeasurement
 from .summary import artifact_from_log, fit_artifact
 
 POLL_SECONDS = 1.0
+UNMAPPED_OWNER_WAIT_SECONDS = 90   # three times the API server's remapping period
 # Waiting reasons after which a pod will not start by itself.
 FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff",
                          "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
@@ -148,6 +149,7 @@ class KubernetesBackend:
                   "Service": self.core.create_namespaced_service,
                   "Job": self.batch.create_namespaced_job,
                   "ConfigMap": self.core.create_namespaced_config_map}[kind]
+        unmapped_since = None
         while True:
             try:
                 await call(create, self.namespace, manifest)
@@ -155,6 +157,13 @@ class KubernetesBackend:
             except ApiException as e:
                 if e.status in (400, 422):  # the object itself is invalid: retrying cannot help
                     raise ExperimentFailed("InvalidChild", f"cannot create {kind} {name}: {api_message(e)}") from None
+                if _owner_kind_unmapped(e):
+                    if unmapped_since is None:
+                        unmapped_since = time.monotonic()
+                        await self._say("WaitingForApiServer", _unmapped_owner_message(manifest))
+                    if time.monotonic() - unmapped_since < UNMAPPED_OWNER_WAIT_SECONDS:
+                        await self._pause(self.poll)
+                        continue
                 if e.status != 409:
                     raise  # forbidden, throttled, unavailable: the caller retries
             existing = await self._read(kind, name)
@@ -186,13 +195,15 @@ class KubernetesBackend:
             raise ExperimentFailed("ChildConflict", f"{kind} {name} already exists and is not this experiment's "
                                                     f"(owners: {', '.join(owners) or 'none'}); delete or rename it")
         state = "being deleted" if existing.metadata.deletion_timestamp else "not yet garbage-collected"
-        message = (f"waiting for {kind} {name} of an earlier LoadExperiment (owner {', '.join(owners) or 'none'}) "
-                   f"to be deleted: it is {state}")
-        if self.on_message is not None:
-            await self.on_message(message)
-        self.on_event("WaitingForOldChild", message)
+        await self._say("WaitingForOldChild", f"waiting for {kind} {name} of an earlier LoadExperiment (owner "
+                                              f"{', '.join(owners) or 'none'}) to be deleted: it is {state}")
         while await self._read(kind, name) is not None:
             await self._pause(self.poll * 2)
+
+    async def _say(self, reason: str, message: str) -> None:
+        if self.on_message is not None:
+            await self.on_message(message)
+        self.on_event(reason, message)
 
     async def _pause(self, seconds: float) -> None:
         self._check_stopped()
@@ -524,6 +535,18 @@ def _parse_summary(message: str | None, master: str) -> dict[str, Any]:
     except ValueError:
         raise ExperimentFailed("StageFailed", f"the Locust master {master} ended without a stage summary in "
                                               f"its termination message: {(message or '')[:300]!r}") from None
+
+
+def _owner_kind_unmapped(e: ApiException) -> bool:
+    """The OwnerReferencesPermissionEnforcement admission plugin maps kinds every 30 s: a CRD installed
+    since then cannot own an object that blocks its deletion, yet."""
+    return e.status == 403 and "cannot find RESTMapping" in (e.body or "")
+
+
+def _unmapped_owner_message(manifest: dict) -> str:
+    kinds = ", ".join(f"{ref['kind']} ({ref['apiVersion']})" for ref in manifest["metadata"].get("ownerReferences", [])
+                      if ref.get("blockOwnerDeletion"))
+    return f"waiting for the API server to map kind {kinds} for owner references: its CRD was installed moments ago"
 
 
 def api_message(e: ApiException) -> str:
