@@ -553,6 +553,29 @@ def test_with_on_lost_continue_the_stage_finishes_and_records_the_lost_injector(
     assert lost["injector"] == victim and lost["cause"] == "was deleted" and lost["at"] <= stage["finishedAt"]
 
 
+def test_an_injector_lost_before_an_operator_restart_is_still_recorded_once(cluster, namespace, operator,
+                                                                          real_stage):
+    first = operator()
+    assert apply(cluster, namespace, one_stage_ladder(onLost="Continue")).returncode == 0
+    workers = "cluster-ladder-v1-s1-workers"
+    running_pods_of_job(cluster, namespace, workers, 2)
+    victim = pods(cluster, namespace, f"job-name={workers}")[0].metadata.name
+    cluster.core.delete_namespaced_pod(victim, namespace)
+    # kept on the stage's worker Job, where `kubectl describe job` shows it
+    wait_for(lambda: victim in (cluster.batch.read_namespaced_job(workers, namespace).metadata.annotations or {})
+             .get("loadstage.io/lost-injectors", ""))
+    first.kill(signal.SIGKILL)
+    operator()
+    wait_for(lambda: "StageResumed" in event_reasons(cluster, namespace, "cluster-ladder"))
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert stage["lostInjectors"]["count"] == 1, stage.get("lostInjectors")
+    (lost,) = stage["lostInjectors"]["injectors"]
+    assert lost["injector"] == victim and lost["cause"] == "was deleted" and lost["at"] <= stage["finishedAt"]
+    assert event_reasons(cluster, namespace, "cluster-ladder").count("InjectorLost") == 1
+
+
 @pytest.mark.parametrize("job", ["master", "workers"])
 def test_an_injector_that_crashes_fails_the_experiment_within_60s_naming_pod_and_cause(cluster, namespace,
                                                                                        operator, job):

@@ -336,7 +336,7 @@ class KubernetesBackend:
         async with AsyncRedisSampler(self.redis_sample_url, password=self.redis_password) as redis_sampler, \
                 PodMetricsSampler(self.custom, self.namespace, selector,
                                   metrics_interval(step.stage.duration)) as pod_metrics:
-            pod, terminated, lost = await self._wait_for_master(step)
+            pod, terminated, lost = await self._wait_for_master(step, resumed=not created)
         summary = _parse_summary(terminated.get("message"), master)
         artifact = {} if step.warmup else await self._keep_artifact(step, pod, stored_before=not created)
         sample = redis_sampler.result
@@ -377,15 +377,17 @@ class KubernetesBackend:
         return [await self._read_artifact(manifests.results_name(self.experiment, variant.index, number)) or {}
                 for number in range(1, count + 1)]
 
-    async def _wait_for_master(self, step: Step):
+    async def _wait_for_master(self, step: Step, resumed: bool):
         """Waits on the stage's pods, so the master's end, a pod that cannot start and a lost injector
         are seen at once. Every WATCH_SECONDS with nothing seen, checks whether either Job failed
         without a pod to show it. Returns the master pod's name, its terminated state and the
-        injectors lost on the way (onLost: Continue)."""
+        injectors lost on the way (onLost: Continue), which are kept on the worker Job as they are
+        seen, for an operator that resumes the stage."""
         exp = self.experiment
         master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
-        seen: set[str] = set()
-        lost: dict[str, dict[str, Any]] = {}
+        lost: dict[str, dict[str, Any]] = await self._lost_before(workers) if resumed else {}
+        seen: set[str] = set(lost)
+        unrecorded: set[str] = set()
 
         def ended(current: dict[str, Pod]):
             fatal = _cannot_start(current.values())
@@ -408,14 +410,19 @@ class KubernetesBackend:
                 if exp.spec.injectors.on_lost == "Fail":
                     raise ExperimentFailed("InjectorLost", message)
                 lost[name] = {"injector": name, "at": now(), "cause": cause}
+                unrecorded.add(name)
                 self.on_event("InjectorLost", f"{message}; the stage goes on (onLost: Continue)")
             seen.update(mine)
-            return None
+            return ("lost", None) if unrecorded else None
         while True:
             found = await self.pods.until(exp.name, {manifests.LABEL_RUN: manifests.run_id(step)}, ended,
                                           self.stopped, timeout=WATCH_SECONDS)
             if found is not None:
                 what, detail = found
+                if what == "lost":
+                    await self._record_lost(workers, list(lost.values()))
+                    unrecorded.clear()
+                    continue
                 if what == "finished":
                     return (*detail, list(lost.values()))
                 failure = await self._job_failure(master)
@@ -427,6 +434,18 @@ class KubernetesBackend:
                 if failure:
                     raise ExperimentFailed("StageFailed", f"{step.label()}: Job {job_name} failed: {failure}"
                                            + self._master_output(master))
+
+    async def _record_lost(self, workers: str, lost: list[dict[str, Any]]) -> None:
+        await call(self.batch.patch_namespaced_job, workers, self.namespace,
+                   {"metadata": {"annotations": {manifests.ANNOTATION_LOST_INJECTORS: json.dumps(lost)}}})
+
+    async def _lost_before(self, workers: str) -> dict[str, dict[str, Any]]:
+        job = await self._read("Job", workers)
+        recorded = ((job.metadata.annotations or {}) if job else {}).get(manifests.ANNOTATION_LOST_INJECTORS)
+        try:
+            return {entry["injector"]: entry for entry in json.loads(recorded or "[]")}
+        except (ValueError, TypeError, KeyError):   # edited by hand: the losses seen from now on still count
+            return {}
 
     async def _job_failure(self, name: str) -> str | None:
         try:

@@ -23,6 +23,7 @@ LABEL_EXPERIMENT = "loadstage.io/experiment"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_RUN = "loadstage.io/run"
 ANNOTATION_VARIANT = "loadstage.io/variant"
+ANNOTATION_LOST_INJECTORS = "loadstage.io/lost-injectors"   # on a worker Job: JSON list
 ARTIFACT_KEY = "artifact.json"
 
 

@@ -68,10 +68,10 @@ app.kubernetes.io/component: operator
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, delete]
-# One master Job and one worker Job per stage.
+# One master Job and one worker Job per stage; injectors lost mid-stage are annotated on the worker Job.
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, create, delete]
+  verbs: [get, list, create, patch, delete]
 # Whether a stage's Jobs failed.
 - apiGroups: [batch]
   resources: [jobs/status]
