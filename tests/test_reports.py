@@ -80,14 +80,14 @@ def test_markdown_has_the_seeds_layout_and_the_runs_figures(runs):
         cells = [c.strip() for c in row.strip("|").split("|")]
         aggregate = variant["aggregate"]
         assert cells[0] == str(variant["settings"]["threads"])
-        assert cells[4] == report._ms(aggregate["latencyMs"]["p99"])
+        assert cells[4] == report.format_ms(aggregate["latencyMs"]["p99"])
         assert cells[6] == f"{aggregate['requests']:,}" and cells[7] == str(aggregate["redisPeakConnections"])
     # one breakdown per variant, one row per stage, with the methods' means
     second = lines.index("## threads=4")
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[second + 4:second + 6]]
     for cells, stage in zip(rows, status["variants"][1]["stages"]):
         assert cells[0] == str(stage["injectors"]) and cells[-1] == f"{stage['requests']:,}"
-        assert cells[6] == report._ms(stage["byMethod"]["GET"]["meanMs"])
+        assert cells[6] == report.format_ms(stage["byMethod"]["GET"]["meanMs"])
 
 
 @pytest.mark.e2e

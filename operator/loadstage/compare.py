@@ -160,7 +160,7 @@ def _value(figure: str, value: float | None) -> str:
         return "-"
     if figure == "errorRate":
         return f"{value:.2%}"
-    return report._ms(value) if figure != "rps" else f"{value:,.0f}"
+    return report.format_ms(value) if figure != "rps" else f"{value:,.0f}"
 
 
 def _cell(change: Change) -> str:

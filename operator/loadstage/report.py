@@ -19,7 +19,7 @@ FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to th
                                "not the target, and does not count toward capacity."}
 
 
-def _ms(value) -> str:
+def format_ms(value) -> str:
     """Milliseconds to 3 significant digits (the histograms' resolution), whole above 100."""
     if value is None:
         return "-"
@@ -27,16 +27,16 @@ def _ms(value) -> str:
 
 
 def _p999(latency: dict[str, Any]) -> str:
-    text = _ms(latency.get("p999"))
+    text = format_ms(latency.get("p999"))
     return text + THIN_P999 if latency.get("p999Reliable") is False else text
 
 
 def _percentiles(latency: dict[str, Any]) -> list[str]:
-    return [*(_ms(latency.get(p)) for p in ("p50", "p90", "p95", "p99")), _p999(latency)]
+    return [*(format_ms(latency.get(p)) for p in ("p50", "p90", "p95", "p99")), _p999(latency)]
 
 
 def _method(by_method: dict[str, Any], method: str, figure: str) -> str:
-    return _ms(by_method.get(method, {}).get("meanMs" if figure == "mean" else "p99Ms"))
+    return format_ms(by_method.get(method, {}).get("meanMs" if figure == "mean" else "p99Ms"))
 
 
 def _count(value) -> str:
@@ -120,7 +120,7 @@ def pivot_rows(status: dict[str, Any], users: bool = True) -> tuple[list[str], l
     users = users and all(r.get("users") is not None for r in pivot)
     header = ["Injectors", *(["Users"] if users else []), *(variant_label(status, v) for v in status["variants"])]
     return header, [[str(r["injectors"]), *([_count(r["users"])] if users else []),
-                     *(_ms(p) for p in r["p99MsByVariant"])] for r in pivot]
+                     *(format_ms(p) for p in r["p99MsByVariant"])] for r in pivot]
 
 
 def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Variant", "Verdict")) -> str:
@@ -191,7 +191,7 @@ def render_cross_check(status: dict[str, Any]) -> list[str]:
                          f"{'-' if cpu is None else f'{cpu:.2f}'} cores, peak RSS "
                          f"{'-' if memory is None else f'{memory / 2**20:.0f}'} MiB; "
                          f"Redis connections opened {s.get('redisConnectionsReceived')}; "
-                         f"injector peak CPU {_ms(s.get('injectorPeakCpuPercent'))}%")
+                         f"injector peak CPU {format_ms(s.get('injectorPeakCpuPercent'))}%")
     return lines
 
 
@@ -200,7 +200,7 @@ def progress_line(label: str, elapsed: float, duration: float, snapshot: dict[st
     p99 = snapshot.get("currentP99Ms")
     return (f"{label}: {format_duration(int(elapsed))}/{format_duration(duration)}"
             f"  users {snapshot.get('users', 0)}  workers {snapshot.get('workers', 0)}"
-            f"  {rps if rps is not None else 0:.0f} req/s  p99 {_ms(p99)} ms")
+            f"  {rps if rps is not None else 0:.0f} req/s  p99 {format_ms(p99)} ms")
 
 
 # -- the seeds' tables: what a performance-investigation page shows ---------------------------------
