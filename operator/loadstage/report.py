@@ -39,8 +39,16 @@ def _method(by_method: dict[str, Any], method: str, figure: str) -> str:
     return format_ms(by_method.get(method, {}).get("meanMs" if figure == "mean" else "p99Ms"))
 
 
+def _number(value, form: str) -> str:
+    return "-" if value is None else format(value, form)
+
+
 def _count(value) -> str:
-    return "-" if value is None else f"{value:,}"
+    return _number(value, ",")
+
+
+def _mib(size: int | None) -> float | None:
+    return None if size is None else size / 2**20
 
 
 def _varying(status: dict[str, Any]) -> list[str]:
@@ -85,19 +93,14 @@ RESOURCE_COLUMNS = ["Injectors", "Users", "Requests", "req/s", "Errors", "Error 
                     "Target RSS (MiB)", "Redis peak"]
 
 
-def _number(value, form: str) -> str:
-    return "-" if value is None else format(value, form)
-
-
 def resource_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """What each stage cost the target, and what failed: the servers comparison's other columns."""
     def cells(s: dict[str, Any]) -> list[str]:
         target = s.get("target", {})
-        memory = target.get("peakMemoryBytes")
         return [str(s["injectors"]), _count(s.get("users")), _count(s["requests"]), _number(s.get("rps"), ",.0f"),
                 _count(s.get("failures")), _number(s.get("errorRate"), ".2%"),
                 _number(target.get("peakCpuCores"), ".2f"),
-                _number(None if memory is None else memory / 2**20, ",.0f"), _count(s.get("redisPeakConnections"))]
+                _number(_mib(target.get("peakMemoryBytes")), ",.0f"), _count(s.get("redisPeakConnections"))]
     return _per_stage(status, RESOURCE_COLUMNS, cells)
 
 
@@ -188,8 +191,7 @@ def render_cross_check(status: dict[str, Any]) -> list[str]:
             cpu, memory = s["target"].get("peakCpuCores"), s["target"].get("peakMemoryBytes")
             lines.append(f"variant {variant['index'] + 1} stage {s['stage']}: Locust counted {s['requests']:,}, "
                          f"the target served {served:,}; target peak CPU "
-                         f"{'-' if cpu is None else f'{cpu:.2f}'} cores, peak RSS "
-                         f"{'-' if memory is None else f'{memory / 2**20:.0f}'} MiB; "
+                         f"{_number(cpu, '.2f')} cores, peak RSS {_number(_mib(memory), '.0f')} MiB; "
                          f"Redis connections opened {s.get('redisConnectionsReceived')}; "
                          f"injector peak CPU {format_ms(s.get('injectorPeakCpuPercent'))}%")
     return lines
@@ -258,7 +260,7 @@ def breakdown_rows(status: dict[str, Any], variant: dict[str, Any],
 
 
 def _setting(value) -> str:
-    return "-" if value is None else str(value)
+    return _number(value, "")
 
 
 def _values(status: dict[str, Any], key: str) -> str:
