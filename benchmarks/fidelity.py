@@ -20,11 +20,11 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from locust.stats import bucket_response_time
 
 from common import ROOT, loadstage, write_result
-from locust.stats import bucket_response_time
-from loadstage.distribution import exact_percentile, merge, percentile, weighted_average_percentile
-from loadstage.histograms import LEVELS
+from loadstage.results.histograms import LEVELS
+from reference_methods import exact_percentile, merge, percentile, weighted_average_percentile
 
 TARGET = 0.001   # 0.1% relative error
 

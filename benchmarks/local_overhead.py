@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from common import loadstage, write_result
-from loadstage.schema import parse_duration
+from loadstage.api.quantities import parse_duration
 
 
 def measure(stages: int, duration: str, injectors: int) -> dict:

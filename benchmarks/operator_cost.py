@@ -34,7 +34,7 @@ import yaml
 from common import ROOT, write_result
 
 sys.path.insert(0, str(ROOT / "tests"))
-from kube import Cluster, RealStage, binaries, finish_stage, pods  # noqa: E402
+from support.kube import Cluster, RealStage, binaries, finish_stage, pods  # noqa: E402
 
 SA_NAMESPACE, RELEASE = "loadstage-bench", "bench"
 ACCOUNT = f"system:serviceaccount:{SA_NAMESPACE}:{RELEASE}-loadstage"

@@ -4,7 +4,7 @@
   own wait_time), --pacing, --summary-file, --artifact-file, --progress-file, --target-metrics
   and --stage-seconds.
 - Every injector records every request into HDR histograms per method and name
-  (loadstage.stage_recorder); each worker report carries them, and the injector's peak CPU, to
+  (loadstage.locust.recorder); each worker report carries them, and the injector's peak CPU, to
   the master, which merges them exactly; each second's requests make a row of the time series.
 - With --pacing, every user starts a task on a fixed schedule (an open model). A request's time
   from its task's intended start is recorded beside its response time, so the queueing that a
@@ -34,11 +34,11 @@ import time
 import gevent
 import psutil
 from locust import User, events
-from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
-from loadstage import summary
-from loadstage.server_metrics import scrape_served_requests, served_between
-from loadstage.stage_recorder import REPORT_KEY, WINDOW_SECONDS, WINDOW_SETTLE_SECONDS, StageRecorder
+from loadstage.locust import compat, summary
+from loadstage.locust.recorder import REPORT_KEY, WINDOW_SECONDS, WINDOW_SETTLE_SECONDS, StageRecorder
+from loadstage.locust.served_count import scrape_served_requests, served_between
+from loadstage.results.artifact import artifact_line, encode
 
 CPU_SAMPLE_SECONDS = 2.0
 
@@ -106,7 +106,7 @@ def _report_progress(environment, path):
         runner = environment.runner
         progress = {
             "users": runner.user_count,
-            "workers": len(runner.clients) if hasattr(runner, "clients") else 1,
+            "workers": compat.connected_workers(runner),
             "requests": total.num_requests,
             "failures": total.num_failures,
             "currentRps": round(total.current_rps or 0.0, 1),
@@ -129,7 +129,7 @@ def _settle_windows(environment):
     recorder = environment.loadstage
     while True:
         gevent.sleep(WINDOW_SECONDS)
-        if not isinstance(environment.runner, MasterRunner):
+        if not compat.is_master(environment.runner):
             recorder.keep_unsent()
         recorder.close_windows(time.time() - WINDOW_SETTLE_SECONDS)
 
@@ -144,16 +144,16 @@ def _on_init(environment, **_kwargs):
     environment.loadstage = StageRecorder()
     if options is None:
         return
-    if not isinstance(environment.runner, MasterRunner):
+    if not compat.is_master(environment.runner):
         environment.events.request.add_listener(environment.loadstage.on_request)
-    if not isinstance(environment.runner, MasterRunner):
+    if not compat.is_master(environment.runner):
         gevent.spawn(_sample_cpu, environment.loadstage)
-    if isinstance(environment.runner, WorkerRunner):
+    if compat.is_worker(environment.runner):
         environment.events.report_to_master.add_listener(
             lambda client_id, data: data.__setitem__(REPORT_KEY, environment.loadstage.report()))
         environment.runner.register_message(FLUSH, _flush_worker)
         return
-    if isinstance(environment.runner, MasterRunner):
+    if compat.is_master(environment.runner):
         environment.events.worker_report.add_listener(
             lambda client_id, data: environment.loadstage.merge_report(data.get(REPORT_KEY, {})))
         environment.loadstage_flushed = set()
@@ -167,21 +167,21 @@ def _on_init(environment, **_kwargs):
 
 FLUSH = "loadstage_flush"          # master -> worker: stop your users, report now, then acknowledge
 FLUSHED = "loadstage_flushed"      # worker -> master: my last report is in (it was sent before this)
-FLUSH_TIMEOUT_SECONDS = WORKER_REPORT_INTERVAL + 1
+FLUSH_TIMEOUT_SECONDS = compat.REPORT_INTERVAL_SECONDS + 1
 
 
 def _flush_worker(environment, msg, **_kwargs):
     runner = environment.runner
     runner.stop()          # users finish the request in flight (--stop-timeout), then stop
-    runner._send_stats()   # Locust's own final report: its stats and, through report_to_master, ours
+    compat.report_now(runner)
     runner.send_message(FLUSHED)
 
 
 def _end_stage(environment, seconds):
     gevent.sleep(seconds)
     runner = environment.runner
-    if isinstance(runner, MasterRunner):
-        expected = {client.id for client in runner.clients.all}
+    if compat.is_master(runner):
+        expected = compat.worker_ids(runner)
         flushed = environment.loadstage_flushed
         runner.send_message(FLUSH)
         deadline = time.monotonic() + FLUSH_TIMEOUT_SECONDS
@@ -199,9 +199,9 @@ def _wait_for_start_file(environment, path):
     while not os.path.exists(path):
         gevent.sleep(0.02)
     runner, options = environment.runner, environment.parsed_options
-    if isinstance(runner, MasterRunner):
+    if compat.is_master(runner):
         deadline = time.monotonic() + (options.expect_workers_max_wait or 0)
-        while len(runner.clients.ready) < options.expect_workers and time.monotonic() < deadline:
+        while compat.ready_workers(runner) < options.expect_workers and time.monotonic() < deadline:
             gevent.sleep(0.02)
 
 
@@ -212,7 +212,7 @@ def _target_metrics(options):
 @events.test_start.add_listener
 def _on_test_start(environment, **_kwargs):
     options = environment.parsed_options
-    if isinstance(environment.runner, WorkerRunner) or options is None:
+    if compat.is_worker(environment.runner) or options is None:
         return
     if options.target_metrics:
         # fired before any user is dispatched: nothing of this stage has reached the target yet
@@ -224,10 +224,10 @@ def _on_test_start(environment, **_kwargs):
 
 def _write_artifact(path, artifact):
     if path == "-":
-        sys.stdout.write(summary.artifact_line(artifact) + "\n")
+        sys.stdout.write(artifact_line(artifact) + "\n")
         sys.stdout.flush()
     else:
-        _write_atomically(path, summary.encode(artifact))
+        _write_atomically(path, encode(artifact))
 
 
 @events.quitting.add_listener
@@ -238,7 +238,7 @@ def _on_quitting(environment, **_kwargs):
 def _write_results(environment):
     """The artifact, then the summary (its presence says the stage's results are complete); once."""
     options = environment.parsed_options
-    if isinstance(environment.runner, WorkerRunner) or options is None or not options.summary_file \
+    if compat.is_worker(environment.runner) or options is None or not options.summary_file \
             or getattr(environment, "loadstage_written", False):
         return
     environment.loadstage_written = True
@@ -247,11 +247,11 @@ def _write_results(environment):
         served = served_between(getattr(environment, "loadstage_served_before", None),
                                 scrape_served_requests(_target_metrics(options)))
     recorder = environment.loadstage
-    if not isinstance(environment.runner, MasterRunner):
+    if not compat.is_master(environment.runner):
         recorder.keep_unsent()
     recorder.close_windows()
-    workers = getattr(environment.runner, "worker_index_max", None)
+    workers = compat.workers_seen(environment.runner)
     headline, artifact = summary.build(environment.stats, recorder, injectors=workers, served_requests=served)
     if options.artifact_file:
         _write_artifact(options.artifact_file, artifact)
-    _write_atomically(options.summary_file, summary.encode(headline))
+    _write_atomically(options.summary_file, encode(headline))

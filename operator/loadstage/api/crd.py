@@ -1,0 +1,131 @@
+"""The LoadExperiment CustomResourceDefinition, generated from the model's schema.
+`crds/` holds its rendering; a test proves the two are the same."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from loadstage.api.names import (
+    API_GROUP,
+    API_VERSION,
+    CONDITION_TYPES,
+    KIND,
+    NAME_MAX,
+    PHASES,
+    PLURAL,
+    SHORT_NAMES,
+    SINGULAR,
+)
+from loadstage.api.spec import SPEC
+
+
+def _string(description: str, **extra) -> dict:
+    return {"type": "string", "description": description, **extra}
+
+
+def status_schema() -> dict[str, Any]:
+    open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return {
+        "type": "object",
+        "description": "What the operator observed; written by the operator only.",
+        "properties": {
+            "phase": _string("Pending, Deploying, Running, Succeeded or Failed.", enum=PHASES),
+            "reason": _string("A CamelCase reason for the phase, e.g. TargetNotReady."),
+            "message": _string("What the experiment is doing or waiting for, in words."),
+            "observedGeneration": {"type": "integer", "description": "The generation last acted on."},
+            "startedAt": _string("When the first variant started."),
+            "finishedAt": _string("When the experiment ended."),
+            "progress": {"type": "object", "description": "Where the experiment is.", "properties": {
+                "variant": _string("Current variant, e.g. 1/3."),
+                "stage": _string("Current stage, e.g. 3/5."),
+                "injectors": {"type": "integer", "description": "Injectors of the current stage."},
+            }},
+            "latest": {"type": "object", "description": "The last finished stage.", "properties": {
+                "p99Ms": {"type": "number", "description": "Its p99 latency, ms."},
+                "redisPeakConnections": {"type": "integer", "description": "Its peak Redis connections."},
+            }},
+            "conditions": {
+                "type": "array", "description": "TargetReady, Running, Succeeded and Failed.",
+                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+                "items": {"type": "object", "required": ["type", "status"], "properties": {
+                    "type": _string("Condition type.", enum=CONDITION_TYPES),
+                    "status": _string("True, False or Unknown.", enum=["True", "False", "Unknown"]),
+                    "reason": _string("CamelCase reason."),
+                    "message": _string("Human-readable detail."),
+                    "lastTransitionTime": _string("When status last changed.", format="date-time"),
+                    "observedGeneration": {"type": "integer"},
+                }}},
+            "cleanup": {"type": "object", "description": "Whether the cleanup policy's deletions are done.",
+                        "properties": {
+                            "done": {"type": "boolean", "description": "The Jobs, Deployments and Services "
+                                                                       "are deleted."},
+                            "at": _string("When they were deleted."),
+                            "message": _string("What was deleted, or why it is still pending."),
+                        }},
+            "variants": {"type": "array", "description": "One entry per variant, with its stage results.",
+                         "items": open_object},
+            "p99ByStage": {"type": "array", "description": "The p99 latency of every stage, per variant.",
+                           "items": {"type": "object", "properties": {
+                               "stage": {"type": "integer", "description": "Stage number."},
+                               "injectors": {"type": "integer", "description": "Injectors of the stage."},
+                               "p99MsByVariant": {"type": "array", "description": "p99 in ms, by variant.",
+                                                  "items": {"type": "number", "nullable": True}},
+                           }}},
+        },
+    }
+
+
+PRINTER_COLUMNS = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Variant", "type": "string", "jsonPath": ".status.progress.variant"},
+    {"name": "Stage", "type": "string", "jsonPath": ".status.progress.stage"},
+    {"name": "Injectors", "type": "integer", "jsonPath": ".status.progress.injectors"},
+    {"name": "P99 (ms)", "type": "number", "jsonPath": ".status.latest.p99Ms"},
+    {"name": "Redis peak", "type": "integer", "jsonPath": ".status.latest.redisPeakConnections"},
+    {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def build_crd() -> dict[str, Any]:
+    spec_schema = SPEC.openapi()
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{API_GROUP}"},
+        "spec": {
+            "group": API_GROUP,
+            "names": {"kind": KIND, "plural": PLURAL, "singular": SINGULAR, "shortNames": SHORT_NAMES,
+                      "categories": ["loadstage"]},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": API_VERSION, "served": True, "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": PRINTER_COLUMNS,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "description": "A load-stage experiment: a gunicorn target, Redis, Locust injectors "
+                                   "and a ladder of stages.",
+                    "required": ["spec"],
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": spec_schema,
+                        "status": status_schema(),
+                    },
+                    "x-kubernetes-validations": [{
+                        "rule": f"self.metadata.name.size() <= {NAME_MAX}",
+                        "message": f"metadata.name must be at most {NAME_MAX} characters "
+                                   f"(child object names add suffixes)"}],
+                }},
+            }],
+        },
+    }
+
+
+def render_crd() -> str:
+    header = "# Generated by `loadstage crd` from operator/loadstage/api/spec.py; do not edit.\n"
+    return header + yaml.safe_dump(build_crd(), sort_keys=False, width=120)

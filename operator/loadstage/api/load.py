@@ -1,0 +1,130 @@
+"""Experiment documents in: parse a LoadExperiment (from a file or a resource body) into the typed
+model, or name every field that is wrong and why."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadstage.api.names import API_GROUP, API_VERSION, KIND
+from loadstage.api.schema import Problems, ValidationError
+from loadstage.api.spec import METADATA, SPEC
+from loadstage.api.types import (
+    COMMAND_PLACEHOLDERS,
+    CUSTOM_SERVER,
+    SINGLE_PROCESS_SERVERS,
+    Experiment,
+    Spec,
+    command_placeholders,
+    resolve_injectors,
+    server_of,
+)
+
+
+def server_problems(spec: Spec) -> list[tuple[str, str]]:
+    """What the chosen servers cannot express, each naming the field and the server."""
+    t, m = spec.target, spec.matrix
+    servers = (m and m.server) or [server_of(t)]
+    problems = []
+    class_field = "spec.matrix.workerClass" if m and m.worker_class else "spec.target.workerClass"
+    server_field = "spec.matrix.server" if m and m.server else "spec.target.server"
+    if (m and m.worker_class) or t.worker_class:
+        for server in servers:
+            if server not in ("gunicorn", CUSTOM_SERVER):
+                problems.append((class_field, f"a worker class is a gunicorn setting; {server} "
+                                              f"({server_field}) has none"))
+    workers = (m and m.workers) or ([t.workers] if t.workers is not None else [])
+    workers_field = "spec.matrix.workers" if m and m.workers else "spec.target.workers"
+    for server in servers:
+        if server in SINGLE_PROCESS_SERVERS and any(w != 1 for w in workers):
+            problems.append((workers_field, f"{server} ({server_field}) runs one process, so workers must be 1, "
+                                            f"got {', '.join(map(str, workers))}; use threads or pods instead"))
+    if t.command:
+        for name, value in (("spec.target.server", t.server), ("spec.target.workerClass", t.worker_class),
+                            ("spec.matrix.server", m and m.server),
+                            ("spec.matrix.workerClass", m and m.worker_class)):
+            if value:
+                problems.append((name, "spec.target.command replaces the server: set one of them, not both"))
+        problems += _command_problems(t.command)
+    return problems
+
+
+def _command_problems(command: list[str]) -> list[tuple[str, str]]:
+    problems, used = [], set()
+    for i, arg in enumerate(command):
+        path = f"spec.target.command[{i}]"
+        try:
+            names = command_placeholders(arg)
+        except ValueError as error:
+            problems.append((path, f"{error} in {arg!r}; write {{{{ and }}}} for a literal brace"))
+            continue
+        for name in names:
+            if name not in COMMAND_PLACEHOLDERS:
+                problems.append((path, f"unknown placeholder {{{name}}} (known: "
+                                       f"{', '.join(f'{{{p}}}' for p in COMMAND_PLACEHOLDERS)})"))
+        used.update(names)
+    if not problems and not used & {"port", "bind"}:
+        problems.append(("spec.target.command", "must listen on {port} or {bind}: the target's port comes "
+                                                "from loadstage"))
+    return problems
+
+
+def _tolerant_metadata(raw: Any) -> dict:
+    # Kubernetes adds many fields to metadata; the model reads only name and namespace.
+    if isinstance(raw, dict):
+        return {k: raw[k] for k in ("name", "namespace") if k in raw}
+    return raw
+
+
+def parse_experiment(doc: Any) -> Experiment:
+    """Parses a LoadExperiment document; raises ValidationError naming every bad field."""
+    problems = Problems()
+    if not isinstance(doc, dict):
+        raise ValidationError([("(document)", f"must be a LoadExperiment mapping, got {type(doc).__name__}")])
+    expected = f"{API_GROUP}/{API_VERSION}"
+    if doc.get("apiVersion") != expected:
+        problems.add("apiVersion", f"must be {expected}, got {doc.get('apiVersion')!r}")
+    if doc.get("kind") != KIND:
+        problems.add("kind", f"must be {KIND}, got {doc.get('kind')!r}")
+    for key in doc:
+        if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
+            problems.add(str(key), "unknown field (known: apiVersion, kind, metadata, spec)")
+    if "metadata" not in doc:
+        problems.add("metadata", "is required")
+    if "spec" not in doc:
+        problems.add("spec", "is required")
+    metadata = METADATA.parse(_tolerant_metadata(doc.get("metadata")), "metadata", problems)
+    spec = SPEC.parse(doc.get("spec"), "spec", problems) if "spec" in doc else None
+    problems.raise_if_any()
+    for path, message in server_problems(spec):
+        problems.add(path, message)
+    problems.raise_if_any()
+    return Experiment(metadata=metadata, spec=resolve_injectors(spec), source=doc)
+
+
+def load_experiment_file(path: str | Path) -> Experiment:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ValidationError([(str(path), f"cannot read: {e.strerror}")]) from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ValidationError([(where, f"not valid YAML: {getattr(e, 'problem', e)}")]) from None
+    if len(docs) != 1:
+        raise ValidationError([(str(path), f"must hold exactly one LoadExperiment document, found {len(docs)}")])
+    experiment = parse_experiment(docs[0])
+    lf = experiment.spec.injectors.locustfile
+    if lf is not None and lf.path is not None:
+        resolved = (path.parent / lf.path).resolve()
+        if not resolved.is_file():
+            raise ValidationError([("spec.injectors.locustfile.path", f"file not found: {resolved}")])
+        experiment = replace(experiment, spec=replace(experiment.spec, injectors=replace(
+            experiment.spec.injectors, locustfile=replace(lf, path=str(resolved)))))
+    return experiment

@@ -1,0 +1,214 @@
+"""The LoadExperiment spec as a schema tree: the one source of the parser's rules, the CRD's
+OpenAPI schema and CEL rules, and the field reference in docs/."""
+
+from __future__ import annotations
+
+from loadstage.api.names import NAME_MAX, NAME_PATTERN
+from loadstage.api.quantities import Duration, Percent
+from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
+from loadstage.api.types import (
+    CLEANUP_POLICIES,
+    COMMAND_PLACEHOLDERS,
+    DEFAULT_MAX_USERS_PER_INJECTOR,
+    DEFAULT_RUNNER_APP,
+    MAX_INJECTORS,
+    MAX_STAGE_USERS,
+    MAX_VARIANT_STAGES,
+    MAX_VARIANTS,
+    ON_LOST,
+    PERCENTILES,
+    SERVERS,
+    SINGLE_PROCESS_SERVERS,
+    WORKER_CLASSES,
+    ConfigMapKey,
+    Injectors,
+    Locustfile,
+    Matrix,
+    Metadata,
+    Redis,
+    SecretKey,
+    Spec,
+    Stage,
+    Target,
+    Thresholds,
+    WaitTime,
+    injectors_of,
+    variant_count,
+)
+
+_CEL_MAX_USERS = ("(has(self.injectors) && has(self.injectors.maxUsersPerInjector) ? "
+                  f"self.injectors.maxUsersPerInjector : {DEFAULT_MAX_USERS_PER_INJECTOR})")
+_CEL_USERS_FIT = "!has({s}.users) || ({s}.users + %s - 1) / %s <= %d" % (_CEL_MAX_USERS, _CEL_MAX_USERS,
+                                                                          MAX_INJECTORS)
+_CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1) * (has(self.{m}threads) ? size(self.{m}threads) : 1)"
+                 " * (has(self.{m}pods) ? size(self.{m}pods) : 1) * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)"
+                 " * (has(self.{m}server) ? size(self.{m}server) : 1)")
+
+
+_CEL_SERVERS = ("(has(self.matrix) && has(self.matrix.server) ? self.matrix.server : "
+                "[has(self.target) && has(self.target.server) ? self.target.server : 'gunicorn'])")
+_CEL_HAS_WORKER_CLASS = ("(has(self.matrix) && has(self.matrix.workerClass)) || "
+                         "(has(self.target) && has(self.target.workerClass))")
+_CEL_HAS_WORKERS = "(has(self.matrix) && has(self.matrix.workers)) || (has(self.target) && has(self.target.workers))"
+_CEL_WORKERS = "(has(self.matrix) && has(self.matrix.workers) ? self.matrix.workers : [self.target.workers])"
+
+
+_image = Str("Container image; defaults to the image the operator was installed with.")
+
+TARGET = Obj(Target, "The system under test: a WSGI app, served by the server you choose.", {
+    "image": _image,
+    "app": Str("WSGI application that the server serves (module:callable).",
+               pattern=r"[A-Za-z_][\w.]*:[A-Za-z_][\w.()]*", pattern_hint="module:callable",
+               default=DEFAULT_RUNNER_APP),
+    "pods": Int("Number of target pods (local engine: server instances).", minimum=1, maximum=500,
+                default=1),
+    "server": Str("The WSGI server: gunicorn (the default), uwsgi, waitress, cheroot or granian. workers and "
+                  "threads map onto each server's own settings.", enum=SERVERS),
+    "workers": Int("Worker processes per pod (gunicorn, uwsgi and granian; waitress and cheroot run one "
+                   "process). Defaults to 2, or 1 for waitress and cheroot.", minimum=1, maximum=64),
+    "threads": Int("Threads per worker process (gunicorn's gthread class, uwsgi's threads, granian's blocking "
+                   "threads, waitress's and cheroot's thread pool).", minimum=1, maximum=64, default=2),
+    "workerClass": Str("Gunicorn worker class (gunicorn only); defaults to gthread.", enum=WORKER_CLASSES),
+    "command": ListOf("Any other server: its command line, instead of server. Placeholders: "
+                      + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS)
+                      + " ({bind} is host:port); it must listen on {port} or {bind}. Write {{ and }} for a "
+                        "literal brace.", Str("One argument.", max_length=256), min_items=1, max_items=50),
+    "env": MapOf("Extra environment variables for the target.", Str("Value."),
+                 key_pattern=r"[A-Za-z_][A-Za-z0-9_]*", key_hint="an environment variable name", default={}),
+    "readyTimeout": Duration("How long the target may take to become ready before the experiment fails.",
+                             minimum="1s", maximum="1h", default="5m"),
+}, default={})
+
+REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per variant, or external.", {
+    "deploy": Bool("Deploy a fresh Redis for each variant (the default when no url is given)."),
+    "url": Str("URL of an external Redis, e.g. redis://redis.example:6379/0.",
+               pattern=r"rediss?://.+", pattern_hint="a redis:// or rediss:// URL"),
+    "image": _image,
+    "passwordSecret": Obj(SecretKey, "Secret key holding the Redis password (cluster only). A deployed Redis "
+                                     "requires it; the target and the sampler authenticate with it.", {
+        "name": Str("Secret name.", max_length=253),
+        "key": Str("Key in the Secret.", default="password", max_length=253),
+    }, required=["name"]),
+}, rules=[
+    Rule(lambda r: not (r.deploy and r.url), "set either deploy: true or url, not both",
+         cel="!(has(self.deploy) && self.deploy && has(self.url))"),
+    Rule(lambda r: not (r.deploy is False and r.url is None), "deploy: false needs a url",
+         cel="!has(self.deploy) || self.deploy || has(self.url)"),
+], default={})
+
+WAIT_TIME = Obj(WaitTime, "Wait between one user's tasks, drawn uniformly from [min, max].", {
+    "min": Duration("Shortest wait.", maximum="1h", default="1s"),
+    "max": Duration("Longest wait.", maximum="1h", default="2s"),
+}, rules=[Rule(lambda w: w.min <= w.max, "min must be <= max",
+               cel="!has(self.min) || !has(self.max) || duration(self.min) <= duration(self.max)")], default={})
+
+LOCUSTFILE = Obj(Locustfile, "A locustfile of your own instead of the built-in scenario.", {
+    "path": Str("Path of the locustfile (local engine; relative to the experiment file)."),
+    "configMap": Obj(ConfigMapKey, "ConfigMap key holding the locustfile (operator).", {
+        "name": Str("ConfigMap name."),
+        "key": Str("Key in the ConfigMap.", default="locustfile.py"),
+    }, required=["name"]),
+}, rules=[Rule(lambda l: (l.path is None) != (l.config_map is None), "set exactly one of path or configMap",
+               cel="has(self.path) != has(self.configMap)")])
+
+INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per injector.", {
+    "image": _image,
+    "usersPerInjector": Int("Simulated users per injector.", minimum=1, maximum=100000, default=10),
+    "maxUsersPerInjector": Int("Stages given in users: the most users one injector runs; such a stage gets "
+                               "ceil(users / maxUsersPerInjector) injectors.", minimum=1, maximum=100000,
+                               default=DEFAULT_MAX_USERS_PER_INJECTOR),
+    "spawnRatePerInjector": Int("Users started per second per injector; defaults to usersPerInjector.",
+                                minimum=1, maximum=100000),
+    "waitTime": WAIT_TIME,
+    "pacing": Duration("Optional open model: every user starts a task on this fixed schedule (e.g. 1s) instead "
+                       "of waiting waitTime between tasks. Latency is then also measured from each task's "
+                       "intended start, as wrk2 does, so queueing that a closed model hides shows.",
+                       minimum="10ms", maximum="1h"),
+    "scenario": Str("Built-in scenario.", enum=("respondent",)),
+    "locustfile": LOCUSTFILE,
+    "onLost": Str("What an injector that dies, is deleted or is evicted mid-stage does to its stage: Fail it "
+                  "(naming the injector), or Continue with the remaining injectors and record the loss.",
+                  enum=ON_LOST, default="Fail"),
+}, rules=[Rule(lambda i: not (i.scenario and i.locustfile), "set either scenario or locustfile, not both",
+               cel="!(has(self.scenario) && has(self.locustfile))")], default={})
+
+STAGE = Obj(Stage, "One step of the ladder: this many injectors, or this many users, for this long.", {
+    "injectors": Int("Number of Locust injectors (worker processes or pods), each running usersPerInjector "
+                     "users. Set this or users.", minimum=1, maximum=MAX_INJECTORS),
+    "users": Int("Total simulated users, spread evenly over ceil(users / injectors.maxUsersPerInjector) "
+                 "injectors. Set this or injectors.", minimum=1, maximum=MAX_STAGE_USERS),
+    "duration": Duration("How long the stage runs, e.g. 90s or 20m.", minimum="1s", maximum="24h"),
+}, required=["duration"], rules=[
+    Rule(lambda s: (s.injectors is None) != (s.users is None), "set exactly one of injectors or users",
+         cel="has(self.injectors) != has(self.users)")])
+
+MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these values.", {
+    "server": ListOf("WSGI servers.", Str("", enum=SERVERS), min_items=1, max_items=len(SERVERS), unique=True),
+    "workers": ListOf("Worker processes per pod.", Int("", minimum=1, maximum=64),
+                      min_items=1, max_items=20, unique=True),
+    "threads": ListOf("Threads per worker.", Int("", minimum=1, maximum=64),
+                      min_items=1, max_items=20, unique=True),
+    "pods": ListOf("Target pod counts.", Int("", minimum=1, maximum=500),
+                   min_items=1, max_items=20, unique=True),
+    "workerClass": ListOf("Gunicorn worker classes.", Str("", enum=WORKER_CLASSES),
+                          min_items=1, max_items=3, unique=True),
+}, rules=[Rule(lambda m: variant_count(m) <= MAX_VARIANTS,
+               f"at most {MAX_VARIANTS} variants (the product of all list lengths)",
+               cel=f"{_CEL_VARIANTS.format(m='')} <= {MAX_VARIANTS}")])
+
+_latency = "Highest acceptable {} latency, e.g. 1000ms."
+THRESHOLDS = Obj(Thresholds, "Optional: pass/fail limits checked for every stage.", {
+    **{p: Duration(_latency.format(p), maximum="1h") for p in PERCENTILES},
+    "errorRate": Percent("Highest acceptable share of failed requests, e.g. '1%'."),
+})
+
+SPEC = Obj(Spec, "What to deploy and how to load it.", {
+    "target": TARGET,
+    "redis": REDIS,
+    "injectors": INJECTORS,
+    "warmup": Obj(Stage, "Optional stage run before each variant's stages; excluded from results.",
+                  STAGE.fields, required=["duration"], rules=STAGE.rules),
+    "stages": ListOf("The ladder of stages, run in order.", STAGE, min_items=1, max_items=50),
+    "matrix": MATRIX,
+    "thresholds": THRESHOLDS,
+    "cleanup": Str("What happens to the target and the injector Jobs when the experiment ends: Delete them, "
+                   "Keep them, or KeepOnFailure.", enum=CLEANUP_POLICIES, default="Delete"),
+}, required=["stages"], rules=[
+    Rule(None, "spec is immutable once created; delete the experiment and create it again",
+         cel="self == oldSelf"),
+    Rule(lambda s: all(injectors_of(stage, s.injectors) <= MAX_INJECTORS
+                       for stage in [*s.stages, *([s.warmup] if s.warmup else [])]),
+         f"a stage given in users needs at most {MAX_INJECTORS} injectors: users / injectors.maxUsersPerInjector "
+         f"must be <= {MAX_INJECTORS}",
+         cel=f"self.stages.all(s, {_CEL_USERS_FIT.format(s='s')}) && "
+             f"(!has(self.warmup) || {_CEL_USERS_FIT.format(s='self.warmup')})"),
+    Rule(lambda s: variant_count(s.matrix) * len(s.stages) <= MAX_VARIANT_STAGES,
+         f"at most {MAX_VARIANT_STAGES} stages in all (variants x stages), so that the status stays small",
+         cel=f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * size(self.stages) "
+             f"<= {MAX_VARIANT_STAGES}"),
+    # the API server's side of server_problems()
+    Rule(None, "a worker class (spec.target.workerClass or spec.matrix.workerClass) is a gunicorn setting: "
+               "every server must be gunicorn", cel=f"!({_CEL_HAS_WORKER_CLASS}) || {_CEL_SERVERS}.all(s, s == 'gunicorn')"),
+    Rule(None, "waitress and cheroot run one process: workers (spec.target.workers or spec.matrix.workers) "
+               "must be 1 when they are among the servers",
+         cel=f"!({_CEL_HAS_WORKERS}) || !{_CEL_SERVERS}.exists(s, s in {list(SINGLE_PROCESS_SERVERS)}) || "
+             f"{_CEL_WORKERS}.all(w, w == 1)"),
+    Rule(None, "spec.target.command replaces the server: set none of spec.target.server, spec.target.workerClass, "
+               "spec.matrix.server or spec.matrix.workerClass with it",
+         cel="!has(self.target) || !has(self.target.command) || (!has(self.target.server) && "
+             "!has(self.target.workerClass) && (!has(self.matrix) || (!has(self.matrix.server) && "
+             "!has(self.matrix.workerClass))))"),
+    Rule(None, "spec.target.command must listen on {port} or {bind}, and use only the placeholders "
+               + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS),
+         cel="!has(self.target) || !has(self.target.command) || "
+             "(self.target.command.exists(a, a.replace('{{', '').contains('{port}') || "
+             "a.replace('{{', '').contains('{bind}')) && self.target.command.all(a, "
+             "a.replace('{{', '').replace('}}', '').findAll('\\\\{[^{}]*\\\\}').all(p, p in "
+             f"{[f'{{{p}}}' for p in COMMAND_PLACEHOLDERS]})))"),
+])
+
+METADATA = Obj(Metadata, "", {
+    "name": Str("", pattern=NAME_PATTERN, pattern_hint="a lowercase DNS label starting with a letter", max_length=NAME_MAX),
+    "namespace": Str(""),
+}, required=["name"])
+

@@ -1,0 +1,259 @@
+"""The experiment as typed, immutable values: what the spec parses into, and the variants a matrix
+expands to. Every layer above reads these, never the YAML."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import string
+from dataclasses import dataclass, field, replace
+
+from loadstage.api.quantities import format_duration
+
+WORKER_CLASSES = ("gthread", "sync", "gevent")
+SERVERS = ("gunicorn", "uwsgi", "waitress", "cheroot", "granian")
+SINGLE_PROCESS_SERVERS = ("waitress", "cheroot")   # threads in one process: no worker processes
+DEFAULT_SERVER = "gunicorn"
+CUSTOM_SERVER = "command"                           # the server of a target given as spec.target.command
+COMMAND_PLACEHOLDERS = ("app", "host", "port", "bind", "workers", "threads")
+DEFAULT_RUNNER_APP = "runner_app.app:app"
+PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
+MAX_VARIANTS = 100
+MAX_VARIANT_STAGES = 500    # variants x stages: what keeps the status well under etcd's object limit
+MAX_INJECTORS = 1000
+MAX_STAGE_USERS = 1_000_000
+DEFAULT_MAX_USERS_PER_INJECTOR = 100
+CLEANUP_POLICIES = ("Delete", "Keep", "KeepOnFailure")
+ON_LOST = ("Fail", "Continue")
+
+
+@dataclass(frozen=True)
+class Target:
+    image: str | None
+    app: str
+    pods: int
+    server: str | None
+    workers: int | None       # None: the server's default (1 for a single-process server, else 2)
+    threads: int
+    worker_class: str | None  # gunicorn only; None: gthread
+    command: list[str] | None
+    env: dict[str, str]
+    ready_timeout: float
+
+
+@dataclass(frozen=True)
+class SecretKey:
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Redis:
+    deploy: bool | None
+    url: str | None
+    image: str | None
+    password_secret: SecretKey | None
+
+    @property
+    def deployed(self) -> bool:
+        return self.url is None
+
+
+@dataclass(frozen=True)
+class WaitTime:
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class ConfigMapKey:
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Locustfile:
+    path: str | None
+    config_map: ConfigMapKey | None
+
+
+@dataclass(frozen=True)
+class Injectors:
+    image: str | None
+    users_per_injector: int
+    spawn_rate_per_injector: float | None
+    wait_time: WaitTime
+    pacing: float | None
+    scenario: str | None
+    locustfile: Locustfile | None
+    on_lost: str = "Fail"
+    max_users_per_injector: int = 100
+
+    @property
+    def spawn_rate(self) -> float:
+        return self.spawn_rate_per_injector or float(self.users_per_injector)
+
+    def users_for(self, stage: "Stage") -> int:
+        """Total users of a stage: its own, or usersPerInjector on each of its injectors."""
+        return stage.users if stage.users is not None else stage.injectors * self.users_per_injector
+
+    def spawn_rate_for(self, stage: "Stage") -> float:
+        return stage.injectors * self.spawn_rate
+
+
+@dataclass(frozen=True)
+class Stage:
+    injectors: int | None     # set after parsing for a stage given in users
+    duration: float
+    users: int | None = None  # a stage given in users: spread evenly over its injectors
+
+
+@dataclass(frozen=True)
+class Matrix:
+    server: list[str] | None
+    workers: list[int] | None
+    threads: list[int] | None
+    pods: list[int] | None
+    worker_class: list[str] | None
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    p999: float | None
+    error_rate: float | None
+
+    def latency_limits_ms(self) -> dict[str, float]:
+        return {p: getattr(self, p) * 1000 for p in PERCENTILES if getattr(self, p) is not None}
+
+
+@dataclass(frozen=True)
+class Spec:
+    target: Target
+    redis: Redis
+    injectors: Injectors
+    warmup: Stage | None
+    stages: list[Stage]
+    matrix: Matrix | None
+    thresholds: Thresholds | None
+    cleanup: str
+
+
+@dataclass(frozen=True)
+class Metadata:
+    name: str
+    namespace: str | None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One combination of matrix values: what the target runs with."""
+    index: int
+    server: str
+    pods: int
+    workers: int
+    threads: int
+    worker_class: str | None   # gunicorn's; None for every other server
+
+    def settings(self) -> dict:
+        return {"server": self.server, "pods": self.pods, "workers": self.workers, "threads": self.threads,
+                "workerClass": self.worker_class}
+
+    def label(self) -> str:
+        return " ".join([self.server, f"pods={self.pods}", f"workers={self.workers}", f"threads={self.threads}",
+                         *([self.worker_class] if self.worker_class else [])])
+
+
+@dataclass(frozen=True)
+class Experiment:
+    metadata: Metadata
+    spec: Spec
+    source: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    def variants(self) -> list[Variant]:
+        m, t = self.spec.matrix, self.spec.target
+        axes = {
+            "server": (m and m.server) or [server_of(t)],
+            "workers": (m and m.workers) or [t.workers],
+            "threads": (m and m.threads) or [t.threads],
+            "pods": (m and m.pods) or [t.pods],
+            "worker_class": (m and m.worker_class) or [t.worker_class],
+        }
+        variants = []
+        for i, combo in enumerate(itertools.product(*axes.values())):
+            v = dict(zip(axes, combo))
+            if v["workers"] is None:
+                v["workers"] = 1 if v["server"] in SINGLE_PROCESS_SERVERS else 2
+            if v["server"] == "gunicorn":
+                v["worker_class"] = v["worker_class"] or "gthread"
+            variants.append(Variant(index=i, **v))
+        return variants
+
+    def scaled(self, *, stage_duration: float | None = None, warmup_duration: float | None = None,
+               users_scale: float | None = None) -> "Experiment":
+        """Shrinks an experiment to a machine: every stage lasts `stage_duration`; users and spawn rate
+        per injector, and the users of a stage given in users, are multiplied by `users_scale`. The
+        source says so too, so that a result file's spec is what ran."""
+        spec = self.spec
+        source = copy.deepcopy(self.source)
+        written = source.setdefault("spec", {})
+        if stage_duration is not None:
+            spec = replace(spec, stages=[replace(s, duration=stage_duration) for s in spec.stages])
+            written["stages"] = [{**s, "duration": format_duration(stage_duration)} for s in written["stages"]]
+        if warmup_duration is not None and spec.warmup is not None:
+            spec = replace(spec, warmup=replace(spec.warmup, duration=warmup_duration))
+            written["warmup"]["duration"] = format_duration(warmup_duration)
+        if users_scale is not None:
+            inj = spec.injectors
+            spec = replace(spec, injectors=replace(
+                inj,
+                users_per_injector=max(1, round(inj.users_per_injector * users_scale)),
+                spawn_rate_per_injector=max(1, round(inj.spawn_rate * users_scale))))
+            written.setdefault("injectors", {}).update(usersPerInjector=spec.injectors.users_per_injector,
+                                                       spawnRatePerInjector=spec.injectors.spawn_rate_per_injector)
+            # a stage given in users keeps injectors.maxUsersPerInjector, so fewer users may need fewer injectors
+            spec = resolve_injectors(replace(spec, stages=[
+                s if s.users is None else replace(s, users=max(1, round(s.users * users_scale)), injectors=None)
+                for s in spec.stages]))
+            for stage, scaled_stage in zip(written["stages"], spec.stages):
+                if "users" in stage:
+                    stage["users"] = scaled_stage.users
+        return replace(self, spec=spec, source=source)
+
+
+def injectors_of(stage: Stage, injectors: Injectors) -> int:
+    return stage.injectors if stage.injectors is not None else \
+        math.ceil(stage.users / injectors.max_users_per_injector)
+
+
+def resolve_injectors(spec: Spec) -> Spec:
+    """Every stage given in users gets its injectors."""
+    def resolved(stage: Stage | None) -> Stage | None:
+        return stage if stage is None or stage.injectors is not None else \
+            replace(stage, injectors=injectors_of(stage, spec.injectors))
+    return replace(spec, stages=[resolved(s) for s in spec.stages], warmup=resolved(spec.warmup))
+
+
+def variant_count(m: Matrix | None) -> int:
+    n = 1
+    for axis in (m.server, m.workers, m.threads, m.pods, m.worker_class) if m else ():
+        n *= len(axis or [1])
+    return n
+
+
+def server_of(target: Target) -> str:
+    return CUSTOM_SERVER if target.command else target.server or DEFAULT_SERVER
+
+
+def command_placeholders(arg: str) -> list[str]:
+    """The placeholders of one argument of spec.target.command; raises ValueError on a stray brace."""
+    return [name for _, name, _, _ in string.Formatter().parse(arg) if name is not None]
+

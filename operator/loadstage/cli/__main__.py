@@ -1,0 +1,5 @@
+import sys
+
+from loadstage.cli import main
+
+sys.exit(main())

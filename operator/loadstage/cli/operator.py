@@ -1,0 +1,74 @@
+"""`loadstage operator` and `loadstage crd`: the Kopf operator, as one of several replicas if asked,
+and the CustomResourceDefinition it serves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+from loadstage.api.crd import render_crd
+from loadstage.cli.parser import EXIT_OK
+from loadstage.kube.manifests import Images
+
+
+def cmd_crd(_args) -> int:
+    sys.stdout.write(render_crd())
+    return EXIT_OK
+
+
+def cmd_operator(args) -> int:
+    import logging
+
+    import kopf
+
+    from loadstage.kube import handlers
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = handlers.OperatorConfig(
+        images=Images(runner=args.runner_image, injector=args.injector_image, redis=args.redis_image),
+        namespaces=tuple(args.namespaces or ()), redis_sample_url=args.redis_sample_url,
+        metrics_port=args.metrics_port or None, listen_address=args.listen_address)
+    liveness = f"http://{args.listen_address}:{args.liveness_port}/healthz" if args.liveness_port else None
+    election = _lead(args) if args.leader_elect else None
+    try:
+        kopf.run(standalone=True, clusterwide=args.all_namespaces, namespaces=args.namespaces or (),
+                 liveness_endpoint=liveness, memo=kopf.Memo(config=config))
+    finally:
+        if election is not None:
+            election.release()
+    return EXIT_OK
+
+
+def _lead(args):
+    """Waits, as a standby, until this process holds the Lease; then keeps it, and ends the
+    process at once if it is lost, so two operators never act together."""
+    import logging
+
+    from loadstage.kube import leader
+    from loadstage.kube.client import api_client, load_config
+    load_config()
+    election = leader.LeaderElection(api_client(), args.leader_elect_namespace, args.leader_elect_lease,
+                                     leader.identity())
+    health = leader.StandbyHealth(args.listen_address, args.liveness_port) if args.liveness_port else None
+    logging.getLogger("loadstage.leader").info("standby as %s: waiting for Lease %s/%s", election.holder,
+                                               args.leader_elect_namespace, args.leader_elect_lease)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    try:
+        if not election.acquire(stopped):
+            sys.exit(EXIT_OK)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if health is not None:
+            health.close()
+
+    def lost(why: str) -> None:
+        logging.getLogger("loadstage.leader").critical("lost the Lease (%s): exiting so that the new leader "
+                                                       "acts alone", why)
+        os._exit(1)
+    election.keep(lost)
+    logging.getLogger("loadstage.leader").info("leading as %s", election.holder)
+    return election

@@ -1,0 +1,124 @@
+"""The `loadstage` command line: its subcommands, options and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from loadstage.api.quantities import parse_duration
+from loadstage.kube.manifests import Images
+from loadstage.reports import compare
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS, EXIT_REGRESSION = 0, 1, 2, 3, 4
+REPORT_FORMATS = ("table", "markdown", "csv", "html")
+SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html",
+                  ".txt": "table"}
+DEFAULT_IMAGES = Images(runner="loadstage/runner-app:0.1.0", injector="loadstage/injector:0.1.0",
+                        redis="redis:7.2-alpine")
+
+
+def _duration_arg(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a duration such as 10s or 2m, got {text!r}") from None
+
+
+def _scale_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not 0 < value <= 100:
+        raise argparse.ArgumentTypeError(f"must be a number > 0 and <= 100, got {text!r}")
+    return value
+
+
+def _tolerance_arg(text: str) -> float:
+    try:
+        return compare.parse_tolerance(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loadstage", description="Load-stage experiments for gunicorn apps.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run an experiment on this machine with real processes")
+    run.add_argument("file", help="LoadExperiment YAML file")
+    run.add_argument("-o", "--output", help="write the result (the resource with its status) to this "
+                                            ".json or .yaml file, updated after every stage")
+    run.add_argument("--stage-duration", type=_duration_arg, metavar="DURATION",
+                     help="run every stage for this long instead (e.g. 10s)")
+    run.add_argument("--warmup-duration", type=_duration_arg, metavar="DURATION",
+                     help="run the warm-up stage for this long instead")
+    run.add_argument("--users-scale", type=_scale_arg, metavar="FACTOR",
+                     help="multiply users and spawn rate per injector by FACTOR (e.g. 0.1)")
+    run.add_argument("--workdir", help="keep logs and per-stage files here (default: a temporary "
+                                       "directory, removed after a successful run)")
+    run.add_argument("--fail-on-threshold", action="store_true",
+                     help=f"exit {EXIT_THRESHOLDS} if any stage failed a threshold")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+    validate = sub.add_parser("validate", help="check an experiment file and show its plan")
+    validate.add_argument("file")
+
+    rep = sub.add_parser("report", help="the results of a run (a result file or lx/NAME in a cluster) as a table, "
+                                        "Markdown, CSV or a self-contained HTML page with charts")
+    rep.add_argument("source", help="a result file from `loadstage run -o`, or lx/NAME (current kubeconfig)")
+    rep.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
+    rep.add_argument("--format", choices=REPORT_FORMATS,
+                     help="table (default), markdown (the ONS layout), csv (a row per stage and variant) or html "
+                          "(one file, charts inline); with -o FILE.md/.csv/.html the suffix picks it")
+    rep.add_argument("-o", "--output", help="write to this file instead of standard output")
+    rep.add_argument("--follow", action="store_true",
+                     help="print the table again whenever a stage finishes, until the run has ended; exits "
+                          f"{EXIT_OK} if it Succeeded, {EXIT_FAILED} if it Failed")
+
+    cmp = sub.add_parser("compare", help="the matching stages of two runs side by side; exits "
+                                         f"{EXIT_REGRESSION} if one regressed")
+    cmp.add_argument("base", help="the run to compare with: a result file or lx/NAME")
+    cmp.add_argument("new", help="the run to judge: a result file or lx/NAME")
+    cmp.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
+    cmp.add_argument("--tolerance", default="10%", type=_tolerance_arg,
+                     help="how much worse a figure may get before it counts (default 10%%): p99 and p99.9 up, "
+                          "throughput down, the error rate up")
+    cmp.add_argument("--format", choices=("table", "markdown"), default="table",
+                     help="table (default) or markdown (for a pull-request comment)")
+
+    art = sub.add_parser("artifacts", help="write every stage's histograms and rows (a result file or lx/NAME) "
+                                           "to a directory")
+    art.add_argument("source", help="a result file from `loadstage run -o`, or lx/NAME (current kubeconfig)")
+    art.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
+    art.add_argument("-o", "--output", default="artifacts", help="directory to write to (default: artifacts)")
+
+    sub.add_parser("crd", help="print the LoadExperiment CustomResourceDefinition")
+
+    op = sub.add_parser("operator", help="run the Kopf operator against the current cluster")
+    scope = op.add_mutually_exclusive_group(required=True)
+    scope.add_argument("-n", "--namespace", action="append", dest="namespaces", metavar="NAMESPACE",
+                       help="watch this namespace (repeatable)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
+    op.add_argument("--liveness-port", type=int, default=8080,
+                    help="serve the liveness probe on http://ADDRESS:PORT/healthz (0: off)")
+    op.add_argument("--listen-address", default="0.0.0.0",
+                    help="address of the liveness and metrics servers (default 0.0.0.0: every interface of "
+                         "the pod; 127.0.0.1 for an operator run on a workstation)")
+    op.add_argument("--runner-image", default=os.environ.get("LOADSTAGE_RUNNER_IMAGE", DEFAULT_IMAGES.runner))
+    op.add_argument("--injector-image",
+                    default=os.environ.get("LOADSTAGE_INJECTOR_IMAGE", DEFAULT_IMAGES.injector))
+    op.add_argument("--redis-image", default=os.environ.get("LOADSTAGE_REDIS_IMAGE", DEFAULT_IMAGES.redis))
+    op.add_argument("--redis-sample-url", default=os.environ.get("LOADSTAGE_REDIS_SAMPLE_URL"),
+                    help="sample Redis connections at this URL instead of the experiment's Redis Service "
+                         "(for an operator outside the cluster, e.g. through kubectl port-forward)")
+    op.add_argument("--metrics-port", type=int, default=0,
+                    help="serve the operator's Prometheus metrics on this port (0: off)")
+    op.add_argument("--leader-elect", action="store_true",
+                    help="run as one of several replicas: only the holder of a Lease runs experiments, the others "
+                         "stand by and take over when it is gone")
+    op.add_argument("--leader-elect-namespace", default=os.environ.get("POD_NAMESPACE") or "default",
+                    help="namespace of the Lease (default: $POD_NAMESPACE, else default)")
+    op.add_argument("--leader-elect-lease", default="loadstage-operator", help="name of the Lease")
+    op.add_argument("-v", "--verbose", action="store_true")
+    return parser

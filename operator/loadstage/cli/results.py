@@ -1,0 +1,121 @@
+"""`loadstage report`, `compare` and `artifacts`: the results of a run, from a result file or lx/NAME."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from loadstage.api.schema import ValidationError
+from loadstage.cli.parser import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, SUFFIX_FORMATS
+from loadstage.cli.run import replace_file
+from loadstage.reports import compare, sources
+from loadstage.reports.terminal import render_status
+from loadstage.results import histograms
+
+
+def _report_format(args) -> str:
+    if args.format:
+        return args.format
+    suffix = Path(args.output).suffix.lower() if args.output else ""
+    if args.output and suffix not in SUFFIX_FORMATS:
+        raise ValidationError([("--format", f"cannot tell the format from {args.output!r}: give --format, or name "
+                                            f"the file .md, .csv, .html or .txt")])
+    return SUFFIX_FORMATS.get(suffix, "table")
+
+
+def render_document(source: str, document: dict[str, Any], form: str, namespace: str | None = None) -> str:
+    status = document["status"]
+    if form == "table":
+        return render_status(status)
+    experiment = sources.experiment_of(source, document)
+    if form == "markdown":
+        from loadstage.reports.markdown import render_markdown
+        return render_markdown(experiment, status)
+    if form == "csv":
+        from loadstage.reports.csv import render_csv
+        return render_csv(experiment, status)
+    try:
+        import matplotlib  # noqa: F401
+
+        from loadstage.reports.html import render_html
+    except ImportError:
+        raise ValidationError([("--format html", "needs matplotlib: pip install 'loadstage[report]'")]) from None
+    artifacts = {(v, s): a for v, s, a in sources.load_artifacts(source, namespace, document)}
+    return render_html(experiment, status, artifacts)
+
+
+def _write(text: str, output: str | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        replace_file(Path(output), text)
+    except OSError as e:
+        raise ValidationError([("--output", f"cannot write {output}: {e.strerror}")]) from None
+
+
+def cmd_report(args) -> int:
+    form = _report_format(args)
+    if args.follow:
+        if form != "table" or args.output:
+            raise ValidationError([("--follow", "prints the table to the terminal; write the other formats "
+                                                "once the run has ended")])
+        return _follow(args)
+    document = sources.load_document(args.source, args.namespace)
+    _write(render_document(args.source, document, form, args.namespace), args.output)
+    if args.output:
+        print(f"{form} report written to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _follow(args) -> int:
+    shown = None
+    for document in sources.follow(args.source, args.namespace):
+        status = document.get("status") or {}
+        variants = status.get("variants") or []
+        finished = sum(len(v.get("stages", [])) for v in variants)
+        state = (status.get("phase"), finished)
+        if state == shown:
+            continue
+        shown = state
+        total = len(variants) * len(document.get("spec", {}).get("stages", []))
+        print(f"== {time.strftime('%H:%M:%S')} {status.get('phase', 'Pending')}: {finished} of {total or '?'} "
+              f"stage(s) finished ==")
+        if variants:
+            sys.stdout.write(render_status(status))
+        sys.stdout.flush()
+    return EXIT_OK if shown and shown[0] == "Succeeded" else EXIT_FAILED
+
+
+def cmd_compare(args) -> int:
+    runs = []
+    for source in (args.base, args.new):
+        document = sources.load_document(source, args.namespace)
+        runs.append((sources.experiment_of(source, document), document["status"]))
+    comparison = compare.compare(runs[0], runs[1], args.tolerance, names=(args.base, args.new))
+    sys.stdout.write(compare.render_markdown(comparison) if args.format == "markdown"
+                     else compare.render_table(comparison))
+    return EXIT_REGRESSION if comparison.regressed else EXIT_OK
+
+
+def cmd_artifacts(args) -> int:
+    """Per stage: the artifact as JSON, and the stage's histogram as an HdrHistogram percentile
+    distribution (.hgrm, milliseconds) that HdrHistogram's plotters read."""
+    found = sources.load_artifacts(args.source, args.namespace)
+    out = Path(args.output)
+    for variant, number, artifact in found:
+        directory = out / f"variant-{variant}"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"stage-{number}.json").write_text(json.dumps(artifact, indent=1) + "\n")
+        histogram = histograms.decode(artifact["histogram"])
+        with open(directory / f"stage-{number}.hgrm", "wb") as f:
+            histogram.output_percentile_distribution(f, 1e6)
+        latency = histograms.latency_ms(histogram)
+        print(f"variant {variant} stage {number}: {latency['n']:,} requests, p50 {latency['p50']:.3g} ms, "
+              f"p99 {latency['p99']:.3g} ms, p99.9 {latency['p999']:.3g} ms -> {directory}/stage-{number}.json, .hgrm")
+    if not found:
+        print(f"{args.source}: no stage has finished yet")
+    return EXIT_OK

@@ -1,0 +1,166 @@
+"""`loadstage run` and `loadstage validate`: an experiment on this machine, with real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadstage.api.load import load_experiment_file
+from loadstage.api.names import API_GROUP, API_VERSION, KIND
+from loadstage.api.quantities import format_duration
+from loadstage.api.schema import ValidationError
+from loadstage.api.types import Experiment
+from loadstage.cli.parser import EXIT_FAILED, EXIT_OK, EXIT_THRESHOLDS
+from loadstage.engine.backend import BlockingBackend
+from loadstage.engine.clock import now
+from loadstage.engine.errors import Cancelled, ExperimentFailed
+from loadstage.engine.stages import StageEngine, new_status
+from loadstage.local.backend import LocalBackend, Progress
+from loadstage.local.target import local_problems
+from loadstage.reports.terminal import progress_line, render_status
+
+
+def _document(experiment: Experiment, status: dict[str, Any],
+              artifacts: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The result file: the resource with its status, and every stage's artifact (its histograms,
+    endpoint and error rows, time series) under `artifacts`, as ConfigMaps hold them in a cluster."""
+    return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND,
+            "metadata": {"name": experiment.name}, "spec": experiment.source.get("spec", {}),
+            "status": status,
+            "artifacts": [{"variant": index + 1, "stages": stages} for index, stages in sorted(artifacts.items())]}
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Readers (`report --follow`) see the old file or the new one, never half of it."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_result(path: Path, document: dict[str, Any]) -> None:
+    replace_file(path, yaml.safe_dump(document, sort_keys=False) if path.suffix in (".yaml", ".yml")
+                 else json.dumps(document, indent=2) + "\n")
+
+
+class ProgressPrinter:
+    """One status line on a terminal; otherwise a line every few seconds."""
+
+    def __init__(self, stream=sys.stderr, quiet: bool = False, every: float = 5.0):
+        self.stream, self.quiet, self.every = stream, quiet, every
+        self.tty = stream.isatty()
+        self.last = 0.0
+
+    def __call__(self, p: Progress) -> None:
+        if self.quiet:
+            return
+        line = progress_line(p.step.label(), p.elapsed, p.step.stage.duration, p.snapshot)
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+        elif time.monotonic() - self.last >= self.every:
+            self.stream.write(line + "\n")
+            self.last = time.monotonic()
+        self.stream.flush()
+
+    def say(self, text: str) -> None:
+        if self.tty and not self.quiet:
+            self.stream.write("\r\033[K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def _print_plan(experiment: Experiment, out) -> None:
+    spec = experiment.spec
+    variants = experiment.variants()
+    total = sum(s.duration for s in spec.stages) + (spec.warmup.duration if spec.warmup else 0)
+    out.write(f"{experiment.name}: {len(variants)} variant(s) x {len(spec.stages)} stage(s), "
+              f"about {format_duration(int(total * len(variants)))} of load\n")
+    for v in variants:
+        out.write(f"  variant {v.index + 1}: {v.label()}\n")
+    for i, s in enumerate(spec.stages, 1):
+        users = spec.injectors.users_for(s)
+        out.write(f"  stage {i}: {s.injectors} injector(s), {users} users, "
+                  f"{format_duration(s.duration)}\n")
+
+
+def cmd_validate(args) -> int:
+    experiment = load_experiment_file(args.file)
+    print(f"{args.file}: valid")
+    _print_plan(experiment, sys.stdout)
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    experiment = load_experiment_file(args.file)
+    problems = local_problems(experiment)
+    if problems:
+        raise ValidationError(problems)
+    experiment = experiment.scaled(
+        stage_duration=args.stage_duration, warmup_duration=args.warmup_duration,
+        users_scale=args.users_scale)
+    printer = ProgressPrinter(quiet=args.quiet)
+    output = Path(args.output) if args.output else None
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix=f"loadstage-{experiment.name}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    cancel = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum, _frame):
+        if received:
+            raise KeyboardInterrupt
+        received.append(signum)
+        cancel.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    status = new_status(experiment)
+
+    def on_update(current: dict[str, Any]) -> None:
+        if output:
+            write_result(output, _document(experiment, current, engine.artifacts))
+
+    async def on_engine_update(current: dict[str, Any]) -> None:
+        on_update(current)
+
+    _print_plan(experiment, sys.stderr)
+    printer.say(f"logs: {workdir}")
+    backend = LocalBackend(experiment, workdir, on_progress=printer, cancel=cancel)
+    engine = StageEngine(experiment, BlockingBackend(backend), on_update=on_engine_update)
+    code = EXIT_OK
+    try:
+        asyncio.run(engine.run(status))
+    except (Cancelled, KeyboardInterrupt):
+        name = signal.Signals(received[0]).name if received else "SIGINT"
+        status.update(phase="Failed", reason="Interrupted", finishedAt=now(),
+                      message=f"interrupted by {name}; finished stages are kept")
+        code = 128 + (received[0] if received else signal.SIGINT)
+    except ExperimentFailed as e:
+        status.update(phase="Failed", reason=e.reason, message=e.message, finishedAt=now())
+        code = EXIT_FAILED
+    finally:
+        backend.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    on_update(status)
+    printer.say("")
+    sys.stdout.write(render_status(status, with_phase=False))
+    if status["phase"] != "Succeeded":
+        printer.say(f"{status['phase']}: {status['message']}")
+        printer.say(f"logs kept in {workdir}")
+    elif not args.workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if output:
+        printer.say(f"result written to {output}")
+    if code == EXIT_OK and args.fail_on_threshold and any(
+            not s["verdict"]["passed"] for v in status["variants"] for s in v["stages"] if "verdict" in s):
+        code = EXIT_THRESHOLDS
+    return code

@@ -1,0 +1,155 @@
+"""Command lines of every component. Pod container args and local process argv both
+come from these functions, so a local run executes what the pods will execute.
+Paths of the injector files are relative to the working directory: the repository
+root locally, the image's WORKDIR in a container."""
+
+from __future__ import annotations
+
+import math
+
+from loadstage.api.types import Experiment, Stage, Variant
+
+RUNNER_PORT = 8000
+REDIS_PORT = 6379
+LOCUST_MASTER_PORT = 5557
+RESULTS_EXTENSION = "injectors/loadstage_results.py"
+BUILTIN_SCENARIOS = {"respondent": "injectors/respondent.py"}
+EXPECT_WORKERS_MAX_WAIT_SECONDS = 120
+STOP_TIMEOUT_SECONDS = 2
+RUN_TIME_BACKSTOP_SECONDS = 60  # Locust's own limit, should the extension not end the stage
+
+
+REDIS_PASSWORD_ENV = "REDIS_PASSWORD"
+
+
+def redis_command(*, port: int = REDIS_PORT, bind: str = "0.0.0.0", require_password: bool = False) -> list[str]:
+    """With require_password, the password comes from $REDIS_PASSWORD (Kubernetes expands $(VAR) in args)."""
+    argv = ["redis-server", "--port", str(port), "--bind", bind, "--protected-mode", "no",
+            "--save", "", "--appendonly", "no", "--maxclients", "20000", "--loglevel", "warning"]
+    if require_password:
+        argv += ["--requirepass", f"$({REDIS_PASSWORD_ENV})"]
+    return argv
+
+
+LISTEN_BACKLOG = 2048   # gunicorn's default; every server gets it, so none refuses what another would queue
+WAITRESS_CONNECTION_LIMIT = 10_000   # waitress stops accepting at 100 open connections by default
+SHARED_PORT_SERVERS = ("gunicorn", "uwsgi")  # listen on two addresses, one of them shared (SO_REUSEPORT)
+
+
+def _split(bind: str) -> tuple[str, str]:
+    host, _, port = bind.rpartition(":")
+    return host, port
+
+
+def gunicorn_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+    # no control socket: gunicorn would put it under $HOME, read-only in a pod and shared between
+    # the local engine's instances
+    return ["gunicorn", "--config", "python:runner_app.gunicorn_conf", *_each("--bind", binds),
+            "--workers", str(variant.workers), "--threads", str(variant.threads),
+            "--worker-class", variant.worker_class, "--no-control-socket",
+            *(["--reuse-port"] if reuse_port else []), app]
+
+
+def uwsgi_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+    # --lazy-apps: every worker imports the app, as gunicorn's workers do; --die-on-term: SIGTERM
+    # stops uWSGI (by default it reloads)
+    return ["uwsgi", "--master", *_each("--http-socket", binds), "--module", app,
+            "--processes", str(variant.workers), "--threads", str(variant.threads), "--enable-threads",
+            "--lazy-apps", "--die-on-term", "--need-app", "--disable-logging", "--listen", str(LISTEN_BACKLOG),
+            "--add-header", "Connection: close",
+            *(["--reuse-port"] if reuse_port else [])]
+
+
+def waitress_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+    return ["waitress-serve", *(f"--listen={b}" for b in binds), f"--threads={variant.threads}",
+            f"--backlog={LISTEN_BACKLOG}", f"--connection-limit={WAITRESS_CONNECTION_LIMIT}", app]
+
+
+def cheroot_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+    (bind,) = binds
+    return ["cheroot", "--bind", bind, "--threads", str(variant.threads), "--max-threads", str(variant.threads),
+            "--request-queue-size", str(LISTEN_BACKLOG), app]
+
+
+def granian_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+    (bind,) = binds
+    host, port = _split(bind)
+    return ["granian", "--interface", "wsgi", "--host", host, "--port", port,
+            "--workers", str(variant.workers), "--blocking-threads", str(variant.threads),
+            "--backlog", str(LISTEN_BACKLOG), app]
+
+
+def custom_command(template: list[str], app: str, variant: Variant, binds: list[str]) -> list[str]:
+    (bind,) = binds
+    host, port = _split(bind)
+    values = {"app": app, "host": host, "port": port, "bind": bind,
+              "workers": str(variant.workers), "threads": str(variant.threads)}
+    return [arg.format(**values) for arg in template]
+
+
+SERVER_COMMANDS = {"gunicorn": gunicorn_command, "uwsgi": uwsgi_command, "waitress": waitress_command,
+                   "cheroot": cheroot_command, "granian": granian_command}
+
+
+def _each(option: str, values: list[str]) -> list[str]:
+    return [arg for value in values for arg in (option, value)]
+
+
+def runner_command(experiment: Experiment, variant: Variant, *, binds: list[str],
+                   reuse_port: bool = False) -> list[str]:
+    """One target instance (a pod, or a local instance) serving the app on `binds` (host:port);
+    `reuse_port`: the first bind is shared with other instances (only SHARED_PORT_SERVERS)."""
+    target = experiment.spec.target
+    if target.command:
+        return custom_command(target.command, target.app, variant, binds)
+    return SERVER_COMMANDS[variant.server](target.app, variant, binds, reuse_port)
+
+
+def runner_env(experiment: Experiment, *, redis_url: str, metrics_dir: str) -> dict[str, str]:
+    """Environment of one target instance: the app's Redis and where its processes keep /metrics."""
+    return {**experiment.spec.target.env, "REDIS_URL": redis_url, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
+
+
+def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) -> str:
+    """The -f argument: the results extension, then the scenario (built-in or the user's)."""
+    inj = experiment.spec.injectors
+    scenario = custom_locustfile if inj.locustfile else BUILTIN_SCENARIOS[inj.scenario or "respondent"]
+    return f"{RESULTS_EXTENSION},{scenario}"
+
+
+def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, summary_file: str,
+                          artifact_file: str, target_metrics: list[str], progress_file: str | None = None,
+                          bind_host: str = "*", bind_port: int = LOCUST_MASTER_PORT,
+                          custom_locustfile: str | None = None, start_file: str | None = None) -> list[str]:
+    """`summary_file` gets the stage's headline, `artifact_file` its histograms and rows (`-`: stdout);
+    `target_metrics`: the target's /metrics URLs, for its own count of the stage's requests;
+    `start_file`: the load starts when it exists (the local engine starts a stage ahead)."""
+    injectors = experiment.spec.injectors
+    users, spawn_rate = injectors.users_for(stage), injectors.spawn_rate_for(stage)
+    wait = injectors.wait_time
+    argv = ["locust", "-f", locustfiles(experiment, custom_locustfile),
+            "--master", "--master-bind-host", bind_host, "--master-bind-port", str(bind_port),
+            "--expect-workers", str(stage.injectors),
+            "--expect-workers-max-wait", str(EXPECT_WORKERS_MAX_WAIT_SECONDS),
+            "--headless", "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
+            "--stage-seconds", f"{stage.duration:g}",
+            "--run-time", f"{math.ceil(stage.duration) + RUN_TIME_BACKSTOP_SECONDS}s",
+            "--stop-timeout", str(STOP_TIMEOUT_SECONDS), "--exit-code-on-error", "0",
+            "--host", host, "--only-summary",
+            "--wait-min", f"{wait.min:g}", "--wait-max", f"{wait.max:g}",
+            "--summary-file", summary_file, "--artifact-file", artifact_file,
+            "--target-metrics", ",".join(target_metrics)]
+    if injectors.pacing:
+        argv += ["--pacing", f"{injectors.pacing:g}"]
+    if progress_file:
+        argv += ["--progress-file", progress_file]
+    if start_file:
+        argv += ["--start-file", start_file]
+    return argv
+
+
+def locust_worker_command(experiment: Experiment, *, master_host: str,
+                          master_port: int = LOCUST_MASTER_PORT,
+                          custom_locustfile: str | None = None) -> list[str]:
+    return ["locust", "-f", locustfiles(experiment, custom_locustfile), "--worker",
+            "--master-host", master_host, "--master-port", str(master_port)]

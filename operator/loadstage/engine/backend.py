@@ -1,0 +1,36 @@
+"""What the engine asks of a backend, and an adapter for a backend whose calls block."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from loadstage.api.types import Variant
+from loadstage.engine.steps import Step
+from loadstage.results.measurement import StageMeasurement
+
+
+class Backend(Protocol):
+    async def prepare_variant(self, variant: Variant) -> None: ...
+    async def run_stage(self, step: Step) -> StageMeasurement: ...
+    async def finish_variant(self, variant: Variant) -> None: ...
+    async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
+        """The artifacts of the variant's first `count` stages, kept by an earlier run."""
+
+
+class BlockingBackend:
+    """A backend whose calls block, run in the event loop's own thread: one experiment per process."""
+
+    def __init__(self, backend: Any):
+        self.backend = backend
+
+    async def prepare_variant(self, variant: Variant) -> None:
+        self.backend.prepare_variant(variant)
+
+    async def run_stage(self, step: Step) -> StageMeasurement:
+        return self.backend.run_stage(step)
+
+    async def finish_variant(self, variant: Variant) -> None:
+        self.backend.finish_variant(variant)
+
+    async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
+        return self.backend.saved_artifacts(variant, count)

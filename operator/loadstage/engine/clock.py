@@ -1,0 +1,13 @@
+"""Timestamps as the status writes them: UTC, to the second, with a Z."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+
+def iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def now() -> str:
+    return iso(dt.datetime.now(dt.timezone.utc))

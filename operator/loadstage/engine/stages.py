@@ -1,0 +1,96 @@
+"""The stage engine: runs every variant through its warm-up and stages on a backend,
+and keeps the LoadExperiment status. Written once; the local and Kubernetes backends
+differ only in how they deploy a target and run a stage.
+
+The status is the engine's only memory: given a status with finished stages, it
+continues after them, so a restarted operator neither loses nor repeats a stage."""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from loadstage.api.types import Experiment
+from loadstage.engine.backend import Backend
+from loadstage.engine.clock import now
+from loadstage.engine.steps import stage_step, warmup_step
+from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
+from loadstage.results.thresholds import capacity
+
+
+async def _ignore(status: dict[str, Any]) -> None:
+    pass
+
+
+def new_status(experiment: Experiment) -> dict[str, Any]:
+    return {
+        "phase": "Pending",
+        "message": "waiting to start",
+        "variants": [{"index": v.index, "settings": v.settings(), "stages": []}
+                     for v in experiment.variants()],
+    }
+
+
+class StageEngine:
+    def __init__(self, experiment: Experiment, backend: Backend, *,
+                 on_update: Callable[[dict[str, Any]], Awaitable[None]] | None = None):
+        self.experiment = experiment
+        self.backend = backend
+        self.on_update = on_update or _ignore
+        self.artifacts: dict[int, list[dict[str, Any]]] = {}   # per variant, one per finished stage
+
+    async def _set(self, status: dict[str, Any], **fields) -> None:
+        status.update(fields)
+        await self.on_update(status)
+
+    async def run(self, status: dict[str, Any] | None = None) -> dict[str, Any]:
+        status = status or new_status(self.experiment)
+        status.setdefault("startedAt", now())
+        spec = self.experiment.spec
+        variants = self.experiment.variants()
+        # A run picked up after a restart keeps its phase and progress while the target is re-checked:
+        # the stage in flight goes on, and the status must not go backwards.
+        resuming = status.get("phase") == "Running"
+        for variant in variants:
+            record = status["variants"][variant.index]
+            if len(record["stages"]) >= len(spec.stages):
+                continue
+            progress = {"variant": f"{variant.index + 1}/{len(variants)}",
+                        "stage": f"{len(record['stages'])}/{len(spec.stages)}", "injectors": 0}
+            which = f"variant {variant.index + 1}/{len(variants)} ({variant.label()})"
+            if resuming:
+                progress = status.get("progress", progress)
+                await self._set(status, message=f"resuming {which}: checking the target")
+                resuming = False
+            else:
+                await self._set(status, phase="Deploying", progress=progress,
+                                message=f"deploying the target for {which}")
+            await self.backend.prepare_variant(variant)
+            artifacts = self.artifacts.setdefault(
+                variant.index, await self.backend.saved_artifacts(variant, len(record["stages"])))
+            warmup = warmup_step(self.experiment, variant)
+            if warmup is not None and not record.get("warmedUp"):
+                await self._set(status, phase="Running", message=f"running {warmup.label()}",
+                                progress={**progress, "injectors": warmup.stage.injectors})
+                await self.backend.run_stage(warmup)
+                record["warmedUp"] = True
+                await self.on_update(status)
+            for number in range(len(record["stages"]) + 1, len(spec.stages) + 1):
+                step = stage_step(self.experiment, variant, number)
+                stage = step.stage
+                progress = {**progress, "stage": f"{number}/{len(spec.stages)}", "injectors": stage.injectors}
+                await self._set(status, phase="Running", progress=progress, message=f"running {step.label()}")
+                measurement = await self.backend.run_stage(step)
+                result = stage_result(self.experiment, number, stage, measurement)
+                record["stages"].append(result)
+                artifacts.append(measurement.artifact)
+                record["aggregate"] = variant_aggregate(record["stages"], artifacts)
+                status["p99ByStage"] = p99_pivot(status["variants"])
+                if spec.thresholds is not None:
+                    record["capacity"] = capacity(record["stages"])
+                p99 = result["latencyMs"]["p99"]
+                status["latest"] = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
+                                    "redisPeakConnections": result["redisPeakConnections"]}
+                await self.on_update(status)
+            await self.backend.finish_variant(variant)
+        await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now())
+        return status

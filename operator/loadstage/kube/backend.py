@@ -1,0 +1,91 @@
+"""The Kubernetes backend: the target as Deployments and Services, each stage as a Locust
+master Job (with its Service) and a worker Job whose parallelism is the injector count.
+
+Every call is idempotent: objects are created if missing and adopted if present, so a
+restarted operator picks a stage in flight up where it is. The stage result travels in
+the master container's termination message, which survives an operator restart. The parts:
+children (create or adopt), target (deploy and readiness), stage_watch (a running stage),
+stored_results (artifacts and lost injectors) and the samplers around each stage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadstage.api.names import LABEL_COMPONENT, LABEL_EXPERIMENT
+from loadstage.api.types import Variant
+from loadstage.engine.argv import REDIS_PORT
+from loadstage.engine.clock import now
+from loadstage.engine.steps import Step
+from loadstage.kube import manifests
+from loadstage.kube.children import Children
+from loadstage.kube.context import ExperimentContext
+from loadstage.kube.manifests import Images
+from loadstage.kube.pod_metrics import PodMetricsSampler, metrics_interval
+from loadstage.kube.pod_watch import PodWatches
+from loadstage.kube.stage_watch import StageWatch, parse_summary
+from loadstage.kube.stored_results import StoredResults
+from loadstage.kube.target import Target
+from loadstage.results.measurement import StageMeasurement
+from loadstage.samplers.redis import AsyncRedisSampler
+
+
+class KubernetesBackend:
+    """Every method is a coroutine: waiting on pods costs no thread (the namespace's PodWatches do),
+    and each API request runs on the shared pool of loadstage.kube.client."""
+
+    def __init__(self, context: ExperimentContext, *, images: Images, pod_watches: PodWatches,
+                 redis_sample_url: str | None = None):
+        self.context = context
+        self.images = images
+        pods = pod_watches(context.namespace)
+        self.children = Children(context)
+        self.stored = StoredResults(context, self.children)
+        self.target = Target(context, self.children, pods, images)
+        self.stage_watch = StageWatch(context, pods, self.stored)
+        self.redis_sample_url = redis_sample_url or self._in_cluster_redis_url()
+        self.redis_password: str | None = None
+        self.runner_ips: list[str] = []   # of the current variant's ready runner pods
+
+    def _in_cluster_redis_url(self) -> str:
+        experiment = self.context.experiment
+        if not experiment.spec.redis.deployed:
+            return experiment.spec.redis.url
+        return f"redis://{manifests.redis_name(experiment)}.{self.context.namespace}.svc:{REDIS_PORT}/0"
+
+    async def prepare_variant(self, variant: Variant) -> None:
+        await self.target.check_locustfile()
+        self.redis_password = await self.target.redis_password()
+        self.runner_ips = await self.target.deploy(variant)
+
+    async def finish_variant(self, variant: Variant) -> None:
+        pass
+
+    async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
+        return await self.stored.saved_artifacts(variant, count)
+
+    async def run_stage(self, step: Step) -> StageMeasurement:
+        c = self.context
+        exp = c.experiment
+        master = manifests.master_name(exp, step)
+        created = await self.children.create(manifests.master_service(exp, step))
+        created = await self.children.create(manifests.master_job(exp, step, self.images, self.runner_ips)) or created
+        created = await self.children.create(manifests.workers_job(exp, step, self.images)) or created
+        c.on_event("StageStarted" if created else "StageResumed",
+                   f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
+        sampling_from = now()
+        selector = f"{LABEL_EXPERIMENT}={exp.name},{LABEL_COMPONENT}=runner"
+        async with AsyncRedisSampler(self.redis_sample_url, password=self.redis_password) as redis_sampler, \
+                PodMetricsSampler(c.custom, c.namespace, selector,
+                                  metrics_interval(step.stage.duration)) as pod_metrics:
+            pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
+        summary = parse_summary(terminated.get("message"), master)
+        artifact = {} if step.warmup else await self.stored.keep_artifact(step, pod, stored_before=not created)
+        sample = redis_sampler.result
+        return StageMeasurement(
+            summary=summary, artifact=artifact,
+            started_at=terminated.get("startedAt") or now(), finished_at=terminated.get("finishedAt") or now(),
+            redis_peak_connections=sample.peak_connections if sample.samples else None,
+            redis_connections_received=sample.connections_received if sample.samples else None,
+            redis_peak_covers="stage" if created else f"from {sampling_from}: the operator restarted mid-stage",
+            target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory,
+            lost_injectors=lost)

@@ -1,0 +1,208 @@
+"""Kopf handlers: the edge between Kopf and the stage engine.
+
+One async daemon per unfinished LoadExperiment runs the StageEngine with the Kubernetes
+backend in the event loop: a waiting experiment holds no thread, so hundreds run at once.
+The resource's status is the engine's memory, so when the operator restarts the daemon
+continues after the last finished stage. Kopf's keyword arguments stop here."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+import kubernetes
+
+from loadstage.api.load import parse_experiment
+from loadstage.api.names import API_GROUP, API_VERSION, FINISHED, PLURAL
+from loadstage.api.schema import ValidationError
+from loadstage.engine.clock import now
+from loadstage.engine.errors import Cancelled, ExperimentFailed
+from loadstage.engine.stages import StageEngine, new_status
+from loadstage.kube import metrics
+from loadstage.kube.backend import KubernetesBackend
+from loadstage.kube.children import delete_children
+from loadstage.kube.client import (
+    API_CONNECT_TIMEOUT,
+    API_ERRORS,
+    API_READ_TIMEOUT,
+    API_RETRY_SECONDS,
+    api_client,
+    call,
+    load_config,
+    retry_message,
+)
+from loadstage.kube.context import ExperimentContext
+from loadstage.kube.manifests import Images
+from loadstage.kube.pod_watch import PodWatches
+from loadstage.kube.status import StatusWriter
+
+API_WAIT_SECONDS = 120
+API_NOT_SERVING = {404: "the LoadExperiment CRD is not installed", 429: "the API server is initializing its storage",
+                   503: "the API server is unavailable"}
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    images: Images
+    namespaces: tuple[str, ...] = ()     # empty: every namespace
+    redis_sample_url: str | None = None
+    metrics_port: int | None = None
+    listen_address: str = "0.0.0.0"
+
+
+def wait_for_the_api(api: kubernetes.client.ApiClient, namespaces: tuple[str, ...], logger: logging.Logger,
+                     timeout: float = API_WAIT_SECONDS) -> None:
+    """Returns once LoadExperiments can be listed, or after `timeout` (Kopf then reports the error).
+    Right after a CRD is installed the API server refuses it for a moment, and Kopf would log each
+    refused watch as an error."""
+    custom = kubernetes.client.CustomObjectsApi(api)
+    deadline = time.monotonic() + timeout
+    said = None
+    while True:
+        try:
+            for namespace in namespaces:
+                custom.list_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, limit=1)
+            if not namespaces:
+                custom.list_cluster_custom_object(API_GROUP, API_VERSION, PLURAL, limit=1)
+            return
+        except kubernetes.client.ApiException as e:
+            if e.status not in API_NOT_SERVING or time.monotonic() > deadline:
+                return
+            if API_NOT_SERVING[e.status] != said:
+                said = API_NOT_SERVING[e.status]
+                logger.info("waiting for the LoadExperiment API: %s", said)
+        time.sleep(1)
+
+
+def tune(settings: kopf.OperatorSettings) -> None:
+    settings.persistence.finalizer = f"{API_GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=API_GROUP, key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    # The CRD is installed before the operator; scanning CRDs and namespaces would need
+    # cluster-wide RBAC that the namespaced install must not have.
+    settings.scanning.disabled = True
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.connect_timeout = API_CONNECT_TIMEOUT
+    settings.networking.request_timeout = API_READ_TIMEOUT
+    # Only the short sync handlers (startup, cleanup) use Kopf's thread pool.
+    settings.execution.max_workers = 32
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_):
+    tune(settings)
+    load_config()
+    memo.api = api_client()
+    memo.pod_watches = PodWatches(kubernetes.client.CoreV1Api(memo.api))
+    memo.running = set()
+    if memo.config.metrics_port:
+        metrics.serve(memo.config.metrics_port, memo.config.listen_address)
+    wait_for_the_api(memo.api, memo.config.namespaces, logger)
+
+
+@kopf.on.probe(id="runningExperiments")
+def running_experiments(memo: kopf.Memo, **_) -> int:
+    return len(memo.running)
+
+
+def _unfinished(status, **_) -> bool:
+    return status.get("phase") not in FINISHED
+
+
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="experiment", when=_unfinished,
+             cancellation_backoff=15, cancellation_timeout=30, backoff=10)
+async def run_experiment(body: kopf.Body, namespace: str, name: str, stopped: kopf.DaemonStopped,
+                         memo: kopf.Memo, logger: logging.Logger, **_):
+    document = copy.deepcopy(dict(body))
+    generation = body.metadata.get("generation", 1)
+    status = copy.deepcopy(dict(body.status))
+    key = (namespace, name)
+    memo.running.add(key)
+    metrics.EXPERIMENTS_RUNNING.set(len(memo.running))
+    try:
+        await run(document, status, namespace, generation, stopped=stopped, memo=memo, logger=logger,
+                  post_event=lambda kind, reason, message: kopf.event(body, type=kind, reason=reason,
+                                                                       message=message))
+    finally:
+        memo.running.discard(key)
+        metrics.EXPERIMENTS_RUNNING.set(len(memo.running))
+
+
+async def run(document: dict[str, Any], status: dict[str, Any], namespace: str, generation: int, *,
+              stopped, memo: kopf.Memo, logger: logging.Logger, post_event) -> None:
+    config: OperatorConfig = memo.config
+    name = document["metadata"]["name"]
+    writer = StatusWriter(memo.api, namespace, name, generation, status.get("conditions", []), post_event)
+
+    async def write(current: dict[str, Any]) -> None:
+        await call(writer, current)
+    try:
+        experiment = parse_experiment(document)
+    except ValidationError as e:
+        await write({**status, "phase": "Failed", "reason": "InvalidSpec", "finishedAt": now(),
+                     "message": "; ".join(f"{p}: {m}" for p, m in e.problems)})
+        return
+    if not status.get("variants"):
+        status = {**status, **new_status(experiment)}
+    owner = {"apiVersion": document["apiVersion"], "kind": document["kind"], "metadata": document["metadata"]}
+    context = ExperimentContext(
+        experiment, namespace, memo.api, owner_uid=document["metadata"]["uid"],
+        adopt=lambda child: kopf.adopt(child, owner=owner), stopped=stopped,
+        on_event=lambda reason, message: post_event("Normal", reason, message),
+        on_message=lambda message: write({**status, "message": message}))
+    backend = KubernetesBackend(context, images=config.images, pod_watches=memo.pod_watches,
+                                redis_sample_url=config.redis_sample_url)
+    try:
+        await StageEngine(experiment, backend, on_update=write).run(status)
+    except API_ERRORS as e:
+        message = retry_message(e)
+        logger.warning(message)
+        try:
+            await write({**status, "message": message})
+        except API_ERRORS:
+            pass
+        raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
+    except Cancelled:
+        logger.info("stopped: %s", getattr(stopped, "reason", None) or "stop requested")
+    except ExperimentFailed as e:
+        logger.warning("failed: %s: %s", e.reason, e.message)
+        await write({**status, "phase": "Failed", "reason": e.reason, "message": e.message, "finishedAt": now()})
+
+
+def _cleanup_due(spec, status, **_) -> bool:
+    phase, policy = status.get("phase"), spec.get("cleanup", "Delete")
+    return (phase in FINISHED and not (status.get("cleanup") or {}).get("done")
+            and (policy == "Delete" or (policy == "KeepOnFailure" and phase == "Succeeded")))
+
+
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="cleanup", when=_cleanup_due, backoff=API_RETRY_SECONDS,
+             cancellation_timeout=10)
+def clean_up(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, logger: logging.Logger, **_):
+    """The cleanup policy, driven by the phase alone: it runs for every finished experiment whose
+    children are not yet deleted, also after an operator restart, until it succeeds."""
+    custom = kubernetes.client.CustomObjectsApi(memo.api)
+
+    def record(cleanup: dict[str, Any]) -> None:
+        custom.patch_namespaced_custom_object_status(API_GROUP, API_VERSION, namespace, PLURAL, name,
+                                                     {"status": {"cleanup": cleanup}})
+    try:
+        deleted = delete_children(memo.api, namespace, name)
+    except API_ERRORS as e:
+        message = f"cleanup: {retry_message(e)}"
+        logger.warning(message)
+        kopf.event(body, type="Warning", reason="CleanupFailed", message=message)
+        try:
+            record({"done": False, "message": message})
+        except API_ERRORS:
+            pass
+        raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
+    record({"done": True, "at": now(), "message": f"deleted {deleted} object(s) and their pods"})
+    logger.info("cleanup: deleted %d object(s)", deleted)
+

@@ -1,0 +1,253 @@
+"""Child objects of a LoadExperiment, as plain dicts built by pure functions.
+
+Container args come from loadstage.engine.argv, the same functions the local engine uses.
+Every pod runs as non-root with no privilege escalation, no capabilities, the runtime's
+default seccomp profile and a read-only root filesystem (a scratch /tmp is mounted)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loadstage.api.names import ANNOTATION_VARIANT, ARTIFACT_KEY, LABEL_COMPONENT, LABEL_EXPERIMENT, LABEL_RUN
+from loadstage.api.types import Experiment, Variant
+from loadstage.engine import argv
+from loadstage.engine.steps import Step
+
+TERMINATION_LOG = "/dev/termination-log"
+LOCUSTFILE_DIR = "/etc/loadstage/locustfile"
+CUSTOM_LOCUSTFILE = f"{LOCUSTFILE_DIR}/locustfile.py"
+APP_UID = 10001
+REDIS_UID = 999
+STAGE_DEADLINE_GRACE_SECONDS = argv.EXPECT_WORKERS_MAX_WAIT_SECONDS + 300
+
+
+@dataclass(frozen=True)
+class Images:
+    """Defaults from the operator's installation; an experiment's spec may override them."""
+    runner: str
+    injector: str
+    redis: str
+
+
+def runner_name(experiment: Experiment) -> str:
+    return f"{experiment.name}-runner"
+
+
+def runner_pods_name(experiment: Experiment) -> str:
+    """The headless Service: its DNS name resolves to every ready runner pod."""
+    return f"{experiment.name}-runner-pods"
+
+
+def redis_name(experiment: Experiment) -> str:
+    return f"{experiment.name}-redis"
+
+
+def run_id(step: Step) -> str:
+    return f"v{step.variant.index + 1}-" + ("warmup" if step.warmup else f"s{step.number}")
+
+
+def master_name(experiment: Experiment, step: Step) -> str:
+    return f"{experiment.name}-{run_id(step)}-master"
+
+
+def workers_name(experiment: Experiment, step: Step) -> str:
+    return f"{experiment.name}-{run_id(step)}-workers"
+
+
+def redis_url(experiment: Experiment) -> str:
+    spec = experiment.spec.redis
+    return f"redis://{redis_name(experiment)}:{argv.REDIS_PORT}/0" if spec.deployed else spec.url
+
+
+def labels(experiment: Experiment, component: str, **extra: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "loadstage", "app.kubernetes.io/instance": experiment.name,
+            "app.kubernetes.io/managed-by": "loadstage", LABEL_COMPONENT: component,
+            LABEL_EXPERIMENT: experiment.name, **extra}
+
+
+def _selector(experiment: Experiment, component: str, **extra: str) -> dict[str, str]:
+    return {LABEL_EXPERIMENT: experiment.name, LABEL_COMPONENT: component, **extra}
+
+
+def _meta(name: str, lbls: dict[str, str]) -> dict[str, Any]:
+    return {"name": name, "labels": lbls}
+
+
+def _pod_spec(containers: list[dict], uid: int, *, restart_policy: str | None = None,
+              volumes: list[dict] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": containers,
+        "volumes": [{"name": "tmp", "emptyDir": {}}, *(volumes or [])],
+    }
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    return spec
+
+
+def _password_env(experiment: Experiment) -> list[dict]:
+    secret = experiment.spec.redis.password_secret
+    if secret is None:
+        return []
+    return [{"name": argv.REDIS_PASSWORD_ENV,
+             "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}}}]
+
+
+def _container(name: str, image: str, args: list[str], *, env: dict[str, str] | None = None,
+               secret_env: list[dict] | None = None, ports: list[dict] | None = None,
+               mounts: list[dict] | None = None, **extra) -> dict[str, Any]:
+    container = {
+        "name": name, "image": image, "args": args,
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(mounts or [])],
+        **extra,
+    }
+    if env or secret_env:
+        container["env"] = [{"name": k, "value": v} for k, v in (env or {}).items()] + (secret_env or [])
+    if ports:
+        container["ports"] = ports
+    return container
+
+
+def _service(name: str, lbls: dict[str, str], selector: dict[str, str], port: int, port_name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, lbls),
+            "spec": {"type": "ClusterIP", "selector": selector,
+                     "ports": [{"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}]}}
+
+
+def _deployment(name: str, lbls: dict[str, str], selector: dict[str, str], replicas: int,
+                pod_spec: dict, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(name, lbls),
+            "spec": {"replicas": replicas, "selector": {"matchLabels": selector},
+                     "template": {"metadata": {"labels": lbls, "annotations": annotations}, "spec": pod_spec}}}
+
+
+def redis_deployment(experiment: Experiment, variant: Variant, images: Images) -> dict[str, Any]:
+    image = experiment.spec.redis.image or images.redis
+    port = {"name": "redis", "containerPort": argv.REDIS_PORT, "protocol": "TCP"}
+    require_password = experiment.spec.redis.password_secret is not None
+    # No probe: each probe would be a Redis client and count as load. The runners' readiness
+    # (/readyz pings Redis) is what tells that Redis serves.
+    container = _container("redis", image, argv.redis_command(require_password=require_password),
+                           secret_env=_password_env(experiment), ports=[port],
+                           mounts=[{"name": "data", "mountPath": "/data"}])
+    pod = _pod_spec([container], REDIS_UID, volumes=[{"name": "data", "emptyDir": {}}])
+    return _deployment(redis_name(experiment), labels(experiment, "redis"), _selector(experiment, "redis"), 1,
+                       pod, {ANNOTATION_VARIANT: str(variant.index + 1)})
+
+
+def redis_service(experiment: Experiment) -> dict[str, Any]:
+    return _service(redis_name(experiment), labels(experiment, "redis"), _selector(experiment, "redis"),
+                    argv.REDIS_PORT, "redis")
+
+
+def runner_deployment(experiment: Experiment, variant: Variant, images: Images) -> dict[str, Any]:
+    env = argv.runner_env(experiment, redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
+    args = argv.runner_command(experiment, variant, binds=[f"0.0.0.0:{argv.RUNNER_PORT}"])
+    container = _container(
+        "runner", experiment.spec.target.image or images.runner, args, env=env,
+        secret_env=_password_env(experiment),
+        ports=[{"name": "http", "containerPort": argv.RUNNER_PORT, "protocol": "TCP"}],
+        readinessProbe={"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2},
+        livenessProbe={"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10})
+    pod = _pod_spec([container], APP_UID)
+    # the pause container is PID 1, so a server without a SIGTERM handler (waitress, cheroot) still stops on it
+    pod["shareProcessNamespace"] = True
+    return _deployment(runner_name(experiment), labels(experiment, "runner"), _selector(experiment, "runner"),
+                       variant.pods, pod,
+                       {ANNOTATION_VARIANT: str(variant.index + 1)})
+
+
+def runner_service(experiment: Experiment) -> dict[str, Any]:
+    return _service(runner_name(experiment), labels(experiment, "runner"), _selector(experiment, "runner"),
+                    argv.RUNNER_PORT, "http")
+
+
+def runner_pods_service(experiment: Experiment) -> dict[str, Any]:
+    """Headless: the Locust master reads every runner pod's /metrics through it."""
+    service = _service(runner_pods_name(experiment), labels(experiment, "runner"), _selector(experiment, "runner"),
+                       argv.RUNNER_PORT, "http")
+    service["spec"]["clusterIP"] = "None"
+    return service
+
+
+def runner_metrics_urls(pod_ips: list[str]) -> list[str]:
+    """By pod IP, not by the headless Service: DNS caches (CoreDNS: 30 s) still name the previous
+    variant's pods for a while."""
+    return [f"http://{f'[{ip}]' if ':' in ip else ip}:{argv.RUNNER_PORT}/metrics" for ip in pod_ips]
+
+
+def _locustfile_volume(experiment: Experiment) -> tuple[list[dict], list[dict], str | None]:
+    lf = experiment.spec.injectors.locustfile
+    if lf is None or lf.config_map is None:
+        return [], [], None
+    volume = {"name": "locustfile", "configMap": {
+        "name": lf.config_map.name, "items": [{"key": lf.config_map.key, "path": "locustfile.py"}]}}
+    return [volume], [{"name": "locustfile", "mountPath": LOCUSTFILE_DIR, "readOnly": True}], CUSTOM_LOCUSTFILE
+
+
+def _job(name: str, lbls: dict[str, str], pod: dict, *, count: int, deadline: int,
+         tolerated_failures: int = 0) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(name, lbls),
+            "spec": {"parallelism": count, "completions": count, "backoffLimit": tolerated_failures,
+                     "activeDeadlineSeconds": deadline,
+                     "template": {"metadata": {"labels": lbls}, "spec": pod}}}
+
+
+def _stage_deadline(step: Step) -> int:
+    return int(step.stage.duration) + STAGE_DEADLINE_GRACE_SECONDS
+
+
+def master_job(experiment: Experiment, step: Step, images: Images, runner_ips: list[str]) -> dict[str, Any]:
+    volumes, mounts, custom = _locustfile_volume(experiment)
+    args = argv.locust_master_command(
+        experiment, step.stage, host=f"http://{runner_name(experiment)}:{argv.RUNNER_PORT}",
+        summary_file=TERMINATION_LOG, artifact_file="-", target_metrics=runner_metrics_urls(runner_ips),
+        custom_locustfile=custom)
+    container = _container(
+        "locust-master", experiment.spec.injectors.image or images.injector, args, mounts=mounts,
+        ports=[{"name": "master", "containerPort": argv.LOCUST_MASTER_PORT, "protocol": "TCP"}],
+        terminationMessagePath=TERMINATION_LOG, terminationMessagePolicy="FallbackToLogsOnError")
+    lbls = labels(experiment, "locust-master", **{LABEL_RUN: run_id(step)})
+    return _job(master_name(experiment, step), lbls,
+                _pod_spec([container], APP_UID, restart_policy="Never", volumes=volumes),
+                count=1, deadline=_stage_deadline(step))
+
+
+def results_name(experiment: Experiment, variant_index: int, number: int) -> str:
+    return f"{experiment.name}-v{variant_index + 1}-s{number}-results"
+
+
+def results_configmap(experiment: Experiment, step: Step, artifact_json: str) -> dict[str, Any]:
+    """A stage's artifact (histograms, endpoint and error rows, time series), kept after its pods are gone."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _meta(results_name(experiment, step.variant.index, step.number),
+                              labels(experiment, "results", **{LABEL_RUN: run_id(step)})),
+            "data": {ARTIFACT_KEY: artifact_json}}
+
+
+def master_service(experiment: Experiment, step: Step) -> dict[str, Any]:
+    lbls = labels(experiment, "locust-master", **{LABEL_RUN: run_id(step)})
+    return _service(master_name(experiment, step), lbls,
+                    _selector(experiment, "locust-master", **{LABEL_RUN: run_id(step)}),
+                    argv.LOCUST_MASTER_PORT, "master")
+
+
+def workers_job(experiment: Experiment, step: Step, images: Images) -> dict[str, Any]:
+    volumes, mounts, custom = _locustfile_volume(experiment)
+    args = argv.locust_worker_command(experiment, master_host=master_name(experiment, step),
+                                          custom_locustfile=custom)
+    container = _container("locust-worker", experiment.spec.injectors.image or images.injector, args,
+                           mounts=mounts, terminationMessagePolicy="FallbackToLogsOnError")
+    lbls = labels(experiment, "locust-worker", **{LABEL_RUN: run_id(step)})
+    count = step.stage.injectors
+    # onLost Continue: lost workers must not fail the Job (which would stop the others)
+    return _job(workers_name(experiment, step), lbls,
+                _pod_spec([container], APP_UID, restart_policy="Never", volumes=volumes),
+                count=count, deadline=_stage_deadline(step),
+                tolerated_failures=count if experiment.spec.injectors.on_lost == "Continue" else 0)

@@ -1,0 +1,110 @@
+"""The LoadExperiment status in the cluster: conditions derived from the phase, and
+writes through the status subresource as the engine goes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Callable
+
+from kubernetes import client
+
+from loadstage.api.names import API_GROUP, API_VERSION, CONDITION_TYPES, PLURAL
+from loadstage.engine.clock import now
+from loadstage.engine.errors import ExperimentFailed
+from loadstage.kube import metrics
+from loadstage.kube.client import api_message
+
+# phase -> (TargetReady, Running, Succeeded, Failed); None keeps the previous value
+_CONDITIONS_BY_PHASE = {
+    "Pending": ("False", "False", "False", "False"),
+    "Deploying": ("False", "False", "False", "False"),
+    "Running": ("True", "True", "False", "False"),
+    "Succeeded": (None, "False", "True", "False"),
+    "Failed": (None, "False", "False", "True"),
+}
+TOO_LARGE_REASON = "StatusTooLarge"
+
+
+def conditions_for(status: dict[str, Any], previous: list[dict[str, Any]], generation: int,
+                   timestamp: str | None = None) -> list[dict[str, Any]]:
+    """Conditions for `status`; lastTransitionTime moves only when a condition's status changes."""
+    timestamp = timestamp or now()
+    old = {c["type"]: c for c in previous or []}
+    phase = status["phase"]
+    reason = status.get("reason") or phase
+    result = []
+    for ctype, value in zip(CONDITION_TYPES, _CONDITIONS_BY_PHASE[phase]):
+        before = old.get(ctype)
+        if value is None:
+            value = before["status"] if before else "False"
+        changed = before is None or before["status"] != value
+        result.append({
+            "type": ctype, "status": value,
+            "reason": reason if changed or value == "True" else before["reason"],
+            "message": status.get("message", "") if value == "True" else "",
+            "lastTransitionTime": timestamp if changed else before["lastTransitionTime"],
+            "observedGeneration": generation,
+        })
+    return result
+
+
+def _too_large(e: client.ApiException) -> bool:
+    """413 from the API server; 500 when etcd or gRPC refuse the object's size."""
+    message = api_message(e)
+    return e.status == 413 or (e.status == 500 and ("too large" in message or "larger than max" in message))
+
+
+class StatusWriter:
+    """Writes the engine's status to the resource and posts an Event on every transition."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, name: str, generation: int,
+                 previous_conditions: list[dict[str, Any]],
+                 post_event: Callable[[str, str, str], None]):
+        self.custom = client.CustomObjectsApi(api)
+        self.namespace, self.name, self.generation = namespace, name, generation
+        self.conditions = previous_conditions or []
+        self.post_event = post_event
+        self.last: tuple[str, str] | None = None
+        self.stages_seen: int | None = None
+        self.refused_for_size: str | None = None
+
+    def __call__(self, status: dict[str, Any]) -> None:
+        status = copy.deepcopy(status)
+        if self.refused_for_size:
+            # what the API server refused stays out; only the end of the experiment is written
+            status = {"phase": "Failed", "reason": TOO_LARGE_REASON, "message": self.refused_for_size,
+                      "finishedAt": status.get("finishedAt") or now()}
+        status["observedGeneration"] = self.generation
+        status["conditions"] = self.conditions = conditions_for(status, self.conditions, self.generation)
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                API_GROUP, API_VERSION, self.namespace, PLURAL, self.name, {"status": status})
+        except client.ApiException as e:
+            if self.refused_for_size or not _too_large(e):
+                raise
+            self.refused_for_size = (f"the API server refused a status of {len(json.dumps(status)):,} bytes as too "
+                                     f"large ({api_message(e)}); the results written before are kept")
+            self(status)
+            raise ExperimentFailed(TOO_LARGE_REASON, self.refused_for_size) from None
+        metrics.STATUS_WRITES.labels(self.namespace).inc()
+        if status["phase"] in ("Succeeded", "Failed") and (self.last or ("",))[0] != status["phase"]:
+            metrics.EXPERIMENTS_FINISHED.labels(self.namespace, status["phase"],
+                                                status.get("reason") or status["phase"]).inc()
+        self._post_events(status)
+
+    def _post_events(self, status: dict[str, Any]) -> None:
+        transition = (status["phase"], status.get("message", ""))
+        if transition != self.last:
+            kind = "Warning" if status["phase"] == "Failed" else "Normal"
+            self.post_event(kind, status.get("reason") or status["phase"], transition[1])
+            self.last = transition
+        stages = [(v, s) for v in status.get("variants", []) for s in v["stages"]]
+        if self.stages_seen is not None:
+            for variant, stage in stages[self.stages_seen:]:
+                metrics.STAGES_FINISHED.labels(self.namespace).inc()
+                lat = stage["latencyMs"]
+                self.post_event("Normal", "StageFinished",
+                                f"variant {variant['index'] + 1} stage {stage['stage']}: {stage['requests']:,} "
+                                f"requests, p99 {lat['p99']} ms, Redis peak {stage['redisPeakConnections']}")
+        self.stages_seen = len(stages)

@@ -1,0 +1,229 @@
+"""The local backend: the target and the injectors as processes on this machine. A variant's target is
+loadstage.local.target; a stage is a Locust master and one worker process per injector. Every process
+runs the command line a container would run.
+
+Stages follow each other without dead time: when a stage's load ends, the next stage's master and
+workers start (their Python start-up is most of the gap), connect, and wait for a start file; the
+next stage's load begins the moment the engine asks for it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from loadstage.api.types import Experiment, Variant
+from loadstage.engine import argv
+from loadstage.engine.clock import now
+from loadstage.engine.errors import Cancelled
+from loadstage.engine.injectors import LostInjectors
+from loadstage.engine.steps import Step, next_step
+from loadstage.local.processes import Child, Supervisor
+from loadstage.local.target import LOOPBACK, LocalRunError, LocalTarget, check_alive, free_port, project_root
+from loadstage.results.measurement import StageMeasurement
+from loadstage.samplers.processes import ProcessTreeSampler
+from loadstage.samplers.redis import RedisSampler
+
+STAGE_GRACE_SECONDS = argv.EXPECT_WORKERS_MAX_WAIT_SECONDS + 60
+START_FILE = "start"
+FOLLOW_POLL_SECONDS = 0.1
+
+
+@dataclass
+class Progress:
+    step: Step
+    elapsed: float
+    snapshot: dict[str, Any]
+
+
+@dataclass
+class _StageProcesses:
+    """A stage's Locust master and workers, started and connected, waiting for `start_file`."""
+    key: tuple[int, int | None]      # (variant index, stage number; None for the warm-up)
+    directory: Path
+    master: Child
+    workers: list[Child]
+
+    @property
+    def start_file(self) -> Path:
+        return self.directory / START_FILE
+
+
+def _key(step: Step) -> tuple[int, int | None]:
+    return step.variant.index, step.number
+
+
+class LocalBackend:
+    def __init__(self, experiment: Experiment, workdir: Path, *,
+                 on_progress: Callable[[Progress], None] = lambda p: None,
+                 cancel: threading.Event | None = None):
+        self.experiment = experiment
+        self.workdir = workdir
+        self.on_progress = on_progress
+        self.cancel = cancel or threading.Event()
+        self.root = project_root()
+        self.supervisor = Supervisor()
+        self.target: LocalTarget | None = None
+        self.ahead: _StageProcesses | None = None
+        self.retired: list[Child] = []   # masters of finished stages, still quitting
+
+    # -- target -------------------------------------------------------------
+
+    def prepare_variant(self, variant: Variant) -> None:
+        self.target = LocalTarget.start(self.experiment, variant, self.workdir / f"variant-{variant.index + 1}",
+                                        self.supervisor, self.root, self._check_cancel)
+
+    def _check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise Cancelled()
+
+    def finish_variant(self, variant: Variant) -> None:
+        self._drop_ahead()
+        self._stop_retired(grace=5.0)
+        if self.target is not None:
+            self.target.stop(self.supervisor)
+            self.target = None
+
+    def close(self) -> None:
+        self.supervisor.stop_all()
+        self.target = None
+
+    def saved_artifacts(self, variant: Variant, count: int) -> list[dict]:
+        return []   # a local run is never resumed: there is nothing saved from before
+
+    # -- stages -------------------------------------------------------------
+
+    def _launch(self, step: Step) -> _StageProcesses:
+        target = self.target
+        assert target is not None, "prepare_variant must run first"
+        sdir = self.workdir / f"variant-{step.variant.index + 1}" / ("warmup" if step.warmup else f"stage-{step.number}")
+        sdir.mkdir(parents=True, exist_ok=True)
+        custom = self.experiment.spec.injectors.locustfile
+        custom_path = custom.path if custom else None
+        master_port = free_port()
+        start_file = sdir / START_FILE
+        start_file.unlink(missing_ok=True)
+        master = self.supervisor.start(
+            "locust master", argv.locust_master_command(
+                self.experiment, step.stage, host=f"http://{LOOPBACK}:{target.shared_port}",
+                summary_file=str(sdir / "summary.json"), artifact_file=str(sdir / "artifact.json"),
+                progress_file=str(sdir / "progress.json"),
+                target_metrics=[f"{url}/metrics" for url in target.admin_urls],
+                bind_host=LOOPBACK, bind_port=master_port, custom_locustfile=custom_path,
+                start_file=str(start_file)),
+            log_path=sdir / "master.log", cwd=self.root)
+        workers = [self.supervisor.start(
+            f"locust worker {i + 1}", argv.locust_worker_command(
+                self.experiment, master_host=LOOPBACK, master_port=master_port, custom_locustfile=custom_path),
+            log_path=sdir / f"worker-{i + 1}.log", cwd=self.root)
+            for i in range(step.stage.injectors)]
+        return _StageProcesses(_key(step), sdir, master, workers)
+
+    def _start_ahead(self, step: Step) -> None:
+        """The load of `step` has ended: start the next stage of the variant, to wait for its turn."""
+        following = next_step(self.experiment, step)
+        if following is not None and self.ahead is None:
+            self.ahead = self._launch(following)
+
+    def _drop_ahead(self) -> None:
+        if self.ahead is not None:
+            for child in [*self.ahead.workers, self.ahead.master]:
+                self.supervisor.stop(child, timeout=5.0)
+            self.ahead = None
+
+    def run_stage(self, step: Step) -> StageMeasurement:
+        target = self.target
+        assert target is not None, "prepare_variant must run first"
+        if self.ahead is not None and self.ahead.key != _key(step):
+            self._drop_ahead()
+        launched, self.ahead = self.ahead or self._launch(step), None
+        master, workers, sdir = launched.master, launched.workers, launched.directory
+        summary_file, artifact_file = sdir / "summary.json", sdir / "artifact.json"
+        started_at = now()
+        with RedisSampler(target.redis_url) as redis_sampler, \
+                ProcessTreeSampler([p.pid for p in target.pods]) as resource_sampler:
+            launched.start_file.touch()
+            try:
+                lost = self._follow_stage(step, master, workers, sdir / "progress.json", summary_file, target)
+            except BaseException:
+                for child in [*workers, master]:
+                    self._stop_after_exit(child)
+                raise
+        # the results are written and the workers are gone: the master finishes quitting while the next stage runs
+        for worker in workers:
+            self._stop_after_exit(worker)
+        self._stop_retired()
+        self.retired = [master]
+        lost_names = {entry["injector"] for entry in lost}
+        for child in [master, *workers]:
+            if child.name not in lost_names and child.process.returncode not in (0, None):
+                raise LocalRunError(f"{child.name} exited with code {child.process.returncode}; "
+                                    f"end of {child.log_path}:\n{child.tail()}")
+        finished_at = now()
+        if not summary_file.is_file():
+            raise LocalRunError(f"the Locust master wrote no summary (exit code "
+                                f"{master.process.returncode}); end of {master.log_path}:\n{master.tail()}")
+        summary = json.loads(summary_file.read_text())
+        return StageMeasurement(
+            summary=summary, started_at=started_at, finished_at=finished_at,
+            artifact=json.loads(artifact_file.read_text()),
+            redis_peak_connections=redis_sampler.result.peak_connections,
+            redis_connections_received=redis_sampler.result.connections_received,
+            target_peak_cpu_cores=resource_sampler.result.peak_cpu_cores,
+            target_peak_memory_bytes=resource_sampler.result.peak_memory_bytes,
+            lost_injectors=lost)
+
+    def _follow_stage(self, step: Step, master: Child, workers: list[Child], progress_file: Path,
+                      summary_file: Path, target: LocalTarget) -> list[dict]:
+        """Follows the stage until the master has written its summary (or exited) and every worker has
+        exited (a user that raised makes its worker exit 2 as it quits); returns the injectors lost on the
+        way (onLost: Continue), or fails the stage on the first one (onLost: Fail)."""
+        start = time.monotonic()
+        deadline = start + step.stage.duration + STAGE_GRACE_SECONDS
+        lost = LostInjectors(self.experiment.spec.injectors.on_lost, step)
+
+        def ongoing() -> bool:
+            return any(w.alive() for w in workers) if summary_file.exists() else master.alive()
+
+        while True:
+            finished = not ongoing()   # decided before the checks, so that they see every exit
+            self._check_cancel()
+            for pod in target.pods:
+                check_alive(pod)
+            if time.monotonic() - start >= step.stage.duration:
+                self._start_ahead(step)   # the users are stopping: nothing measured competes with the start
+            for worker in workers:
+                elapsed = time.monotonic() - start
+                if worker.alive() or worker.name in lost or (worker.process.returncode == 0
+                                                             and elapsed >= step.stage.duration):
+                    continue   # exit 0 at the end: the master told it to quit
+                lost.lose(worker.name, f"exited with code {worker.process.returncode} after {elapsed:.1f}s",
+                          detail=f"; end of {worker.log_path}:\n{worker.tail()}")
+            if time.monotonic() > deadline:
+                raise LocalRunError(f"the Locust master did not finish within the stage duration plus "
+                                    f"{STAGE_GRACE_SECONDS}s; end of {master.log_path}:\n{master.tail()}")
+            try:
+                snapshot = json.loads(progress_file.read_text())
+            except (OSError, ValueError):
+                snapshot = {}
+            self.on_progress(Progress(step, time.monotonic() - start, snapshot))
+            if finished:
+                return lost.entries()
+            time.sleep(FOLLOW_POLL_SECONDS)
+
+    def _stop_retired(self, grace: float = 0) -> None:
+        """The masters of the stages before: they have exited by now, or get `grace` seconds to."""
+        for child in self.retired:
+            self._stop_after_exit(child, grace=grace)
+        self.retired = []
+
+    def _stop_after_exit(self, child: Child, grace: float = 10.0) -> None:
+        try:
+            child.process.wait(grace if not self.cancel.is_set() else 0.1)
+        except subprocess.TimeoutExpired:
+            pass
+        self.supervisor.stop(child, timeout=5.0)

@@ -1,0 +1,149 @@
+"""A variant's target on this machine: a redis-server (unless the experiment names an external Redis) and
+one server instance per pod, started with the command lines the pods run, and ready when they answer.
+
+One instance listens on one loopback port. Several instances (gunicorn and uWSGI only) listen on one
+shared loopback port with SO_REUSEPORT, so the kernel spreads the injectors' connections across them
+the way a Service spreads them across pods; each also listens on a port of its own, for readiness and
+/metrics."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import redis
+
+from loadstage.api.types import Experiment, Variant
+from loadstage.engine import argv
+from loadstage.engine.errors import ExperimentFailed
+from loadstage.local.processes import Child, Supervisor
+
+READY_TIMEOUT_SECONDS = 30
+LOOPBACK = "127.0.0.1"
+
+
+class LocalRunError(ExperimentFailed):
+    """A component failed; the message says which and shows the end of its log."""
+
+    def __init__(self, message: str):
+        super().__init__("ComponentFailed", message)
+
+
+def project_root() -> Path:
+    """The checkout holding injectors/: the working directory of every injector process."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / argv.RESULTS_EXTENSION).is_file():
+        raise LocalRunError(f"cannot find {argv.RESULTS_EXTENSION} under {root}; "
+                            "the local engine runs from a checkout of the loadstage repository")
+    return root
+
+
+def local_problems(experiment: Experiment) -> list[tuple[str, str]]:
+    """What a cluster runs but this machine cannot, each naming the field."""
+    problems = []
+    if experiment.spec.redis.password_secret is not None:
+        problems.append(("spec.redis.passwordSecret", "Secrets exist only in a cluster; the local engine's "
+                                                      "Redis listens on loopback without a password"))
+    m = experiment.spec.matrix
+    pods_field = "spec.matrix.pods" if m and m.pods else "spec.target.pods"
+    for server in dict.fromkeys(v.server for v in experiment.variants() if v.pods > 1):
+        if server not in argv.SHARED_PORT_SERVERS:
+            problems.append((pods_field, f"the local engine runs {server} as one instance (it cannot listen on a "
+                                         f"shared port and a port of its own), so pods must be 1; a cluster runs "
+                                         f"any number of pods"))
+    return problems
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def check_alive(process: Child) -> None:
+    if not process.alive():
+        raise LocalRunError(f"{process.name} exited with code {process.process.returncode}; "
+                            f"end of {process.log_path}:\n{process.tail()}")
+
+
+@dataclass
+class LocalTarget:
+    redis_url: str
+    redis_process: Child | None
+    shared_port: int
+    pods: list[Child]
+    admin_urls: list[str]
+
+    @classmethod
+    def start(cls, experiment: Experiment, variant: Variant, directory: Path, supervisor: Supervisor, root: Path,
+              check_cancel: Callable[[], None]) -> "LocalTarget":
+        """Starts the variant's target and waits until every instance is ready."""
+        redis_process = None
+        if experiment.spec.redis.deployed:
+            port = free_port()
+            redis_process = supervisor.start("redis-server", argv.redis_command(port=port, bind=LOOPBACK),
+                                             log_path=directory / "redis.log", cwd=directory)
+            redis_url = f"redis://{LOOPBACK}:{port}/0"
+            _wait_for_redis(redis_url, redis_process, check_cancel)
+        else:
+            redis_url = experiment.spec.redis.url
+        shared = free_port()
+        pods, admin_urls = [], []
+        for p in range(variant.pods):
+            admin = free_port() if variant.pods > 1 else shared
+            binds = [f"{LOOPBACK}:{port}" for port in dict.fromkeys([shared, admin])]
+            env = argv.runner_env(experiment, redis_url=redis_url, metrics_dir=str(directory / f"pod-{p + 1}-metrics"))
+            command = argv.runner_command(experiment, variant, binds=binds, reuse_port=variant.pods > 1)
+            pods.append(supervisor.start(f"{variant.server} pod {p + 1}", command,
+                                         log_path=directory / f"pod-{p + 1}.log", env=env, cwd=root))
+            admin_urls.append(f"http://{LOOPBACK}:{admin}")
+        target = cls(redis_url, redis_process, shared, pods, admin_urls)
+        for pod, url in zip(pods, admin_urls):
+            _wait_until_ready(pod, f"{url}/readyz", check_cancel)
+        return target
+
+    def stop(self, supervisor: Supervisor) -> None:
+        for pod in self.pods:
+            supervisor.stop(pod)
+        if self.redis_process is not None:
+            supervisor.stop(self.redis_process)
+
+
+def _wait_for_redis(url: str, process: Child, check_cancel: Callable[[], None]) -> None:
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    try:
+        while True:
+            check_cancel()
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                pass
+            check_alive(process)
+            if time.monotonic() > deadline:
+                raise LocalRunError(f"redis-server did not answer within {READY_TIMEOUT_SECONDS}s")
+            time.sleep(0.1)
+    finally:
+        client.close()
+
+
+def _wait_until_ready(process: Child, url: str, check_cancel: Callable[[], None]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while True:
+        check_cancel()
+        check_alive(process)
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise LocalRunError(f"{process.name} was not ready within {READY_TIMEOUT_SECONDS}s "
+                                f"({url}); end of {process.log_path}:\n{process.tail()}")
+        time.sleep(0.2)

@@ -1,0 +1,42 @@
+"""The one seam with Locust's internals. The extension (injectors/loadstage_results.py) uses Locust's
+documented events and options directly; whatever else it needs of a runner goes through here, so that an
+upgrade of the pinned Locust has one module to check (tests/unit/test_locust_compat.py does, against the
+installed Locust)."""
+
+from __future__ import annotations
+
+from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
+
+REPORT_INTERVAL_SECONDS = WORKER_REPORT_INTERVAL   # how often a worker reports to its master
+
+
+def is_master(runner) -> bool:
+    return isinstance(runner, MasterRunner)
+
+
+def is_worker(runner) -> bool:
+    return isinstance(runner, WorkerRunner)
+
+
+def report_now(runner) -> None:
+    """A worker's report to its master, sent at once rather than at the next interval: Locust's stats and,
+    through the report_to_master event, loadstage's histograms."""
+    runner._send_stats()
+
+
+def connected_workers(runner) -> int:
+    """Workers connected to a master; 1 for a standalone runner."""
+    return len(runner.clients) if is_master(runner) else 1
+
+
+def worker_ids(runner) -> set[str]:
+    return {client.id for client in runner.clients.all}
+
+
+def ready_workers(runner) -> int:
+    return len(runner.clients.ready)
+
+
+def workers_seen(runner) -> int | None:
+    """How many workers ever joined the master during the test; None for a standalone runner."""
+    return getattr(runner, "worker_index_max", None)

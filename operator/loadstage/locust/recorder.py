@@ -1,0 +1,136 @@
+"""What the injectors record during a stage, and how the Locust master merges it.
+
+Each injector records every request into a histogram per (method, name): the raw response time
+and, with pacing, the time from the task's intended start as well. Every worker report carries the
+histograms recorded since the previous one (then starts afresh) and the injector's peak CPU; the
+master adds them up, so its histograms hold exactly every request of the stage.
+
+The time series comes from histograms too: every request also goes into the histogram of the
+second it completed in, on whichever injector made it; the master merges each second's histograms
+from every worker, and once no report can still add to a second (reports come every 3 s) turns it
+into a row of the series (requests, rate, p50, p99) and lets the histogram go."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from hdrh.histogram import HdrHistogram
+
+from loadstage.results import histograms
+
+REPORT_KEY = "loadstage"
+WINDOW_SECONDS = 1.0
+WINDOW_SETTLE_SECONDS = 10.0   # a window this old gets no more samples: it becomes a row of the series
+Row = tuple[str, str]   # (method, name)
+
+
+def _add(into: dict, key, histogram: HdrHistogram) -> None:
+    if key not in into:
+        into[key] = histograms.new()
+    into[key].add(histogram)
+
+
+def _record(into: dict, key, value_ns: int) -> None:
+    if key not in into:
+        into[key] = histograms.new()
+    into[key].record_value(value_ns)
+
+
+@dataclass
+class StageRecorder:
+    raw: dict[Row, HdrHistogram] = field(default_factory=dict)
+    corrected: dict[Row, HdrHistogram] = field(default_factory=dict)
+    cpu_peak_percent: float | None = None
+    series: list[dict] = field(default_factory=list)
+    _windows: dict[int, HdrHistogram] = field(default_factory=dict)
+    _unsent_raw: dict[Row, HdrHistogram] = field(default_factory=dict)
+    _unsent_corrected: dict[Row, HdrHistogram] = field(default_factory=dict)
+    _unsent_windows: dict[int, HdrHistogram] = field(default_factory=dict)
+
+    # -- an injector ----------------------------------------------------------------
+
+    def record(self, method: str, name: str, response_ms: float, corrected_ms: float | None = None,
+               at: float | None = None) -> None:
+        """On a worker the samples wait for the next report; standalone they are final at once.
+        `at` is when the request completed (epoch seconds; default now)."""
+        key = (method, name)
+        value = histograms.to_ns(response_ms)
+        _record(self._unsent_raw, key, value)
+        _record(self._unsent_windows, int((time.time() if at is None else at) // WINDOW_SECONDS), value)
+        if corrected_ms is not None:
+            _record(self._unsent_corrected, key, histograms.to_ns(corrected_ms))
+
+    def on_request(self, request_type: str, name: str, response_time: float, context: dict | None = None,
+                   start_time: float | None = None, **_) -> None:
+        """Locust's request event. With pacing, the context carries the task's intended start."""
+        intended = context.get("loadstage_intended") if context else None
+        corrected = None
+        if intended is not None and start_time is not None:
+            corrected = max(response_time, (start_time - intended) * 1000 + response_time)
+        self.record(request_type, name, response_time, corrected)
+
+    def note_cpu(self, percent: float) -> None:
+        self.cpu_peak_percent = max(self.cpu_peak_percent or 0.0, percent)
+
+    def report(self) -> dict:
+        """What a worker adds to its report to the master: everything recorded since the last one."""
+        data = {"raw": {f"{m} {n}": histograms.encode(h) for (m, n), h in self._unsent_raw.items()},
+                "corrected": {f"{m} {n}": histograms.encode(h) for (m, n), h in self._unsent_corrected.items()},
+                "windows": {str(w): histograms.encode(h) for w, h in self._unsent_windows.items()},
+                "cpuPeakPercent": self.cpu_peak_percent}
+        self._unsent_raw, self._unsent_corrected, self._unsent_windows = {}, {}, {}
+        return data
+
+    def keep_unsent(self) -> None:
+        """Standalone: what was recorded counts at once."""
+        self._merge(self._unsent_raw, self._unsent_corrected, self._unsent_windows)
+        self._unsent_raw, self._unsent_corrected, self._unsent_windows = {}, {}, {}
+
+    # -- the master -----------------------------------------------------------------
+
+    def merge_report(self, data: dict) -> None:
+        def rows(encoded: dict[str, str]) -> dict[Row, HdrHistogram]:
+            return {tuple(key.split(" ", 1)): histograms.decode(value) for key, value in encoded.items()}
+        self._merge(rows(data.get("raw", {})), rows(data.get("corrected", {})),
+                    {int(w): histograms.decode(v) for w, v in data.get("windows", {}).items()})
+        if data.get("cpuPeakPercent") is not None:
+            self.note_cpu(data["cpuPeakPercent"])
+
+    def _merge(self, raw: dict[Row, HdrHistogram], corrected: dict[Row, HdrHistogram],
+               windows: dict[int, HdrHistogram]) -> None:
+        for key, histogram in raw.items():
+            _add(self.raw, key, histogram)
+        for key, histogram in corrected.items():
+            _add(self.corrected, key, histogram)
+        for window, histogram in windows.items():
+            if self.series and window * WINDOW_SECONDS < self.series[-1]["start"] + WINDOW_SECONDS:
+                self._late(window, histogram.get_total_count())
+            else:
+                _add(self._windows, window, histogram)
+
+    def _late(self, window: int, requests: int) -> None:
+        """Samples of a window already in the series (a report over 10 s late): counted, not in its percentiles."""
+        start = window * WINDOW_SECONDS
+        row = next((r for r in self.series if r["start"] == start), None)
+        if row is not None:
+            row["requests"] += requests
+            row["rps"] = round(row["requests"] / WINDOW_SECONDS, 2)
+
+    def close_windows(self, before: float | None = None) -> None:
+        """Turns every window that ended before `before` (epoch seconds; None: all) into a row of the
+        series; a second without a request between two with requests is a row of zero."""
+        for window in sorted(self._windows):
+            if before is not None and (window + 1) * WINDOW_SECONDS > before:
+                break
+            if self.series:
+                gap = int(round(self.series[-1]["start"] / WINDOW_SECONDS)) + 1
+                for empty in range(gap, window):
+                    self.series.append(_row(empty, histograms.new()))
+            self.series.append(_row(window, self._windows.pop(window)))
+
+
+def _row(window: int, histogram: HdrHistogram) -> dict:
+    latency = histograms.latency_ms(histogram)
+    return {"start": round(window * WINDOW_SECONDS, 3), "seconds": WINDOW_SECONDS, "requests": latency["n"],
+            "rps": round(latency["n"] / WINDOW_SECONDS, 2), "p50Ms": latency["p50"], "p99Ms": latency["p99"]}

@@ -1,0 +1,90 @@
+"""One stage's results, built on the Locust master when the stage ends.
+
+Counts, means and maxima come from Locust's stats, which are exact; percentiles come from the
+merged HDR histograms (loadstage.histograms). Two documents come out:
+- the headline: totals, percentiles and the per-method rows. It is small enough for a Kubernetes
+  termination message (4096 bytes) and is what the status holds;
+- the artifact: every histogram (the stage's, each method's and each endpoint's), the endpoint and
+  error rows, and the time series. It goes to a file locally and to a ConfigMap in a cluster."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from loadstage.locust.recorder import Row, StageRecorder
+from loadstage.results import histograms
+
+TERMINATION_MESSAGE_LIMIT = 4096
+INJECTOR_BOUND_PERCENT = 90.0      # an injector above this measured itself, not the target
+MAX_ERRORS = 50
+
+
+def _rows_of(recorded: dict[Row, Any], keys: Iterable[Row]):
+    return [recorded[k] for k in keys if k in recorded]
+
+
+def _figures(entries: list, raw: list, corrected: list) -> dict[str, Any]:
+    """requests, failures, meanMs and latencyMs (and correctedLatencyMs) of some Locust entries."""
+    requests = sum(e.num_requests for e in entries)
+    max_ms = max((e.max_response_time for e in entries if e.num_requests), default=None)
+    row: dict[str, Any] = {
+        "requests": requests,
+        "failures": sum(e.num_failures for e in entries),
+        "meanMs": round(sum(e.total_response_time for e in entries) / requests, 3) if requests else None,
+        "latencyMs": histograms.latency_ms(histograms.merge(raw), max_ms),
+    }
+    if corrected:
+        row["correctedLatencyMs"] = histograms.latency_ms(histograms.merge(corrected))
+    return row
+
+
+def _encoded(recorded: list) -> str:
+    return histograms.encode(histograms.merge(recorded))
+
+
+def build(stats, recorder: StageRecorder, *, injectors: int | None = None,
+          served_requests: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(headline, artifact) of a stage. `stats` is the master's locust RequestStats."""
+    entries = {(e.method, e.name): e for e in stats.entries.values() if e.num_requests or e.num_failures}
+    total = stats.total
+    end = total.last_request_timestamp or total.start_time
+    elapsed = max(end - total.start_time, 1e-9) if total.num_requests else 0.0
+    keys = sorted(entries, key=lambda k: (-entries[k].num_requests, k))
+    methods = sorted({m for m, _ in keys})
+    pacing = bool(recorder.corrected)
+
+    def figures(selected: list[Row]) -> dict[str, Any]:
+        return _figures([entries[k] for k in selected], _rows_of(recorder.raw, selected),
+                        _rows_of(recorder.corrected, selected) if pacing else [])
+
+    headline: dict[str, Any] = {
+        **figures(keys),
+        "rps": round(total.num_requests / elapsed, 2) if elapsed else 0.0,
+        "elapsedSeconds": round(elapsed, 2),
+        "loadStartedAt": round(total.start_time, 3),   # epoch seconds: the test started
+        "loadEndedAt": round(end, 3),                  # epoch seconds: the last request completed
+        "injectors": injectors,
+        "servedRequests": served_requests,
+        "injectorPeakCpuPercent": recorder.cpu_peak_percent,
+        "injectorBound": (recorder.cpu_peak_percent or 0) > INJECTOR_BOUND_PERCENT,
+        "byMethod": {m: figures([k for k in keys if k[0] == m]) for m in methods},
+        "errorKinds": len(stats.errors),
+    }
+
+    def histogram_fields(selected: list[Row]) -> dict[str, str]:
+        fields = {"histogram": _encoded(_rows_of(recorder.raw, selected))}
+        if pacing:
+            fields["correctedHistogram"] = _encoded(_rows_of(recorder.corrected, selected))
+        return fields
+
+    artifact: dict[str, Any] = {
+        "histogramUnit": "ns",
+        **histogram_fields(keys),
+        "byMethod": {m: histogram_fields([k for k in keys if k[0] == m]) for m in methods},
+        "endpoints": [{"method": m, "name": n, **figures([(m, n)]), **histogram_fields([(m, n)])} for m, n in keys],
+        "errors": [{"method": err.method, "name": err.name, "error": str(err.error)[:500],
+                    "occurrences": err.occurrences}
+                   for err in sorted(stats.errors.values(), key=lambda x: -x.occurrences)][:MAX_ERRORS],
+        "series": recorder.series,
+    }
+    return headline, artifact

@@ -1,0 +1,224 @@
+"""`loadstage compare BASE NEW`: the same stages of two runs side by side, and a verdict.
+
+Stages are matched by what they ran: the variant's settings, the injectors and the users. A stage
+regressed when its p99 or p99.9 went up by more than the tolerance, its throughput went down by more
+than it, or its error rate went up. A latency change within the histograms' resolution (3
+significant digits: two values that close may be one bucket) never counts, and neither does a
+p99.9 of fewer than 1,000 requests, which is close to the maximum."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadstage.api.schema import ValidationError
+from loadstage.api.types import DEFAULT_SERVER, Experiment
+from loadstage.reports import ons_layout, tables
+
+RESOLUTION = 2.0 ** -10          # HDR histograms at 3 significant digits
+LATENCIES = ("p50", "p99", "p999")    # p50 is shown, not judged
+NAMES = {"p50": "p50", "p99": "p99", "p999": "p99.9", "rps": "req/s", "errorRate": "errors"}
+
+
+@dataclass(frozen=True)
+class Change:
+    figure: str
+    base: float | None
+    new: float | None
+    verdict: str            # "regressed", "improved", "same", "thin" (not judged), or "" (shown only)
+
+    @property
+    def relative(self) -> float | None:
+        if self.base is None or self.new is None or self.base == 0:
+            return None
+        return (self.new - self.base) / self.base
+
+
+@dataclass
+class StageComparison:
+    label: str
+    injectors: int
+    users: int
+    changes: list[Change]
+
+    def with_verdict(self, verdict: str) -> list[Change]:
+        return [c for c in self.changes if c.verdict == verdict]
+
+
+@dataclass
+class Comparison:
+    tolerance: float
+    stages: list[StageComparison]
+    only_in_base: list[str] = field(default_factory=list)
+    only_in_new: list[str] = field(default_factory=list)
+    differing_settings: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> list[StageComparison]:
+        return [s for s in self.stages if s.with_verdict("regressed")]
+
+
+def parse_tolerance(text: str) -> float:
+    """'10%' or '10' (percent) as a fraction."""
+    number = text.strip().removesuffix("%")
+    try:
+        value = float(number) / 100
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10:
+        raise ValueError(f"must be a percentage from 0% to 1000%, such as 10%, got {text!r}")
+    return value
+
+
+def _judge_latency(base: float | None, new: float | None, tolerance: float) -> str:
+    if base is None or new is None or base <= 0:
+        return "same"
+    change = new - base
+    if abs(change) <= RESOLUTION * max(base, new) or abs(change) <= tolerance * base:
+        return "same"
+    return "regressed" if change > 0 else "improved"
+
+
+def _judge_throughput(base: float | None, new: float | None, tolerance: float) -> str:
+    if not base or new is None or abs(new - base) <= tolerance * base:
+        return "same"
+    return "regressed" if new < base else "improved"
+
+
+def _judge_errors(base: float, new: float, tolerance: float) -> str:
+    if new > base * (1 + tolerance):
+        return "regressed"
+    if base > 0 and new < base / (1 + tolerance):
+        return "improved"
+    return "same"
+
+
+def compare_stage(base: dict[str, Any], new: dict[str, Any], tolerance: float) -> list[Change]:
+    changes = []
+    for key in LATENCIES:
+        b, n = base["latencyMs"].get(key), new["latencyMs"].get(key)
+        if key == "p50":
+            verdict = ""
+        elif key == "p999" and not (base["latencyMs"].get("p999Reliable") and new["latencyMs"].get("p999Reliable")):
+            verdict = "thin"
+        else:
+            verdict = _judge_latency(b, n, tolerance)
+        changes.append(Change(key, b, n, verdict))
+    changes.append(Change("rps", base.get("rps"), new.get("rps"), _judge_throughput(base.get("rps"), new.get("rps"),
+                                                                                      tolerance)))
+    changes.append(Change("errorRate", base["errorRate"], new["errorRate"],
+                          _judge_errors(base["errorRate"], new["errorRate"], tolerance)))
+    return changes
+
+
+def _stages(status: dict[str, Any]) -> dict[tuple, tuple[str, dict[str, Any]]]:
+    """Every finished stage by what it ran; a ladder that repeats a step counts its repeats apart."""
+    found: dict[tuple, tuple[str, dict[str, Any]]] = {}
+    for variant in status["variants"]:
+        label = tables.variant_label(status, variant)
+        for stage in variant["stages"]:
+            # a result from before servers could be chosen ran gunicorn
+            settings = {"server": DEFAULT_SERVER, **variant["settings"]}
+            key = (tuple(sorted((k, v) for k, v in settings.items() if v is not None)), stage["injectors"],
+                   stage["users"])
+            repeat = sum(1 for k in found if k[:3] == key)
+            found[(*key, repeat)] = (label, stage)
+    return found
+
+
+def _describe(key: tuple) -> str:
+    settings, injectors, users, repeat = key
+    return (" ".join(f"{k}={v}" for k, v in settings) + f", {injectors} injectors, {users:,} users"
+            + (f" (repeat {repeat + 1})" if repeat else ""))
+
+
+def compare(base: tuple[Experiment, dict[str, Any]], new: tuple[Experiment, dict[str, Any]],
+            tolerance: float, names: tuple[str, str] = ("BASE", "NEW")) -> Comparison:
+    base_stages, new_stages = _stages(base[1]), _stages(new[1])
+    shared = [k for k in new_stages if k in base_stages]
+    if not shared:
+        raise ValidationError([(names[1], f"shares no finished stage with {names[0]}: stages are matched by the "
+                                          f"variant's settings, injectors and users; {names[0]} has "
+                                          f"{'; '.join(map(_describe, base_stages)) or 'none'}, {names[1]} has "
+                                          f"{'; '.join(map(_describe, new_stages)) or 'none'}")])
+    stages = [StageComparison(new_stages[k][0], k[1], k[2],
+                              compare_stage(base_stages[k][1], new_stages[k][1], tolerance))
+              for k in shared]
+    base_profile = dict(ons_layout.profile_rows(*base))
+    new_profile = dict(ons_layout.profile_rows(*new))
+    differing = [(option, base_profile.get(option, "-"), new_profile.get(option, "-"))
+                 for option in dict.fromkeys([*base_profile, *new_profile])
+                 if base_profile.get(option) != new_profile.get(option)]
+    return Comparison(tolerance, stages,
+                      only_in_base=[_describe(k) for k in base_stages if k not in new_stages],
+                      only_in_new=[_describe(k) for k in new_stages if k not in base_stages],
+                      differing_settings=differing)
+
+
+def _value(figure: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    if figure == "errorRate":
+        return f"{value:.2%}"
+    return tables.format_ms(value) if figure != "rps" else f"{value:,.0f}"
+
+
+def _cell(change: Change) -> str:
+    relative = None if change.figure == "errorRate" else change.relative
+    delta = "" if relative is None else f" ({relative:+.1%})"
+    return f"{_value(change.figure, change.base)} -> {_value(change.figure, change.new)}{delta}"
+
+
+def _verdict(stage: StageComparison, strong=lambda text: text) -> str:
+    def listed(changes: list[Change]) -> str:
+        return ", ".join(NAMES[c.figure] + ("" if c.relative is None else f" {c.relative:+.1%}") for c in changes)
+    if stage.with_verdict("regressed"):
+        return strong("regressed") + ": " + listed(stage.with_verdict("regressed"))
+    if stage.with_verdict("improved"):
+        return "improved: " + listed(stage.with_verdict("improved"))
+    return "ok"
+
+
+HEADER = ["Variant", "Injectors", "Users", "p50 (ms)", "p99 (ms)", "p99.9 (ms)", "req/s", "errors", "Verdict"]
+
+
+def rows(comparison: Comparison, strong=lambda text: text) -> list[list[str]]:
+    out = []
+    for stage in comparison.stages:
+        by = {c.figure: c for c in stage.changes}
+        p999 = _cell(by["p999"]) + (" *" if by["p999"].verdict == "thin" else "")
+        out.append([stage.label, str(stage.injectors), f"{stage.users:,}", _cell(by["p50"]), _cell(by["p99"]), p999,
+                    _cell(by["rps"]), _cell(by["errorRate"]), _verdict(stage, strong)])
+    return out
+
+
+def summary(comparison: Comparison) -> str:
+    matched, regressed = len(comparison.stages), len(comparison.regressed)
+    head = f"{regressed} of {matched} matched stage(s) regressed" if regressed else \
+        f"no regression in {matched} matched stage(s)"
+    return f"{head} (tolerance {comparison.tolerance * 100:.4g}%)"
+
+
+def notes(comparison: Comparison) -> list[str]:
+    lines = []
+    if any(c.verdict == "thin" for s in comparison.stages for c in s.changes):
+        lines.append("* p99.9 of fewer than 1,000 requests on one side: shown, not judged.")
+    lines += [f"Setting that differs: {option}: {base} -> {new}" for option, base, new in comparison.differing_settings]
+    lines += [f"Only in BASE (not compared): {text}" for text in comparison.only_in_base]
+    lines += [f"Only in NEW (not compared): {text}" for text in comparison.only_in_new]
+    return lines
+
+
+def render_table(comparison: Comparison) -> str:
+    return "\n".join([summary(comparison), "", tables.render(HEADER, rows(comparison)), *notes(comparison)]) + "\n"
+
+
+def render_markdown(comparison: Comparison) -> str:
+    from loadstage.reports.markdown import table
+    verdict = "**Regression**" if comparison.regressed else "No regression"
+    lines = [f"{verdict}: {summary(comparison)}.", "",
+             table(HEADER, rows(comparison, lambda text: f"**{text}**"), left=("Variant", "Verdict"))]
+    extra = notes(comparison)
+    if extra:
+        lines += ["", *(f"- {line.replace('*', chr(92) + '*', 1) if line.startswith('*') else line}" for line in extra)]
+    return "\n".join(lines) + "\n"

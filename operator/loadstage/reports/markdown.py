@@ -1,0 +1,43 @@
+"""The report as Markdown, in the ONS layout, ready to paste into a performance-investigation page:
+the benchmark profile, the headline table (one row per variant), the p99 per load stage, and one
+breakdown per variant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadstage.api.types import Experiment
+from loadstage.reports import ons_layout, tables, terminal
+
+
+def table(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Option", "Value")) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+    align = ["---" if name in left else "---:" for name in header]
+    lines = [header, align, *rows]
+    return "\n".join("| " + " | ".join(cell(c) if i != 1 else c for c in line) + " |"
+                     for i, line in enumerate(lines))
+
+
+def render_markdown(experiment: Experiment, status: dict[str, Any]) -> str:
+    phase = status.get("phase", "Pending")
+    parts = [f"# Load experiment `{experiment.name}`", "",
+             f"{ons_layout.run_period(status)}. Latencies in milliseconds, from the merged HDR histograms of "
+             f"every request (3 significant digits); a variant's row covers every request of all its stages."]
+    sections = ons_layout.page_sections(experiment, status)
+    for section in sections:
+        parts += ["", f"## {section.title}", "",
+                  table(section.header, section.rows, left=tuple(section.header[:section.text_columns]))]
+    failed = [f"- {tables.variant_label(status, v)}, {s['injectors']} injectors: {', '.join(s['verdict']['violations'])}"
+              for v in status["variants"] for s in v["stages"] if s.get("verdict") and not s["verdict"]["passed"]]
+    if failed:
+        parts += ["", "## Thresholds not met", "", *failed]
+    capacity = terminal.render_capacity(status)
+    if capacity:
+        parts += ["", "## Capacity", "", *(f"- {line}" for line in capacity)]
+    notes = ons_layout.page_footnotes(sections)
+    if notes:
+        parts += ["", *(note.replace("*", "\\*", 1) + "  " for note in notes)]
+    if phase != "Succeeded" and status.get("message"):
+        parts += ["", f"**{phase}:** {status['message']}"]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,157 @@
+"""Where a finished (or running) experiment's results are read from: a result file written by
+`loadstage run -o`, or a LoadExperiment in a cluster (`lx/NAME`, through the current kubeconfig),
+with its artifacts (each stage's histograms and rows): in the result file under `artifacts`, in a
+cluster in the ConfigMaps the operator keeps, one per stage."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadstage.api.load import parse_experiment
+from loadstage.api.names import (
+    API_GROUP,
+    API_VERSION,
+    ARTIFACT_KEY,
+    FINISHED,
+    LABEL_COMPONENT,
+    LABEL_EXPERIMENT,
+    LABEL_RUN,
+    PLURAL,
+)
+from loadstage.api.schema import ValidationError
+from loadstage.api.types import Experiment
+
+RESOURCE_PREFIXES = ("lx/", "loadexperiment/", "loadexperiments/")
+
+
+def is_resource(source: str) -> bool:
+    return source.startswith(RESOURCE_PREFIXES)
+
+
+def load_document(source: str, namespace: str | None = None) -> dict[str, Any]:
+    """The LoadExperiment document, with its status; raises ValidationError naming the source."""
+    document = _from_cluster(source, namespace) if is_resource(source) else _from_file(source)
+    status = document.get("status") if isinstance(document, dict) else None
+    if not isinstance(status, dict) or not isinstance(status.get("variants"), list):
+        raise ValidationError([(source, "has no LoadExperiment status with variants (not a loadstage result?)")])
+    return document
+
+
+def _from_file(source: str) -> dict[str, Any]:
+    path = Path(source)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ValidationError([(source, f"cannot read: {e.strerror}")]) from None
+    try:
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as e:
+        raise ValidationError([(source, f"not valid {'JSON' if path.suffix == '.json' else 'YAML'} "
+                                        f"(truncated?): {str(e).splitlines()[0]}")]) from None
+
+
+def _cluster(source: str, namespace: str | None):
+    from kubernetes import client, config
+
+    from loadstage.kube.client import kubeconfig_namespace, load_config
+    try:
+        load_config(in_cluster=False)
+        namespace = namespace or kubeconfig_namespace()
+    except (config.ConfigException, OSError, TypeError, KeyError) as e:
+        raise ValidationError([(source, f"no usable kubeconfig: {e}")]) from None
+    return client, namespace
+
+
+def _api_error(source: str, namespace: str, e) -> ValidationError:
+    reason = "not found" if e.status == 404 else f"{e.status} {e.reason}"
+    return ValidationError([(source, f"{reason} in namespace {namespace}")])
+
+
+def _from_cluster(source: str, namespace: str | None) -> dict[str, Any]:
+    client, namespace = _cluster(source, namespace)
+    try:
+        return client.CustomObjectsApi().get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL,
+                                                                      source.split("/", 1)[1])
+    except client.ApiException as e:
+        raise _api_error(source, namespace, e) from None
+
+
+def experiment_of(source: str, document: dict[str, Any]) -> Experiment:
+    """The experiment a result document ran; its problems are named with the source."""
+    try:
+        return parse_experiment({k: document[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in document})
+    except ValidationError as e:
+        raise ValidationError([(f"{source}: {path}", message) for path, message in e.problems]) from None
+
+
+def load_artifacts(source: str, namespace: str | None = None,
+                   document: dict[str, Any] | None = None) -> list[tuple[int, int, dict[str, Any]]]:
+    """(variant, stage, artifact) of every finished stage, both numbered from 1."""
+    document = document or load_document(source, namespace)
+    if not is_resource(source):
+        return [(v["variant"], number, artifact) for v in document.get("artifacts", [])
+                for number, artifact in enumerate(v["stages"], 1) if artifact]
+    client, namespace = _cluster(source, namespace)
+    name = source.split("/", 1)[1]
+    try:
+        maps = client.CoreV1Api().list_namespaced_config_map(
+            namespace, label_selector=f"{LABEL_EXPERIMENT}={name},{LABEL_COMPONENT}=results").items
+    except client.ApiException as e:
+        raise _api_error(source, namespace, e) from None
+    found = []
+    for cm in maps:
+        variant, stage = (int(part[1:]) for part in cm.metadata.labels[LABEL_RUN].split("-"))
+        found.append((variant, stage, json.loads((cm.data or {}).get(ARTIFACT_KEY, "{}"))))
+    return sorted(found, key=lambda item: item[:2])
+
+
+
+def _finished(document: dict[str, Any]) -> bool:
+    return document.get("status", {}).get("phase") in FINISHED
+
+
+def follow(source: str, namespace: str | None = None, poll_seconds: float = 1.0):
+    """Yields the document now and again whenever it changes, until its phase is Succeeded or Failed:
+    a result file that `loadstage run -o` rewrites after every stage, or lx/NAME through a watch."""
+    if not is_resource(source):
+        seen = None
+        while True:
+            stamp = Path(source).stat().st_mtime_ns if Path(source).exists() else None
+            if stamp != seen:
+                seen = stamp
+                document = load_document(source)
+                yield document
+                if _finished(document):
+                    return
+            time.sleep(poll_seconds)
+    yield from _follow_resource(source, namespace)
+
+
+def _follow_resource(source: str, namespace: str | None):
+    from kubernetes import watch
+    client, namespace = _cluster(source, namespace)
+    api, name = client.CustomObjectsApi(), source.split("/", 1)[1]
+    while True:
+        document = _from_cluster(source, namespace)
+        yield document
+        if _finished(document):
+            return
+        try:
+            for event in watch.Watch().stream(api.list_namespaced_custom_object, API_GROUP, API_VERSION, namespace,
+                                              PLURAL, field_selector=f"metadata.name={name}",
+                                              resource_version=document["metadata"]["resourceVersion"],
+                                              timeout_seconds=300):
+                if event["type"] == "DELETED":
+                    raise ValidationError([(source, f"was deleted in namespace {namespace}")])
+                if event["type"] == "MODIFIED":
+                    yield event["object"]
+                    if _finished(event["object"]):
+                        return
+        except client.ApiException as e:
+            if e.status != 410:
+                raise _api_error(source, namespace, e) from None

@@ -1,0 +1,100 @@
+"""The report on a terminal: every table, the capacity lines, the cross-check of Locust's count against
+the target's own, and the progress line of a running stage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadstage.api.quantities import format_duration
+from loadstage.reports.tables import (
+    footnotes,
+    format_ms,
+    headline_rows,
+    mib,
+    number,
+    pivot_rows,
+    render,
+    resource_rows,
+    stage_rows,
+)
+
+
+def render_table(status: dict[str, Any]) -> str:
+    return render(*stage_rows(status))
+
+
+def render_report(status: dict[str, Any]) -> str:
+    """Every table, with the footnotes of the flags that appear."""
+    stages_header, stage_table = stage_rows(status)
+    parts = [render(stages_header, stage_table)]
+    headline_header, headline_table = headline_rows(status)
+    if headline_table:
+        parts += ["", "Per variant, over all its stages:", render(headline_header, headline_table)]
+    pivot_header, pivot_table = pivot_rows(status)
+    if len(status["variants"]) > 1 and pivot_table:
+        parts += ["", "99th percentile per stage (ms):", render(pivot_header, pivot_table, left=())]
+    resources_header, resources_table = resource_rows(status)
+    if resources_table:
+        parts += ["", "Errors and target resources per stage (peaks while the stage ran):",
+                  render(resources_header, resources_table)]
+    notes = footnotes([c for rows in (stage_table, headline_table) for row in rows for c in row])
+    if notes:
+        parts += ["", *notes]
+    return "\n".join(parts)
+
+
+def render_capacity(status: dict[str, Any]) -> list[str]:
+    lines = []
+    for variant in status["variants"]:
+        if "capacity" not in variant:
+            continue
+        settings = ", ".join(f"{k}={v}" for k, v in variant["settings"].items() if v is not None)
+        cap = variant["capacity"]
+        if cap is None:
+            bound = [str(s["stage"]) for s in variant["stages"]
+                     if s.get("injectorBound") and s.get("verdict", {}).get("passed")]
+            why = (f"stage {', '.join(bound)} passed, but its injectors were CPU-bound" if bound
+                   else "no stage met every threshold")
+            lines.append(f"Capacity ({settings}): none; {why}")
+            continue
+        knee = (f"; stage {cap['firstFailedStage']} was the first to fail" if cap.get("firstFailedStage")
+                else "")
+        lines.append(f"Capacity ({settings}): {cap['injectors']} injectors, {cap['users']} users, "
+                     f"{cap['rps']:.0f} req/s (stage {cap['stage']}{knee})")
+    return lines
+
+
+def render_cross_check(status: dict[str, Any]) -> list[str]:
+    lines = []
+    for variant in status["variants"]:
+        for s in variant["stages"]:
+            served = s.get("target", {}).get("servedRequests")
+            if served is None:
+                continue
+            cpu, memory = s["target"].get("peakCpuCores"), s["target"].get("peakMemoryBytes")
+            lines.append(f"variant {variant['index'] + 1} stage {s['stage']}: Locust counted {s['requests']:,}, "
+                         f"the target served {served:,}; target peak CPU "
+                         f"{number(cpu, '.2f')} cores, peak RSS {number(mib(memory), '.0f')} MiB; "
+                         f"Redis connections opened {s.get('redisConnectionsReceived')}; "
+                         f"injector peak CPU {format_ms(s.get('injectorPeakCpuPercent'))}%")
+    return lines
+
+
+def progress_line(label: str, elapsed: float, duration: float, snapshot: dict[str, Any]) -> str:
+    rps = snapshot.get("currentRps")
+    p99 = snapshot.get("currentP99Ms")
+    return (f"{label}: {format_duration(int(elapsed))}/{format_duration(duration)}"
+            f"  users {snapshot.get('users', 0)}  workers {snapshot.get('workers', 0)}"
+            f"  {rps if rps is not None else 0:.0f} req/s  p99 {format_ms(p99)} ms")
+
+
+def render_status(status: dict[str, Any], with_phase: bool = True) -> str:
+    """The terminal report of a status: the tables, the capacity and cross-check lines, and the phase
+    unless the run Succeeded."""
+    lines = []
+    if any(v["stages"] for v in status["variants"]):
+        lines.append(render_report(status))
+    lines += render_capacity(status) + render_cross_check(status)
+    if with_phase and status.get("phase") != "Succeeded":
+        lines.append(f"{status.get('phase', 'Pending')}: {status.get('message', '')}")
+    return "".join(line + "\n" for line in lines)

@@ -1,0 +1,51 @@
+"""A stage's artifact (every histogram, the endpoint and error rows, the time series) on its way from
+the Locust master to where it is kept: compact JSON, one line of a pod's log, and a ConfigMap's budget."""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from typing import Any
+
+ARTIFACT_MARKER = "LOADSTAGE-ARTIFACT "   # a log line: this, then base64 of the zlib-compressed JSON
+ARTIFACT_BUDGET = 1_000_000               # a ConfigMap holds at most 1 MiB
+
+
+def encode(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+
+
+def artifact_line(artifact: dict[str, Any]) -> str:
+    """The artifact as one line of a pod's log."""
+    return ARTIFACT_MARKER + base64.b64encode(zlib.compress(encode(artifact), 9)).decode()
+
+
+def artifact_from_log(log: str) -> dict[str, Any] | None:
+    """The last artifact line of a log, decoded; None if there is none."""
+    for line in reversed(log.splitlines()):
+        if line.startswith(ARTIFACT_MARKER):
+            return json.loads(zlib.decompress(base64.b64decode(line[len(ARTIFACT_MARKER):])))
+    return None
+
+
+def fit_artifact(artifact: dict[str, Any], budget: int = ARTIFACT_BUDGET) -> str:
+    """The artifact as JSON of at most `budget` bytes: if it is larger, the time series goes first, then
+    the histograms of the least requested endpoints; `omitted` says what was left out."""
+    artifact = json.loads(encode(artifact))
+    text = encode(artifact)
+    omitted = {"series": False, "endpointHistograms": 0}
+    endpoints = sorted(artifact.get("endpoints", []), key=lambda e: e["requests"])
+    while len(text) > budget:
+        if artifact.get("series") and not omitted["series"]:
+            artifact["series"], omitted["series"] = [], True
+        elif omitted["endpointHistograms"] < len(endpoints):
+            endpoint = endpoints[omitted["endpointHistograms"]]
+            endpoint.pop("histogram", None)
+            endpoint.pop("correctedHistogram", None)
+            omitted["endpointHistograms"] += 1
+        else:
+            break
+        artifact["omitted"] = omitted
+        text = encode(artifact)
+    return text.decode()

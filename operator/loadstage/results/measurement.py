@@ -1,0 +1,21 @@
+"""What a backend measured of one stage: the Locust master's headline and artifact, and the samplers'
+peaks while the stage ran."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StageMeasurement:
+    summary: dict[str, Any]                 # the Locust master's headline
+    started_at: str
+    finished_at: str
+    artifact: dict[str, Any] = field(default_factory=dict)   # histograms, endpoint and error rows, series
+    redis_peak_connections: int | None = None
+    redis_connections_received: int | None = None
+    redis_peak_covers: str = "stage"        # "stage", or "resumed" when an operator restart lost the start
+    target_peak_cpu_cores: float | None = None
+    target_peak_memory_bytes: int | None = None
+    lost_injectors: list[dict[str, Any]] = field(default_factory=list)   # {"injector", "at", "cause"}

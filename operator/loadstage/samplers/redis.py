@@ -1,0 +1,100 @@
+"""Peak Redis connections during a stage: INFO polled several times a second. RedisSampler runs
+in a thread (the local engine); AsyncRedisSampler runs in the operator's event loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from loadstage.samplers.periodic import PeriodicTask, PeriodicThread
+
+SAMPLE_INTERVAL_SECONDS = 0.25
+SAMPLER_CLIENT_NAME = "loadstage-sampler"   # how the sampler shows in CLIENT LIST
+CLIENT_OPTIONS = {"socket_timeout": 2, "socket_connect_timeout": 1, "client_name": SAMPLER_CLIENT_NAME}
+
+
+@dataclass(frozen=True)
+class RedisSample:
+    peak_connections: int        # connected_clients, less the sampler's own connection
+    connections_received: int    # change in total_connections_received during the stage
+    samples: int
+    errors: int
+
+
+class _Peaks:
+    def __init__(self):
+        self.peak = self.samples = self.errors = 0
+        self.received_start: int | None = None
+        self.received_last: int | None = None
+
+    def add(self, info: dict[str, Any] | None) -> None:
+        if info is None:
+            self.errors += 1
+            return
+        self.samples += 1
+        self.peak = max(self.peak, int(info["connected_clients"]) - 1)
+        received = int(info["total_connections_received"])
+        if self.received_start is None:
+            self.received_start = received
+        self.received_last = received
+
+    def result(self) -> RedisSample:
+        received = (self.received_last or 0) - (self.received_start or 0)
+        return RedisSample(self.peak, received, self.samples, self.errors)
+
+
+class RedisSampler:
+    """Use as a context manager around a stage; `result` is set on exit."""
+
+    def __init__(self, url: str, *, password: str | None = None, interval: float = SAMPLE_INTERVAL_SECONDS):
+        self._client = redis.Redis.from_url(url, password=password, **CLIENT_OPTIONS)
+        self._loop = PeriodicThread(self._sample, interval, "redis-sampler")
+        self._peaks = _Peaks()
+        self.result: RedisSample | None = None
+
+    def _sample(self) -> None:
+        try:
+            self._peaks.add(self._client.info())
+        except redis.RedisError:
+            self._peaks.add(None)
+
+    def __enter__(self) -> "RedisSampler":
+        self._sample()
+        self._loop.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._loop.stop()
+        self._sample()
+        self._client.close()
+        self.result = self._peaks.result()
+
+
+class AsyncRedisSampler:
+    """Use as an async context manager around a stage; `result` is set on exit."""
+
+    def __init__(self, url: str, *, password: str | None = None, interval: float = SAMPLE_INTERVAL_SECONDS):
+        self._client = redis.asyncio.Redis.from_url(url, password=password, **CLIENT_OPTIONS)
+        self._loop = PeriodicTask(self._sample, interval)
+        self._peaks = _Peaks()
+        self.result: RedisSample | None = None
+
+    async def _sample(self) -> None:
+        try:
+            self._peaks.add(await self._client.info())
+        except (redis.RedisError, OSError):
+            self._peaks.add(None)
+
+    async def __aenter__(self) -> "AsyncRedisSampler":
+        await self._sample()
+        self._loop.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self._loop.stop()
+        await self._sample()
+        await self._client.aclose()
+        self.result = self._peaks.result()

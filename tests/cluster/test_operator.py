@@ -1,0 +1,752 @@
+"""The operator against a real control plane (kube-apiserver, etcd, controller-manager,
+scheduler; kwok plays the nodes). The test plays the kubelet for Locust pods: it writes
+the termination message a real local Locust master produced."""
+
+import asyncio
+import copy
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from loadstage.api.load import parse_experiment
+from loadstage.kube.backend import KubernetesBackend
+from loadstage.kube.manifests import Images
+from support.kube import (apply, children, crash_pod, event_reasons, example, finish_stage, play_stage, pods,
+                          running_pods_of_job, services_port, stages_done, wait_phase)
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.cluster
+
+
+def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namespace, operator, sampler_redis,
+                                                                  real_stage, supervisor, tmp_path):
+    operator()
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    uid = cluster.lx(namespace, "cluster-ladder")["metadata"]["uid"]
+    kube_env = {**os.environ, "KUBECONFIG": cluster.kubeconfig}
+    follow = supervisor.start("follow", [sys.executable, "-m", "loadstage.cli", "report", "--follow",
+                                         "lx/cluster-ladder", "-n", namespace],
+                              log_path=tmp_path / "follow.log", env={"KUBECONFIG": cluster.kubeconfig})
+
+    runner = wait_for(lambda: cluster.apps.list_namespaced_deployment(
+        namespace, label_selector="app.kubernetes.io/component=runner").items)[0]
+    assert runner.metadata.name == "cluster-ladder-runner" and runner.spec.replicas == 2
+    (owner,) = runner.metadata.owner_references
+    assert (owner.uid, owner.kind, owner.controller) == (uid, "LoadExperiment", True)
+    container = runner.spec.template.spec.containers[0]
+    assert container.image == "loadstage/runner-app:test"
+    assert container.args == ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "--bind", "0.0.0.0:8000",
+                              "--workers", "2", "--threads", "2", "--worker-class", "gthread", "--no-control-socket",
+                              "runner_app.app:app"]
+    env = {e.name: e.value for e in container.env}
+    assert env["REDIS_URL"] == "redis://cluster-ladder-redis:6379/0"
+    assert [(p.name, p.container_port) for p in container.ports] == [("http", 8000)]
+    assert container.security_context.allow_privilege_escalation is False
+    assert container.security_context.capabilities.drop == ["ALL"]
+    assert runner.spec.template.spec.security_context.run_as_non_root is True
+    assert runner.spec.template.spec.automount_service_account_token is False
+    redis_deploy = cluster.apps.read_namespaced_deployment("cluster-ladder-redis", namespace)
+    assert redis_deploy.spec.template.spec.containers[0].args[:3] == ["redis-server", "--port", "6379"]
+    def target_services():
+        found = {s.metadata.name: s for s in cluster.core.list_namespaced_service(namespace).items}
+        return found if {"cluster-ladder-runner", "cluster-ladder-redis"} <= found.keys() else None
+    services = wait_for(target_services)  # created right after the Deployments
+    assert services["cluster-ladder-runner"].spec.ports[0].port == 8000
+    assert services["cluster-ladder-runner"].spec.selector.items() <= runner.spec.template.metadata.labels.items()
+    assert services["cluster-ladder-redis"].spec.ports[0].port == 6379
+
+    for number, injectors in enumerate([2, 4, 6], 1):
+        run = f"v1-s{number}"
+        master = wait_for(lambda: cluster.batch.list_namespaced_job(
+            namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-master").items)[0]
+        workers = wait_for(lambda: cluster.batch.list_namespaced_job(
+            namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-worker").items)[0]
+        assert workers.spec.parallelism == workers.spec.completions == injectors
+        assert workers.metadata.owner_references[0].uid == uid
+        args = master.spec.template.spec.containers[0].args
+        opts = dict(zip(args, args[1:]))
+        assert (opts["--expect-workers"], opts["--users"]) == (str(injectors), str(25 * injectors))
+        assert opts["--host"] == "http://cluster-ladder-runner:8000"
+        assert opts["--summary-file"] == "/dev/termination-log"
+        worker_args = workers.spec.template.spec.containers[0].args
+        assert worker_args[worker_args.index("--master-host") + 1] == f"cluster-ladder-{run}-master"
+        assert services_port(cluster, namespace, f"cluster-ladder-{run}-master") == 5557
+        row = cluster.kubectl("get", "lx", "-n", namespace, "--no-headers").stdout.split()
+        assert row[1:4] in (["Running", "1/1", f"{number}/3"], ["Deploying", "1/1", "0/3"]), row
+        play_stage(cluster, namespace, "cluster-ladder", run, injectors, real_stage,
+                   hold_connections=3 * number, sampler_port=sampler_redis)
+        wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == number)
+
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    waited = cluster.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/cluster-ladder",
+                             "--timeout=30s")
+    assert waited.returncode == 0, waited.stderr
+    status = cluster.status(namespace, "cluster-ladder")
+    stages = status["variants"][0]["stages"]
+    assert [s["injectors"] for s in stages] == [2, 4, 6]
+    for number, stage in enumerate(stages, 1):
+        assert stage["latencyMs"] == real_stage.summary["latencyMs"]
+        assert stage["requests"] == real_stage.summary["requests"]
+        post = real_stage.summary["byMethod"]["POST"]
+        assert stage["byMethod"]["POST"] == {"requests": post["requests"], "failures": post["failures"],
+                                             "meanMs": post["meanMs"], "p99Ms": post["latencyMs"]["p99"]}
+        assert stage["redisPeakConnections"] == 3 * number
+        assert stage["verdict"]["passed"] is True
+    assert status["variants"][0]["capacity"]["injectors"] == 6
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Succeeded"]["status"] == "True" and conditions["Failed"]["status"] == "False"
+    assert conditions["TargetReady"]["status"] == "True" and conditions["Running"]["status"] == "False"
+    assert status["observedGeneration"] == 1
+    assert status["progress"] == {"variant": "1/1", "stage": "3/3", "injectors": 6}
+    assert status["latest"] == {"redisPeakConnections": 9, "p99Ms": round(real_stage.summary["latencyMs"]["p99"], 1)}
+    table = cluster.kubectl("get", "lx", "-n", namespace).stdout.splitlines()
+    assert table[0].split()[:8] == ["NAME", "PHASE", "VARIANT", "STAGE", "INJECTORS", "P99", "(MS)", "REDIS"]
+    assert table[1].split()[:5] == ["cluster-ladder", "Succeeded", "1/1", "3/3", "6"]
+    events = event_reasons(cluster, namespace, "cluster-ladder")
+    for reason in ("Deploying", "TargetReady", "StageStarted", "StageFinished", "Succeeded"):
+        assert reason in events
+    # each stage's artifact is kept in a ConfigMap owned by the experiment; the aggregates come from it
+    for number in (1, 2, 3):
+        kept = cluster.core.read_namespaced_config_map(f"cluster-ladder-v1-s{number}-results", namespace)
+        assert kept.metadata.owner_references[0].uid == uid
+        assert json.loads(kept.data["artifact.json"])["histogram"] == real_stage.artifact["histogram"]
+    aggregate = status["variants"][0]["aggregate"]
+    assert aggregate["requests"] == 3 * real_stage.summary["requests"] == aggregate["latencyMs"]["n"]
+    p99 = real_stage.summary["latencyMs"]["p99"]
+    assert status["p99ByStage"] == [{"stage": n, "injectors": 2 * n, "p99MsByVariant": [p99]} for n in (1, 2, 3)]
+    assert aggregate["latencyMs"]["p99"] == real_stage.summary["latencyMs"]["p99"]  # the same stage three times
+    exported = subprocess.run([sys.executable, "-m", "loadstage.cli", "artifacts", "lx/cluster-ladder", "-n",
+                               namespace, "-o", str(tmp_path / "exported")], capture_output=True, text=True,
+                              env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+    assert exported.returncode == 0, exported.stderr
+    assert [line.split(":")[0] for line in exported.stdout.splitlines()] == [
+        "variant 1 stage 1", "variant 1 stage 2", "variant 1 stage 3"]
+    report = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/cluster-ladder", "-n", namespace],
+                            capture_output=True, text=True, env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+    assert report.returncode == 0 and "Per variant, over all its stages:" in report.stdout, report.stderr
+    missing = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/no-such", "-n", namespace],
+                             capture_output=True, text=True, env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+    assert missing.returncode == 2 and f"error: lx/no-such: not found in namespace {namespace}" in missing.stderr
+    # the HTML report reads every stage's time series from the ConfigMaps; --follow saw each stage finish
+    page = tmp_path / "cluster-ladder.html"
+    html = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/cluster-ladder", "-n", namespace,
+                           "-o", page], capture_output=True, text=True, env=kube_env)
+    assert html.returncode == 0, html.stderr
+    for number in (1, 2, 3):
+        assert f'id="series-v1-data-s{number}-p99"' in page.read_text()
+    assert follow.process.wait(timeout=30) == 0, follow.tail()
+    followed = follow.log_path.read_text()
+    counts = [int(n) for n in re.findall(r"^== \d\d:\d\d:\d\d \w+: (\d) of 3 stage\(s\) finished ==$", followed, re.M)]
+    assert counts[-1] == 3 and counts == sorted(counts) and {1, 2} <= set(counts), followed
+    # cleanup: Delete (the default) removes every child once the experiment has ended
+    wait_for(lambda: not [c for c in children(cluster, namespace, "cluster-ladder")
+                          if c.metadata.deletion_timestamp is None], timeout=30)
+
+
+def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, namespace, operator,
+                                                                     real_stage):
+    operator()
+    doc = example("threads-at-scale")
+    doc["spec"]["target"]["pods"] = 5
+    doc["spec"]["matrix"] = {"threads": [2, 7]}
+    doc["spec"]["stages"] = doc["spec"]["stages"][:2]
+    assert apply(cluster, namespace, doc).returncode == 0
+    seen_threads = []
+    for variant, threads in enumerate([2, 7], 1):
+        for number, injectors in enumerate([10, 15], 1):
+            run = f"v{variant}-s{number}"
+            running_pods_of_job(cluster, namespace, f"threads-at-scale-{run}-master")
+            args = cluster.apps.read_namespaced_deployment(
+                "threads-at-scale-runner", namespace).spec.template.spec.containers[0].args
+            seen_threads.append(args[args.index("--threads") + 1])
+            play_stage(cluster, namespace, "threads-at-scale", run, injectors, real_stage)
+            wait_for(lambda: stages_done(cluster, namespace, "threads-at-scale", variant - 1) == number)
+    wait_phase(cluster, namespace, "threads-at-scale", "Succeeded")
+    assert seen_threads == ["2", "2", "7", "7"]
+    variants = cluster.status(namespace, "threads-at-scale")["variants"]
+    assert [v["settings"]["threads"] for v in variants] == [2, 7]
+    assert variants[0]["stages"][-1]["finishedAt"] <= variants[1]["stages"][0]["startedAt"]
+
+
+def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(cluster, namespace, operator,
+                                                                               real_stage):
+    first = operator()
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:2]
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == 1)
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-master")
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-workers", 4)
+    jobs_before = {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items}
+    first.kill(signal.SIGKILL)
+    operator()
+    wait_for(lambda: "StageResumed" in event_reasons(cluster, namespace, "cluster-ladder"))
+    jobs_after = {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items}
+    assert jobs_after == jobs_before
+    assert jobs_before.keys() == {"cluster-ladder-v1-s1-master", "cluster-ladder-v1-s1-workers",
+                                  "cluster-ladder-v1-s2-master", "cluster-ladder-v1-s2-workers"}
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s2", 4, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    variant = cluster.status(namespace, "cluster-ladder")["variants"][0]
+    stages = variant["stages"]
+    assert [s["stage"] for s in stages] == [1, 2]
+    assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 2
+    # stage 1's histograms came back from its ConfigMap after the restart: the aggregate has both stages
+    assert variant["aggregate"]["latencyMs"]["n"] == 2 * real_stage.summary["requests"]
+    assert "redisPeakCovers" not in stages[0]
+    assert stages[1]["redisPeakCovers"].endswith("the operator restarted mid-stage")
+
+
+def test_a_standby_operator_takes_over_mid_stage_within_30s_and_records_each_stage_once(cluster, namespace,
+                                                                                       operator, real_stage):
+    lease = ("--leader-elect", "--leader-elect-namespace", namespace)
+    active = operator(extra=lease)
+    wait_for(lambda: "leading as" in active.output())
+    standby = operator(extra=lease)
+    wait_for(lambda: "standby: Lease" in standby.output())
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:2]
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == 1)
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-workers", 4)
+    jobs_before = {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items}
+    assert "leading as" not in standby.output()   # it never ran Kopf beside the leader
+    active.kill(signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for(lambda: "StageResumed" in event_reasons(cluster, namespace, "cluster-ladder"), timeout=60)
+    took = time.monotonic() - killed
+    print(f"standby took over in {took:.1f}s")
+    assert took < 30 and "leading as" in standby.output()
+    assert {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items} == jobs_before
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s2", 4, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    assert [s["stage"] for s in cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]] == [1, 2]
+    assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 2
+
+
+def test_a_leader_that_loses_its_lease_exits_at_once(cluster, namespace, operator):
+    leader = operator(extra=("--leader-elect", "--leader-elect-namespace", namespace))
+    wait_for(lambda: "leading as" in leader.output())
+    coordination = client.CoordinationV1Api(cluster.api)
+    lease = coordination.read_namespaced_lease("loadstage-operator", namespace)
+    lease.spec.holder_identity = "someone-else"
+    coordination.replace_namespaced_lease("loadstage-operator", namespace, lease)
+    assert wait_for(lambda: leader.process.poll() is not None, timeout=15)
+    assert leader.process.returncode == 1
+    assert "lost the Lease (another operator holds the Lease)" in leader.output()
+
+
+def test_a_stage_of_1000_injectors_starts_every_worker_and_is_recorded(cluster, namespace, operator, real_stage):
+    op = operator()
+    doc = one_stage_ladder()
+    doc["spec"]["stages"] = [{"injectors": 1000, "duration": "20m"}]
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_for(lambda: cluster.batch.list_namespaced_job(namespace, label_selector="loadstage.io/run=v1-s1").items,
+             timeout=60)
+    job = cluster.batch.read_namespaced_job("cluster-ladder-v1-s1-workers", namespace)
+    assert job.spec.parallelism == job.spec.completions == 1000
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 1000, timeout=300)
+    print(f"\n1000 worker pods Running {time.time() - job.metadata.creation_timestamp.timestamp():.1f} s "
+          f"after their Job was created")
+    assert cluster.status(namespace, "cluster-ladder")["phase"] == "Running"
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 1000, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded", timeout=120)
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert stage["injectors"] == 1000 and stage["users"] == 1000 * doc["spec"]["injectors"]["usersPerInjector"]
+    log = op.output()
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+
+
+def proc_figures(pid):
+    """Threads, resident memory (MiB) and CPU seconds of a process, from /proc."""
+    status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines())
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(status["Threads"]), int(status["VmRSS"].split()[0]) / 1024, cpu
+
+
+def test_300_experiments_at_once_all_progress_without_a_thread_each(cluster, namespace, operator, real_stage):
+    count = 300
+    op = operator()
+    doc = one_stage_ladder()
+    doc["spec"]["target"]["pods"] = 1
+    doc["spec"]["redis"] = {"url": "redis://redis.example:6379/0"}
+    doc["spec"]["stages"] = [{"injectors": 1, "duration": "20m"}]
+    names = [f"many-{i:03d}" for i in range(count)]
+    started = time.monotonic()
+    for name in names:
+        cluster.custom.create_namespaced_custom_object(
+            "loadstage.io", "v1alpha1", namespace, "loadexperiments",
+            {**doc, "metadata": {"name": name}})
+
+    def phases():
+        items = cluster.custom.list_namespaced_custom_object("loadstage.io", "v1alpha1", namespace,
+                                                             "loadexperiments")["items"]
+        return [(i.get("status") or {}).get("phase") for i in items]
+    wait_for(lambda: phases().count("Running") == count, timeout=600, interval=2)
+    wait_for(lambda: len([p for p in pods(cluster, namespace, "loadstage.io/run=v1-s1")
+                          if p.status.phase == "Running"]) == 2 * count, timeout=300, interval=2)
+    running = time.monotonic() - started
+    threads, rss, cpu = proc_figures(op.process.pid)
+    assert threads < 64, f"{threads} threads for {count} running experiments"
+    finishing = time.monotonic()
+    for name in names:
+        finish_stage(cluster, namespace, f"{name}-v1-s1-master", f"{name}-v1-s1-workers", real_stage)
+    finished = time.monotonic()
+    try:
+        wait_for(lambda: phases().count("Succeeded") == count, timeout=240, interval=2)
+    except AssertionError:
+        items = cluster.custom.list_namespaced_custom_object("loadstage.io", "v1alpha1", namespace,
+                                                             "loadexperiments")["items"]
+        stuck = [(i["metadata"]["name"], i.get("status", {}).get("message")) for i in items
+                 if i.get("status", {}).get("phase") != "Succeeded"]
+        raise AssertionError(f"{len(stuck)} experiments did not finish: {stuck[:10]}")
+    done = time.monotonic()
+    _, rss_end, cpu_end = proc_figures(op.process.pid)
+    print(f"\n{count} experiments: all Running with every stage pod Running {running:.0f} s after the first was "
+          f"created; the operator then had {threads} threads, {rss:.0f} MiB resident, {cpu:.0f} s CPU; "
+          f"all Succeeded {done - finished:.0f} s after the last stage was finished "
+          f"(finishing took {finished - finishing:.0f} s); {rss_end:.0f} MiB, {cpu_end:.0f} s CPU at the end")
+    (stage,) = cluster.status(namespace, names[-1])["variants"][0]["stages"]
+    assert stage["requests"] == real_stage.summary["requests"]
+    log = op.output()
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+
+
+def test_deleting_mid_stage_stops_the_load_and_removes_every_child(cluster, namespace, operator):
+    op = operator()
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
+    assert len(children(cluster, namespace, "cluster-ladder")) >= 10
+    deleted = cluster.kubectl("delete", "-n", namespace, "lx/cluster-ladder", "--timeout=60s")
+    assert deleted.returncode == 0, deleted.stderr
+    wait_for(lambda: not children(cluster, namespace, "cluster-ladder"), timeout=60)
+    time.sleep(1)
+    log = op.output()
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+
+
+def test_an_old_master_job_held_in_deletion_is_waited_for_and_never_adopted(cluster, namespace, operator,
+                                                                           real_stage):
+    operator()
+    stale = "cluster-ladder-v1-s1-master"
+    old_owner = {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "name": "cluster-ladder",
+                 "uid": str(uuid.uuid4())}
+    cluster.batch.create_namespaced_job(namespace, {
+        "metadata": {"name": stale, "finalizers": ["loadstage.io/test-hold"], "ownerReferences": [old_owner]},
+        "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
+                                                        "containers": [{"name": "old", "image": "old:1"}]}}}})
+    cluster.batch.delete_namespaced_job(stale, namespace)
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:1]
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_for(lambda: f"waiting for Job {stale} of an earlier LoadExperiment" in
+             cluster.status(namespace, "cluster-ladder").get("message", ""))
+    assert "being deleted" in cluster.status(namespace, "cluster-ladder")["message"]
+    time.sleep(3)
+    job = cluster.batch.read_namespaced_job(stale, namespace)
+    assert job.metadata.owner_references[0].uid == old_owner["uid"]
+    assert "StageResumed" not in event_reasons(cluster, namespace, "cluster-ladder")
+    cluster.batch.patch_namespaced_job(stale, namespace, {"metadata": {"finalizers": None}})
+    uid = cluster.lx(namespace, "cluster-ladder")["metadata"]["uid"]
+    wait_for(lambda: [r.uid for j in cluster.batch.list_namespaced_job(namespace).items if j.metadata.name == stale
+                      for r in j.metadata.owner_references] == [uid])
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    assert cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"][0]["requests"] == \
+        real_stage.summary["requests"]
+
+
+OPERATOR_USER = "lstest-operator"   # may not finalize everything, like the chart's ServiceAccount
+
+
+def as_operator_user(cluster, namespace):
+    cluster.kubectl("create", "role", "-n", namespace, "children", "--verb=create,get",
+                    "--resource=configmaps", check=True)
+    cluster.kubectl("create", "role", "-n", namespace, "owners", "--verb=update",
+                    "--resource=configmaps/finalizers,*.scratch.loadstage.io/finalizers", check=True)
+    for role in ("children", "owners"):
+        cluster.kubectl("create", "rolebinding", "-n", namespace, role, f"--role={role}",
+                        f"--user={OPERATOR_USER}", check=True)
+    api = config.new_client_from_config(config_file=cluster.kubeconfig)
+    api.set_default_header("Impersonate-User", OPERATOR_USER)
+    return api
+
+
+def blocking_child(name, owner):
+    reference = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+                 "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"},
+            "metadata": {"name": name, "ownerReferences": [reference]}}
+
+
+def unmapped_kind(cluster, namespace, core):
+    """An owner whose kind was installed a moment ago, after the API server's admission last mapped kinds
+    (it does so every 30 s): until the next time, an owner reference that blocks deletion is refused."""
+    anchor = cluster.core.create_namespaced_config_map(namespace, {"metadata": {"name": "anchor"}})
+    anchor = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "anchor", "uid": anchor.metadata.uid}}
+    for attempt in range(3):   # a remap may fall between the two requests; 1 s in 30
+        core.create_namespaced_config_map(namespace, blocking_child(f"maps-kinds-now-{attempt}", anchor))
+        kind = f"Scratch{uuid.uuid4().hex[:8]}"
+        plural = kind.lower() + "s"
+        cluster.kubectl("apply", "-f", "-", check=True, input=yaml.safe_dump({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.scratch.loadstage.io", "labels": {"loadstage.io/test": "scratch"}},
+            "spec": {"group": "scratch.loadstage.io", "scope": "Namespaced",
+                     "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                         "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}))
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{plural}.scratch.loadstage.io", check=True)
+        owner = cluster.custom.create_namespaced_custom_object(
+            "scratch.loadstage.io", "v1", namespace, plural,
+            {"apiVersion": "scratch.loadstage.io/v1", "kind": kind, "metadata": {"name": "owner"}})
+        try:
+            core.create_namespaced_config_map(namespace, blocking_child(f"probe-{attempt}", owner))
+        except ApiException as refused:
+            assert refused.status == 403 and "cannot find RESTMapping" in refused.body, refused.body
+            return owner
+    raise AssertionError("the API server mapped a new kind at once, three times")
+
+
+def test_a_child_of_a_kind_installed_moments_ago_is_created_once_the_api_server_maps_it(cluster, namespace):
+    """`helm install` and at once `kubectl apply`: the operator waits for the API server to map the new kind,
+    with a message, instead of failing its daemon (an ERROR in its log)."""
+    api = as_operator_user(cluster, namespace)
+    try:
+        owner = unmapped_kind(cluster, namespace, client.CoreV1Api(api))
+        messages, events = [], []
+
+        async def on_message(message):
+            messages.append(message)
+        child = blocking_child("through-the-backend", owner)
+        backend = KubernetesBackend(
+            parse_experiment(example("cluster-ladder")), namespace, api=api, images=Images("r", "i", "redis"),
+            owner_uid=owner["metadata"]["uid"], stopped=False, pod_watches=lambda namespace: None,
+            adopt=lambda manifest: None, on_event=lambda reason, message: events.append(reason),
+            on_message=on_message)
+        started = time.monotonic()
+        assert asyncio.run(backend._create(child)) is True
+        waited = time.monotonic() - started
+        created = cluster.core.read_namespaced_config_map("through-the-backend", namespace)
+        assert [r.uid for r in created.metadata.owner_references] == [owner["metadata"]["uid"]]
+        assert 0 < waited < 45, waited
+        assert events == ["WaitingForApiServer"]
+        assert messages == [f"waiting for the API server to map kind {owner['kind']} (scratch.loadstage.io/v1) "
+                            "for owner references: its CRD was installed moments ago"], messages
+    finally:
+        cluster.kubectl("delete", "crd", "-l", "loadstage.io/test=scratch", "--wait=false")
+
+
+def test_a_foreign_object_with_a_child_name_fails_the_experiment_naming_it(cluster, namespace, operator):
+    operator()
+    cluster.core.create_namespaced_service(namespace, {"metadata": {"name": "cluster-ladder-runner"}, "spec": {
+        "ports": [{"port": 80}], "selector": {"app": "someone-else"}}})
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    wait_phase(cluster, namespace, "cluster-ladder", "Failed")
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "ChildConflict"
+    assert status["message"].startswith("Service cluster-ladder-runner already exists and is not this experiment's")
+    assert cluster.core.read_namespaced_service("cluster-ladder-runner", namespace).spec.selector == \
+        {"app": "someone-else"}
+
+
+def one_stage_ladder(**injectors):
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = doc["spec"]["stages"][:1]
+    doc["spec"]["injectors"].update(injectors)
+    return doc
+
+
+def failed_within(cluster, namespace, name, seconds):
+    started = time.monotonic()
+    wait_phase(cluster, namespace, name, "Failed", timeout=seconds)
+    return time.monotonic() - started
+
+
+def test_a_worker_pod_deleted_mid_stage_fails_the_stage_naming_it(cluster, namespace, operator):
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder()).returncode == 0
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
+    victim = pods(cluster, namespace, "job-name=cluster-ladder-v1-s1-workers")[0].metadata.name
+    cluster.core.delete_namespaced_pod(victim, namespace)
+    assert failed_within(cluster, namespace, "cluster-ladder", 30) < 30
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "InjectorLost"
+    assert status["message"].endswith(f"stage 1/1: injector pod {victim} was deleted")
+
+
+def test_with_on_lost_continue_the_stage_finishes_and_records_the_lost_injector(cluster, namespace, operator,
+                                                                              real_stage):
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder(onLost="Continue")).returncode == 0
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
+    victim = pods(cluster, namespace, "job-name=cluster-ladder-v1-s1-workers")[0].metadata.name
+    cluster.core.delete_namespaced_pod(victim, namespace)
+    wait_for(lambda: "InjectorLost" in event_reasons(cluster, namespace, "cluster-ladder"))
+    assert cluster.status(namespace, "cluster-ladder")["phase"] == "Running"
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert stage["lostInjectors"]["count"] == 1
+    (lost,) = stage["lostInjectors"]["injectors"]
+    assert lost["injector"] == victim and lost["cause"] == "was deleted" and lost["at"] <= stage["finishedAt"]
+
+
+def test_an_injector_lost_before_an_operator_restart_is_still_recorded_once(cluster, namespace, operator,
+                                                                          real_stage):
+    first = operator()
+    assert apply(cluster, namespace, one_stage_ladder(onLost="Continue")).returncode == 0
+    workers = "cluster-ladder-v1-s1-workers"
+    running_pods_of_job(cluster, namespace, workers, 2)
+    victim = pods(cluster, namespace, f"job-name={workers}")[0].metadata.name
+    cluster.core.delete_namespaced_pod(victim, namespace)
+    # kept on the stage's worker Job, where `kubectl describe job` shows it
+    wait_for(lambda: victim in (cluster.batch.read_namespaced_job(workers, namespace).metadata.annotations or {})
+             .get("loadstage.io/lost-injectors", ""))
+    first.kill(signal.SIGKILL)
+    operator()
+    wait_for(lambda: "StageResumed" in event_reasons(cluster, namespace, "cluster-ladder"))
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert stage["lostInjectors"]["count"] == 1, stage.get("lostInjectors")
+    (lost,) = stage["lostInjectors"]["injectors"]
+    assert lost["injector"] == victim and lost["cause"] == "was deleted" and lost["at"] <= stage["finishedAt"]
+    assert event_reasons(cluster, namespace, "cluster-ladder").count("InjectorLost") == 1
+
+
+@pytest.mark.parametrize("job", ["master", "workers"])
+def test_an_injector_that_crashes_fails_the_experiment_within_60s_naming_pod_and_cause(cluster, namespace,
+                                                                                       operator, job):
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder()).returncode == 0
+    running_pods_of_job(cluster, namespace, f"cluster-ladder-v1-s1-{job}")
+    pod = pods(cluster, namespace, f"job-name=cluster-ladder-v1-s1-{job}")[0]
+    crash_pod(cluster, namespace, pod, 1, "ModuleNotFoundError: No module named 'mylib'")
+    assert failed_within(cluster, namespace, "cluster-ladder", 60) < 60
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == ("StageFailed" if job == "master" else "InjectorLost")
+    assert f"pod {pod.metadata.name} failed: container locust-{job[:6]}" in status["message"], status["message"]
+    assert "exited with code 1 (Error): ModuleNotFoundError: No module named 'mylib'" in status["message"]
+
+
+def test_an_unpullable_injector_image_fails_the_experiment_within_60s_naming_pod_and_image(cluster, namespace,
+                                                                                           operator):
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder(image="loadstage-test/unpullable:1")).returncode == 0
+    assert failed_within(cluster, namespace, "cluster-ladder", 60) < 60
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "InjectorNotStarting"
+    assert "ImagePullBackOff" in status["message"] and "(image loadstage-test/unpullable:1)" in status["message"]
+    assert "pod cluster-ladder-v1-s1-" in status["message"]
+
+
+def test_target_that_cannot_pull_its_image_fails_with_the_reason(cluster, namespace, operator):
+    operator()
+    doc = example("cluster-ladder")
+    doc["spec"]["target"]["image"] = "loadstage-test/unpullable:1"
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_phase(cluster, namespace, "cluster-ladder", "Failed")
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "TargetNotReady"
+    assert "ImagePullBackOff" in status["message"] and "loadstage-test/unpullable:1" in status["message"]
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Failed"] == "True"
+    waited = cluster.kubectl("wait", "-n", namespace, "--for=condition=Failed", "lx/cluster-ladder",
+                             "--timeout=10s")
+    assert waited.returncode == 0
+    wait_for(lambda: not children(cluster, namespace, "cluster-ladder"), timeout=30)
+
+
+def test_target_that_is_never_ready_times_out(cluster, namespace, operator):
+    operator()
+    cluster.core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "no-pods"},
+                                                              "spec": {"hard": {"pods": "1"}}})
+    doc = example("cluster-ladder")
+    doc["spec"]["target"]["readyTimeout"] = "5s"
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_phase(cluster, namespace, "cluster-ladder", "Failed", timeout=60)
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "TargetNotReady"
+    assert "not ready after 5s" in status["message"]
+
+
+def test_problems_the_schema_cannot_see_end_failed_with_a_message(cluster, namespace, operator):
+    operator()
+    missing = copy.deepcopy(example("cluster-ladder"))
+    missing["metadata"]["name"] = "missing-locustfile"
+    missing["spec"]["injectors"]["locustfile"] = {"configMap": {"name": "my-locustfile"}}
+    local_path = copy.deepcopy(example("cluster-ladder"))
+    local_path["metadata"]["name"] = "local-path"
+    local_path["spec"]["injectors"]["locustfile"] = {"path": "mine.py"}
+    for doc in (missing, local_path):
+        assert apply(cluster, namespace, doc).returncode == 0
+    wait_phase(cluster, namespace, "missing-locustfile", "Failed")
+    wait_phase(cluster, namespace, "local-path", "Failed")
+    assert cluster.status(namespace, "missing-locustfile")["message"] == \
+        "spec.injectors.locustfile.configMap: ConfigMap 'my-locustfile' not found"
+    assert cluster.status(namespace, "local-path")["message"].startswith(
+        "spec.injectors.locustfile.path works only with the local engine")
+
+
+def _variant(**spec_changes):
+    doc = example("cluster-ladder")
+    for path, value in spec_changes.items():
+        node = doc["spec"]
+        keys = path.split("__")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {}) if not key.isdigit() else node[int(key)]
+        node[keys[-1] if not keys[-1].isdigit() else int(keys[-1])] = value
+    return doc
+
+
+INVALID = [
+    (_variant(stages=[]), "spec.stages: Invalid value: 0: spec.stages in body should have at least 1 items"),
+    (_variant(stages__0__injectors=0), "spec.stages[0].injectors: Invalid value: 0"),
+    (_variant(stages__1__duration="20 minutes"), "spec.stages[1].duration: Invalid value: \"20 minutes\""),
+    (_variant(stages__1__duration=600), "spec.stages[1].duration: Invalid value: \"integer\""),
+    (_variant(target__pods=0), "spec.target.pods: Invalid value: 0"),
+    (_variant(target__threads=100), "spec.target.threads: Invalid value: 100"),
+    (_variant(target__workerClass="eventlet"), "spec.target.workerClass: Unsupported value"),
+    (_variant(injectors__waitTime={"min": "3s", "max": "1s"}), "spec.injectors.waitTime: Invalid value: \"object\": min must be <= max"),
+    (_variant(injectors__usersPerInjector=-1), "spec.injectors.usersPerInjector: Invalid value: -1"),
+    (_variant(redis={"deploy": True, "url": "redis://x:6379"}), "spec.redis: Invalid value: \"object\": set either deploy: true or url, not both"),
+    (_variant(redis={"deploy": False}), "spec.redis: Invalid value: \"object\": deploy: false needs a url"),
+    (_variant(redis={"url": "http://x"}), "spec.redis.url: Invalid value: \"http://x\""),
+    (_variant(matrix={"threads": [2, 2]}), "spec.matrix.threads[1]: Duplicate value: 2"),
+    (_variant(matrix={"threads": []}), "spec.matrix.threads: Invalid value: 0"),
+    (_variant(matrix={"workers": list(range(1, 12)), "threads": list(range(1, 11))}),
+     "spec.matrix: Invalid value: \"object\": at most 100 variants"),
+    (_variant(thresholds={"errorRate": "150"}), "spec.thresholds.errorRate: Invalid value: \"150\""),
+    (_variant(thresholds={"p99": "fast"}), "spec.thresholds.p99: Invalid value: \"fast\""),
+    (_variant(injectors__scenario="respondent", injectors__locustfile={"configMap": {"name": "x"}}),
+     "spec.injectors: Invalid value: \"object\": set either scenario or locustfile, not both"),
+    (_variant(cleanup="Sometimes"), "spec.cleanup: Unsupported value: \"Sometimes\""),
+    (_variant(target__readyTimeout="2h"), "spec.target.readyTimeout: Invalid value: \"string\": must be at most 1h"),
+    (_variant(matrix={"workers": list(range(1, 11)), "threads": list(range(1, 11))},
+              stages=[{"injectors": n, "duration": "1m"} for n in range(1, 7)]),
+     "spec: Invalid value: \"object\": at most 500 stages in all (variants x stages)"),
+    (_variant(injectors__pacing="5ms"), "spec.injectors.pacing: Invalid value: \"string\": must be at least 10ms"),
+    (_variant(stages__0__users=50), "spec.stages[0]: Invalid value: \"object\": set exactly one of injectors or users"),
+    (_variant(stages=[{"duration": "1m"}]),
+     "spec.stages[0]: Invalid value: \"object\": set exactly one of injectors or users"),
+    (_variant(stages=[{"users": 100001, "duration": "1m"}]),
+     "spec: Invalid value: \"object\": a stage given in users needs at most 1000 injectors"),
+    (_variant(injectors__maxUsersPerInjector=2, stages=[{"users": 2001, "duration": "1m"}]),
+     "spec: Invalid value: \"object\": a stage given in users needs at most 1000 injectors"),
+    (_variant(target__server="bjoern"), "spec.target.server: Unsupported value: \"bjoern\""),
+    (_variant(target__server="waitress"),   # the example's workers: 2
+     "spec: Invalid value: \"object\": waitress and cheroot run one process: workers"),
+    (_variant(matrix={"server": ["gunicorn", "granian"], "workerClass": ["sync"]}),
+     "spec: Invalid value: \"object\": a worker class (spec.target.workerClass or spec.matrix.workerClass) is a "
+     "gunicorn setting"),
+    (_variant(target__command=["hypercorn", "{port}"], matrix={"server": ["uwsgi"]}),
+     "spec: Invalid value: \"object\": spec.target.command replaces the server"),
+    (_variant(target__command=["hypercorn", "--bind", "{bind}", "{prot}"]),
+     "spec: Invalid value: \"object\": spec.target.command must listen on {port} or {bind}, and use only the "
+     "placeholders"),
+]
+
+
+def test_invalid_resources_are_refused_by_the_api_server_naming_the_field(cluster, namespace):
+    long_name = example("cluster-ladder")
+    long_name["metadata"]["name"] = "a" * 41
+    cases = INVALID + [(long_name, "metadata.name must be at most 40 characters")]
+    assert len(cases) >= 15
+    for doc, expected in cases:
+        result = apply(cluster, namespace, doc)
+        assert result.returncode != 0, f"accepted: {doc['spec']}"
+        assert expected in result.stderr, result.stderr
+
+
+def test_spec_is_immutable_once_created(cluster, namespace):
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    changed = example("cluster-ladder")
+    changed["spec"]["stages"][0]["injectors"] = 3
+    result = apply(cluster, namespace, changed)
+    assert result.returncode != 0
+    assert "spec is immutable once created; delete the experiment and create it again" in result.stderr
+
+
+def _fullest_status(variants, stages_per_variant, real_stage):
+    """The status of the largest experiment the CRD allows, each row as full as it gets: seven methods,
+    corrected latencies, every threshold broken, a resumed stage's Redis note."""
+    from loadstage.api.load import parse_experiment
+    from loadstage.api.types import MAX_VARIANT_STAGES
+    from loadstage.results.measurement import StageMeasurement
+    from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
+    assert variants * stages_per_variant == MAX_VARIANT_STAGES
+    doc = example("cluster-ladder")
+    doc["spec"]["stages"] = [{"injectors": 500, "duration": "24h"}] * stages_per_variant
+    doc["spec"]["matrix"] = {"threads": list(range(55, 65))}
+    if variants > 10:
+        doc["spec"]["matrix"]["workers"] = list(range(55, 55 + variants // 10))
+    doc["spec"]["thresholds"] = {p: "1ms" for p in ("p50", "p90", "p95", "p99", "p999")} | {"errorRate": "0%"}
+    experiment = parse_experiment(doc)
+    row = {**real_stage.summary["latencyMs"], "p50": 123456.789, "max": 987654.321}
+    method = {"requests": 2_000_000_000, "failures": 1_000_000_000, "meanMs": 123456.789, "latencyMs": row,
+              "correctedLatencyMs": row}
+    headline = {**real_stage.summary, "requests": 2_000_000_000, "failures": 1_000_000_000, "meanMs": 123456.789,
+                "latencyMs": row, "correctedLatencyMs": row, "servedRequests": 2_000_000_000,
+                "injectorPeakCpuPercent": 99.9, "injectorBound": True, "errorKinds": 50,
+                "byMethod": {m: method for m in ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")}}
+    measurement = StageMeasurement(
+        summary=headline, artifact={}, started_at="2026-11-22T12:00:00Z", finished_at="2026-11-22T12:00:00Z",
+        redis_peak_connections=2_000_000, redis_connections_received=2_000_000,
+        redis_peak_covers="from 2026-11-22T12:00:00Z: the operator restarted mid-stage",
+        target_peak_cpu_cores=1000.123, target_peak_memory_bytes=10**15)
+    status = {"phase": "Running", "message": "m" * 300, "variants": []}
+    for v in experiment.variants():
+        stages = [stage_result(experiment, n, s, measurement) for n, s in enumerate(experiment.spec.stages, 1)]
+        aggregate = variant_aggregate(stages, [{}] * len(stages))
+        aggregate["latencyMs"], aggregate["correctedLatencyMs"] = row, row
+        status["variants"].append({"index": v.index, "settings": v.settings(), "stages": stages,
+                                   "aggregate": aggregate, "capacity": None})
+    status["p99ByStage"] = p99_pivot(status["variants"])
+    return status
+
+
+@pytest.mark.parametrize("variants,stages", [(100, 5), (10, 50)])
+def test_the_largest_status_the_crd_allows_is_accepted(cluster, namespace, real_stage, variants, stages):
+    import json
+
+    from loadstage.kube.status import StatusWriter
+    status = _fullest_status(variants, stages, real_stage)
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    writer = StatusWriter(cluster.api, namespace, "cluster-ladder", 1, [], lambda *event: None)
+    writer(status)
+    whole = cluster.lx(namespace, "cluster-ladder")   # with metadata.managedFields, as etcd stores it
+    stored = whole["status"]
+    size, object_size = (len(json.dumps(x, separators=(",", ":"))) for x in (stored, whole))
+    print(f"\n{variants} variants x {stages} stages: a status of {size:,} bytes, the object {object_size:,}")
+    assert len(stored["variants"]) == variants and all(len(v["stages"]) == stages for v in stored["variants"])
+    assert object_size < 1_000_000   # etcd refuses objects over 1.5 MiB: a third of it to spare
+
+
+def test_a_status_the_api_server_refuses_for_size_ends_the_experiment_failed(cluster, namespace):
+    from loadstage.engine.errors import ExperimentFailed
+    from loadstage.kube.status import StatusWriter
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    writer = StatusWriter(cluster.api, namespace, "cluster-ladder", 1, [], lambda *event: None)
+    writer({"phase": "Running", "message": "stage 1", "variants": [{"index": 0, "stages": [{"stage": 1}]}]})
+    with pytest.raises(ExperimentFailed) as failed:
+        writer({"phase": "Running", "message": "x" * 2_000_000, "variants": []})
+    assert failed.value.reason == "StatusTooLarge"
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["phase"] == "Failed" and status["reason"] == "StatusTooLarge"
+    assert "the API server refused a status of 6,00" in status["message"] and "too large" in status["message"]
+    assert status["variants"] == [{"index": 0, "stages": [{"stage": 1}]}]   # what was written before is kept
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Failed"] == "True"
+    writer({"phase": "Failed", "reason": "StatusTooLarge", "message": "y" * 2_000_000, "variants": []})
+    assert cluster.status(namespace, "cluster-ladder")["message"] == status["message"]

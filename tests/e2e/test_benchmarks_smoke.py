@@ -1,0 +1,46 @@
+"""Every benchmark runs in a small version so none of them rots. No timing is asserted:
+only that each runs to the end, and the fidelity one's correctness target."""
+
+import subprocess
+import sys
+
+import pytest
+
+from support.waiting import ROOT
+
+pytestmark = pytest.mark.benchmark_smoke
+
+
+def run(script):
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_fidelity_smoke_meets_the_target_at_every_percentile():
+    result = run("fidelity.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("p")]
+    assert [line.split()[0] for line in lines] == ["p50", "p90", "p95", "p99", "p999"]
+    assert all(line.endswith("met") for line in lines), result.stdout
+    samples, counted = result.stdout.split(" raw samples (loadstage counted ")
+    assert samples.split(", ")[1] == counted.split(")")[0]  # the master got every sample
+
+
+def test_injector_efficiency_smoke_runs():
+    result = run("injector_efficiency.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "loadstage FastHttpUser" in result.stdout and "results extension overhead" in result.stdout
+
+
+def test_local_overhead_smoke_runs():
+    result = run("local_overhead.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "gaps between stages" in result.stdout
+
+
+@pytest.mark.cluster
+def test_operator_cost_smoke_runs_and_leaves_no_file_behind():
+    result = run("operator_cost.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 experiment(s): 1 finished" in result.stdout
+    assert not (ROOT / "dump.rdb").exists(), "the benchmark's redis-server saved its data into the checkout"

@@ -1,0 +1,351 @@
+"""`loadstage run` end to end: real redis-server, gunicorn and Locust processes."""
+
+import ipaddress
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from loadstage.local.target import free_port
+from support.documents import BASE
+from support.processes import alive, descendants, start_redis
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def spec_doc(**spec):
+    return {**BASE, "spec": {**spec}}
+
+
+def start_cli(*args, cwd=None):
+    return subprocess.Popen([sys.executable, "-m", "loadstage.cli", *map(str, args)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc, timeout):
+    """Waits for the CLI while recording every process it started."""
+    seen = {}
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, "loadstage run did not finish in time"
+        for p in descendants(proc.pid):
+            if p.pid not in seen:
+                try:
+                    p.argv = p.cmdline()   # still known once it has exited
+                except psutil.Error:
+                    p.argv = []
+                seen[p.pid] = p
+        time.sleep(0.2)
+    out, err = proc.communicate()
+    return proc.returncode, out, err, list(seen.values())
+
+
+def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(
+        target={"pods": 1, "workers": 2},
+        injectors={"usersPerInjector": 20, "maxUsersPerInjector": 20, "waitTime": {"min": "0s", "max": "10ms"}},
+        stages=[{"injectors": 1, "duration": "10s"}, {"users": 30, "duration": "10s"}],   # 30 users: 2 injectors
+        matrix={"threads": [1, 4]}))
+    out_file = tmp_path / "result.json"
+    code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 240)
+    assert code == 0, err
+    assert len(started) >= 6 and not alive(started)
+    doc = json.loads(out_file.read_text())
+    status = doc["status"]
+    assert status["phase"] == "Succeeded"
+    peaks = {}
+    for variant in status["variants"]:
+        assert [s["injectors"] for s in variant["stages"]] == [1, 2]
+        for stage in variant["stages"]:
+            lat = stage["latencyMs"]
+            assert stage["requests"] > 0
+            assert lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+            assert stage["redisPeakConnections"] > 0
+            assert stage["byMethod"]["GET"]["requests"] > 0 and stage["byMethod"]["POST"]["requests"] > 0
+            served = stage["target"]["servedRequests"]
+            assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (served, stage["requests"])
+            assert stage["target"]["peakCpuCores"] > 0 and stage["target"]["peakMemoryBytes"] > 0
+            assert 0 < stage["injectorPeakCpuPercent"] < 90 and stage["injectorBound"] is False
+        peaks[variant["settings"]["threads"]] = max(s["redisPeakConnections"] for s in variant["stages"])
+    assert peaks[4] > peaks[1]
+    # the tables: one row per stage and variant, one headline row per variant, the p99 pivot, and one row
+    # per stage and variant of errors and target resources
+    assert "Injectors | Users | 50th | 90th | 95th | 99th | 99.9th | GETs avg | GETs p99 | POSTs avg | POSTs p99 | " \
+           "Total Requests | Redis peak" in out
+    assert len([line for line in out.splitlines() if line.startswith("threads=")]) == 4 + 2 + 4
+    assert "Per variant, over all its stages:" in out and "99th percentile per stage (ms):" in out
+    assert "req/s" in err and "variant 2/2" in err
+    second_stage = status["variants"][0]["stages"][1]
+    assert (second_stage["injectors"], second_stage["users"]) == (2, 30)
+    assert "stage 2: 2 injector(s), 30 users, 10s" in err
+    # every stage's histograms are kept in the result file, and recompute the status's figures
+    from loadstage.results import histograms
+    for variant, kept in zip(status["variants"], doc["artifacts"]):
+        assert len(kept["stages"]) == 2
+        for stage, artifact in zip(variant["stages"], kept["stages"]):
+            recomputed = histograms.latency_ms(histograms.decode(artifact["histogram"]), stage["latencyMs"]["max"])
+            assert recomputed == stage["latencyMs"]
+            assert {e["method"] for e in artifact["endpoints"]} == {"GET", "POST"} and artifact["series"]
+        aggregate = variant["aggregate"]
+        assert aggregate["requests"] == sum(s["requests"] for s in variant["stages"]) == aggregate["latencyMs"]["n"]
+        assert aggregate["redisPeakConnections"] == max(s["redisPeakConnections"] for s in variant["stages"])
+    assert [row["injectors"] for row in status["p99ByStage"]] == [1, 2]
+    exported = subprocess.run([sys.executable, "-m", "loadstage.cli", "artifacts", str(out_file), "-o",
+                               str(tmp_path / "exported")], capture_output=True, text=True)
+    assert exported.returncode == 0, exported.stderr
+    assert len(exported.stdout.splitlines()) == 4
+    hgrm = (tmp_path / "exported" / "variant-2" / "stage-2.hgrm").read_text()
+    assert "Percentile" in hgrm and "1/(1-Percentile)" in hgrm
+
+
+def _name(arg: str) -> str:
+    return arg.rsplit("/", 1)[-1]
+
+
+def test_every_server_runs_a_real_stage(write_experiment, tmp_path):
+    servers = ["gunicorn", "uwsgi", "waitress", "cheroot", "granian"]
+    path = write_experiment(spec_doc(
+        target={"threads": 4},
+        injectors={"usersPerInjector": 20, "waitTime": {"min": "0s", "max": "20ms"}},
+        stages=[{"users": 20, "duration": "5s"}], matrix={"server": servers}))
+    out_file = tmp_path / "result.json"
+    code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 300)
+    assert code == 0, err
+    assert not alive(started)
+    by_server = {_name(arg) for p in started for arg in p.argv[:2]}
+    assert {"gunicorn", "uwsgi", "waitress-serve", "cheroot", "granian"} <= by_server, by_server
+    status = json.loads(out_file.read_text())["status"]
+    assert [v["settings"]["server"] for v in status["variants"]] == servers
+    assert [v["settings"]["workers"] for v in status["variants"]] == [2, 2, 1, 1, 2]
+    for variant in status["variants"]:
+        (stage,) = variant["stages"]
+        server = variant["settings"]["server"]
+        assert stage["requests"] > 200 and stage["failures"] == 0, (server, stage["requests"], stage["failures"])
+        # the app's own /metrics, merged over the server's processes, saw the requests Locust sent
+        served = stage["target"]["servedRequests"]
+        assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (server, served, stage["requests"])
+        # one Redis pool per process: at most workers x threads connections in use, plus the sampler's
+        assert 1 <= stage["redisPeakConnections"] <= variant["settings"]["workers"] * 4 + 1, (server, stage)
+        assert stage["target"]["peakCpuCores"] > 0 and stage["target"]["peakMemoryBytes"] > 0
+    lines = [line for line in out.splitlines() if line.startswith("server=")]
+    assert {line.split()[0] for line in lines} == {f"server={s}" for s in servers}
+
+
+def test_local_pods_share_a_port_only_where_the_server_can(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(target={"server": "granian", "pods": 2}, stages=[{"users": 5, "duration": "5s"}]))
+    code, out, err, started = finish(start_cli("run", path), 30)
+    assert code == 2 and started == []
+    assert ("error: spec.target.pods: the local engine runs granian as one instance (it cannot listen on a shared "
+            "port and a port of its own), so pods must be 1; a cluster runs any number of pods") in err
+    path = write_experiment(spec_doc(
+        target={"server": "uwsgi", "pods": 2, "workers": 1, "threads": 2},
+        injectors={"usersPerInjector": 10, "waitTime": {"min": "0s", "max": "20ms"}},
+        stages=[{"users": 10, "duration": "5s"}]))
+    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 120)
+    assert code == 0, err
+    (stage,) = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"]
+    served = stage["target"]["servedRequests"]   # the sum of both instances' /metrics on their own ports
+    assert abs(served - stage["requests"]) <= 0.005 * stage["requests"] and stage["failures"] == 0
+    instances = [p.argv for p in started if "uwsgi" in map(_name, p.argv[:2]) and "--master" in p.argv]
+    binds = {tuple(argv[i + 1] for i, arg in enumerate(argv) if arg == "--http-socket") for argv in instances}
+    assert len(binds) == 2 and len({shared for shared, _ in binds}) == 1, binds   # two instances, one shared port
+
+
+def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(
+        injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
+        stages=[{"injectors": 1, "duration": "4s"}, {"injectors": 1, "duration": "60s"}]))
+    out_file = tmp_path / "result.yaml"
+    proc = start_cli("run", path, "-o", out_file)
+
+    def second_stage_running():
+        import yaml
+        try:
+            status = yaml.safe_load(out_file.read_text())["status"]
+        except (OSError, TypeError, KeyError):
+            return False
+        return status["phase"] == "Running" and len(status["variants"][0]["stages"]) == 1
+    wait_for(second_stage_running, timeout=90)
+    wait_for(lambda: any("--worker" in p.cmdline() for p in alive(descendants(proc.pid))), timeout=30)
+    started = descendants(proc.pid)
+    assert len(started) >= 4  # redis, gunicorn (+ workers), locust master and worker
+    listening = [c.laddr for p in alive(started) for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN]
+    assert len(listening) >= 3, listening  # redis, gunicorn, the Locust master
+    assert all(ipaddress.ip_address(a.ip).is_loopback for a in listening), listening
+    proc.send_signal(signal.SIGTERM)
+    code, out, err, _ = finish(proc, 60)
+    assert code == 128 + signal.SIGTERM
+    wait_for(lambda: not alive(started), timeout=10)
+    import yaml
+    status = yaml.safe_load(out_file.read_text())["status"]
+    assert status["phase"] == "Failed" and status["reason"] == "Interrupted"
+    assert "interrupted by SIGTERM" in status["message"]
+    assert len(status["variants"][0]["stages"]) == 1 and status["variants"][0]["stages"][0]["requests"] > 0
+    rows = [line.split("|") for line in out.splitlines() if line.count("|") >= 9]
+    assert [cells[0].strip() for cells in rows][:2] == ["Injectors", "1"]   # the finished stage
+    assert [cells[0].strip() for cells in rows][2] == "Variant"             # and its variant's headline row
+
+
+def test_a_sigkilled_engine_leaves_no_process(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(
+        injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
+        stages=[{"injectors": 2, "duration": "60s"}]))
+    proc = start_cli("run", path, "-q", "--workdir", tmp_path / "w")
+    wait_for(lambda: len([p for p in alive(descendants(proc.pid)) if "--worker" in p.cmdline()]) == 2, timeout=60)
+    started = descendants(proc.pid)
+    proc.kill()
+    proc.communicate()
+    wait_for(lambda: not alive(started), timeout=15)
+
+
+def test_bad_input_exits_2_with_the_field_and_rule_and_starts_nothing(write_experiment):
+    path = write_experiment(spec_doc(stages=[{"injectors": 1, "duration": "5s"}, {"injectors": 1, "duration": "5s"},
+                                             {"injectors": 0, "duration": "5s"}]))
+    code, out, err, started = finish(start_cli("run", path), 30)
+    assert code == 2
+    assert "error: spec.stages[2].injectors: must be >= 1, got 0" in err
+    assert "Traceback" not in err and started == []
+
+
+def test_redis_password_secret_is_refused_locally_with_the_field(write_experiment):
+    path = write_experiment(spec_doc(redis={"passwordSecret": {"name": "auth"}},
+                                     stages=[{"injectors": 1, "duration": "5s"}]))
+    code, out, err, started = finish(start_cli("run", path), 30)
+    assert code == 2 and started == []
+    assert "error: spec.redis.passwordSecret: Secrets exist only in a cluster" in err
+
+
+def test_target_that_cannot_start_fails_with_its_log_and_no_orphans(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(target={"app": "no_such_module:app"},
+                                     stages=[{"injectors": 1, "duration": "5s"}]))
+    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 60)
+    assert code == 1
+    assert "gunicorn pod 1 exited with code" in err and "No module named 'no_such_module'" in err
+    assert "Traceback (most recent call last):\n  File \"" not in err.split("end of")[0]
+    assert not alive(started)
+    status = json.loads((tmp_path / "r.json").read_text())["status"]
+    assert status["phase"] == "Failed" and status["reason"] == "ComponentFailed"
+
+
+def test_custom_locustfile_external_redis_and_warmup(write_experiment, tmp_path, supervisor):
+    redis_port = free_port()
+    start_redis(supervisor, tmp_path, redis_port)
+    (tmp_path / "mine.py").write_text(
+        "from locust import HttpUser, task\n\n"
+        "class Starter(HttpUser):\n"
+        "    @task\n"
+        "    def begin(self):\n"
+        "        self.client.post('/surveys', name='start a survey', allow_redirects=False)\n")
+    path = write_experiment(spec_doc(
+        redis={"url": f"redis://127.0.0.1:{redis_port}/0"},
+        injectors={"usersPerInjector": 3, "locustfile": {"path": "mine.py"},
+                   "waitTime": {"min": "100ms", "max": "200ms"}},
+        warmup={"injectors": 1, "duration": "2s"},
+        stages=[{"injectors": 2, "duration": "5s"}]))
+    workdir = tmp_path / "w"
+    code, out, err, _ = finish(start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", workdir), 120)
+    assert code == 0, err
+    result = json.loads((tmp_path / "r.json").read_text())
+    stages = result["status"]["variants"][0]["stages"]
+    assert len(stages) == 1 and stages[0]["injectors"] == 2
+    (endpoint,) = result["artifacts"][0]["stages"][0]["endpoints"]   # the warm-up keeps none
+    assert (endpoint["method"], endpoint["name"]) == ("POST", "start a survey")
+    # 6 users waiting 100-200 ms for 5 s: the experiment's waitTime applied to the user's class
+    assert 60 < stages[0]["requests"] < 400
+    assert stages[0]["redisPeakConnections"] > 0
+    assert (workdir / "variant-1" / "warmup" / "summary.json").is_file()
+    assert not (workdir / "variant-1" / "redis.log").exists()
+
+
+def test_a_crashing_injector_fails_the_stage_with_its_cause(write_experiment, tmp_path):
+    (tmp_path / "broken.py").write_text(
+        "from locust import HttpUser, task\n\n"
+        "class Broken(HttpUser):\n"
+        "    @task\n"
+        "    def start(self):  # shadows User.start: every user fails to spawn\n"
+        "        pass\n")
+    path = write_experiment(spec_doc(injectors={"locustfile": {"path": "broken.py"}},
+                                     stages=[{"injectors": 1, "duration": "3s"}]))
+    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
+    assert code == 1
+    assert "locust worker 1 exited with code 2" in err
+    assert "cause: TypeError: Broken.start() takes 1 positional argument but 2 were given" in err
+    assert not alive(started)
+    status = json.loads((tmp_path / "r.json").read_text())["status"]
+    assert status["phase"] == "Failed" and status["variants"][0]["stages"] == []
+    assert status["reason"] == "InjectorLost"
+
+
+@pytest.mark.parametrize("on_lost", ["Fail", "Continue"])
+def test_an_injector_lost_mid_stage_fails_the_stage_or_is_recorded(write_experiment, tmp_path, on_lost):
+    path = write_experiment(spec_doc(
+        injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}, "onLost": on_lost},
+        stages=[{"injectors": 2, "duration": "8s"}]))
+    proc = start_cli("run", path, "-o", tmp_path / "r.json")
+    workers = wait_for(lambda: [p for p in alive(descendants(proc.pid)) if "--worker" in p.cmdline()][1:], timeout=60)
+    time.sleep(2)
+    workers[0].kill()
+    killed_at = time.monotonic()
+    code, out, err, _ = finish(proc, 60)
+    status = json.loads((tmp_path / "r.json").read_text())["status"]
+    if on_lost == "Fail":
+        assert code == 1 and time.monotonic() - killed_at < 30
+        assert status["phase"] == "Failed" and status["reason"] == "InjectorLost"
+        assert "stage 1/1: locust worker" in status["message"] and "exited with code -9" in status["message"]
+    else:
+        assert code == 0, err
+        (stage,) = status["variants"][0]["stages"]
+        assert stage["requests"] > 0 and stage["lostInjectors"]["count"] == 1
+        (lost,) = stage["lostInjectors"]["injectors"]
+        assert lost["injector"].startswith("locust worker ") and lost["cause"].startswith("exited with code -9 after ")
+
+
+def test_pacing_shows_the_stall_that_the_closed_model_hides(write_experiment, tmp_path):
+    """A target that stops the world for 2 s in every 10 s. In a closed model each user has one request
+    waiting through a stall, so few samples are slow; measured from each task's intended start, every
+    slot the stall made late counts. (Stalls follow the wall clock: with one in every 10 s, a 20 s stage
+    holds a whole one at least 8 s before its end wherever it starts. One in every 20 s could fall in the
+    stage's last seconds, where the late slots are never run, and the test failed so once.)"""
+    path = write_experiment(spec_doc(
+        target={"pods": 1, "workers": 1, "threads": 8, "env": {"RUNNER_STALL": "every=10s,for=2s"}},
+        injectors={"usersPerInjector": 5, "pacing": "50ms"},
+        stages=[{"injectors": 1, "duration": "20s"}]))
+    out_file = tmp_path / "result.json"
+    code, out, err, _ = finish(start_cli("run", path, "-o", out_file), 180)
+    assert code == 0, err
+    stage = json.loads(out_file.read_text())["status"]["variants"][0]["stages"][0]
+    raw, corrected = stage["latencyMs"], stage["correctedLatencyMs"]
+    assert 1500 <= stage["requests"] <= 2100, stage["requests"]   # 5 users x 20 s / 50 ms, minus the stall
+    assert raw["max"] >= 900, raw                # a request did wait through a stall...
+    assert raw["p99"] < 100, raw                 # ...but so few that the raw p99 does not show it
+    assert corrected["p99"] > 500 and corrected["p99"] > 10 * raw["p99"], (raw, corrected)
+    assert corrected["n"] == raw["n"] == stage["requests"]
+
+
+def test_an_injector_that_saturates_its_cpu_marks_the_stage_and_gets_no_capacity(write_experiment, tmp_path):
+    (tmp_path / "heavy.py").write_text(
+        "import hashlib\n"
+        "from locust import FastHttpUser, constant, task\n\n"
+        "class HeavyClient(FastHttpUser):\n"
+        "    wait_time = constant(0.01)\n\n"
+        "    @task\n"
+        "    def page(self):\n"
+        "        self.client.get('/surveys/none/pages/1', name='/page')\n"
+        "        hashlib.sha256(b'x' * 2_000_000).digest()  # as parsing a large page would\n")
+    path = write_experiment(spec_doc(
+        target={"pods": 1, "workers": 1, "threads": 4},
+        injectors={"usersPerInjector": 20, "locustfile": {"path": "heavy.py"}},
+        stages=[{"injectors": 1, "duration": "8s"}], thresholds={"p99": "500ms"}))
+    out_file = tmp_path / "result.json"
+    code, out, err, _ = finish(start_cli("run", path, "-o", out_file), 120)
+    assert code == 0, err
+    variant = json.loads(out_file.read_text())["status"]["variants"][0]
+    stage = variant["stages"][0]
+    assert stage["injectorPeakCpuPercent"] > 90 and stage["injectorBound"] is True, stage
+    assert stage["verdict"]["passed"] is True and variant["capacity"] is None
+    assert "pass (injector-bound)" in out and "its injectors were CPU-bound" in out

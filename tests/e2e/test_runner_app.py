@@ -1,0 +1,118 @@
+"""The runner app under every WSGI server loadstage names, with a real redis-server."""
+
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import redis
+
+from loadstage.api.load import parse_experiment
+from loadstage.api.types import SERVERS, SINGLE_PROCESS_SERVERS
+from loadstage.engine import argv as commands
+from loadstage.local.target import free_port, project_root
+from loadstage.locust.served_count import scrape_served_requests, served_between
+from support.documents import BASE
+from support.processes import start_redis
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+opener = urllib.request.build_opener(NoRedirect)
+
+
+def call(url, data=None):
+    try:
+        with opener.open(urllib.request.Request(url, data=data), timeout=5) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+@pytest.fixture(params=SERVERS)
+def app(request, supervisor, tmp_path):
+    redis_port, port = free_port(), free_port()
+    redis_child = start_redis(supervisor, tmp_path, redis_port)
+    server = request.param
+    workers = 1 if server in SINGLE_PROCESS_SERVERS else 2
+    experiment = parse_experiment({**BASE, "spec": {**BASE["spec"], "target": {
+        "server": server, "workers": workers, "threads": 3}}})
+    env = commands.runner_env(experiment, redis_url=f"redis://127.0.0.1:{redis_port}/0",
+                              metrics_dir=str(tmp_path / "m"))
+    argv = commands.runner_command(experiment, experiment.variants()[0], binds=[f"127.0.0.1:{port}"])
+    target = supervisor.start(server, argv, env=env, log_path=tmp_path / f"{server}.log", cwd=project_root())
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: call_or_none(f"{base}/readyz") == 200)
+    return {"base": base, "redis_port": redis_port, "redis": redis_child, "target": target}
+
+
+def call_or_none(url):
+    try:
+        return call(url)[0]
+    except OSError:
+        return None
+
+
+def walk_questionnaire(base):
+    status, headers, _ = call(f"{base}/surveys", data=b"")
+    assert status == 303
+    location = headers["Location"]
+    pages = 0
+    while not location.endswith("/done"):
+        status, _, body = call(base + location)
+        assert status == 200 and "Question" in body
+        status, headers, _ = call(base + location, data=b"answer=yes")
+        assert status == 303
+        location = headers["Location"]
+        pages += 1
+    assert call(base + location)[0] == 200
+    return location.split("/")[2], pages
+
+
+def test_respondent_walks_every_page_and_answers_land_in_redis(app):
+    sid, pages = walk_questionnaire(app["base"])
+    assert pages == 5
+    session = redis.Redis(port=app["redis_port"], decode_responses=True).hgetall(f"survey:{sid}")
+    assert session["page"] == "6"
+    assert [session[f"answer:{p}"] for p in range(1, 6)] == ["yes"] * 5
+    assert int(session["views"]) == 6
+
+
+def test_metrics_merge_every_worker_and_count_by_route(app):
+    metrics = [f"{app['base']}/metrics"]
+    before = scrape_served_requests(metrics)
+    for _ in range(6):
+        walk_questionnaire(app["base"])
+    call(f"{app['base']}/healthz")
+    assert served_between(before, scrape_served_requests(metrics)) == 6 * 12
+    _, _, text = call(f"{app['base']}/metrics")
+    pages = [line for line in text.splitlines() if line.startswith("runner_request_duration_seconds_count")
+             and 'route="/surveys/<sid>/pages/<int:page>"' in line]
+    assert sorted(float(line.split()[-1]) for line in pages) == [30.0, 30.0]
+    assert "healthz" not in text
+
+
+def test_unknown_session_and_page_are_404(app):
+    sid, _ = walk_questionnaire(app["base"])
+    assert call(f"{app['base']}/surveys/nosuchsession/pages/1")[0] == 404
+    assert call(f"{app['base']}/surveys/{sid}/pages/9")[0] == 404
+
+
+def test_redis_outage_gives_fast_503_and_the_app_recovers(app, supervisor, tmp_path):
+    supervisor.stop(app["redis"])
+    started = time.monotonic()
+    status, headers, _ = call(f"{app['base']}/surveys", data=b"")
+    assert status == 503 and headers["Retry-After"] == "1"
+    assert time.monotonic() - started < 1.0
+    assert call(f"{app['base']}/readyz")[0] == 503
+    assert call(f"{app['base']}/healthz")[0] == 200
+    assert app["target"].alive()
+    start_redis(supervisor, tmp_path, app["redis_port"])
+    wait_for(lambda: call(f"{app['base']}/readyz")[0] == 200)
+    assert walk_questionnaire(app["base"])[1] == 5

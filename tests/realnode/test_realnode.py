@@ -1,0 +1,297 @@
+"""loadstage on a real node: the project's images run under a real kubelet with containerd and runc,
+the chart installs the operator as a pod, and whole experiments run in real Locust pods against
+real runner pods. Transcripts go to artifacts/realnode/."""
+
+import ipaddress
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from loadstage.results import histograms
+from support.realnode import OPERATOR_NAMESPACE, LxWatch, RealNode, StatusRecorder, node_setting
+from support.waiting import ROOT, wait_for
+
+pytestmark = pytest.mark.realnode
+ARTIFACTS = ROOT / "artifacts" / "realnode"
+PHASE_ORDER = {"Pending": 0, "Deploying": 1, "Running": 2, "Succeeded": 3, "Failed": 3}
+
+
+@pytest.fixture(scope="module")
+def node():
+    if os.geteuid() != 0:
+        pytest.skip("the real node needs root: it makes a bridge, iptables rules, mounts and containers")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    node = RealNode.up()
+    node.install_chart()
+    print(f"\nreal node: images {node.images_seconds:.0f}s, up {node.up_seconds:.0f}s, "
+          f"chart installed at {time.monotonic() - started:.0f}s")
+    yield node
+    subprocess.run([ROOT / "scripts" / "realnode", "down", "--purge"], capture_output=True)
+
+
+def experiment(name, *, pods=2, stages=((1, "30s"), (2, "30s")), cleanup="Keep", **injectors):
+    return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": name},
+            "spec": {"target": {"pods": pods, "workers": 2, "threads": 2},
+                     "injectors": {"usersPerInjector": 10, "spawnRatePerInjector": 10,
+                                   "waitTime": {"min": "100ms", "max": "300ms"}, **injectors},
+                     "stages": [{"injectors": n, "duration": d} for n, d in stages],
+                     "thresholds": {"p99": "1000ms", "errorRate": "1%"},
+                     "cleanup": cleanup}}
+
+
+def apply(node, namespace, doc):
+    node.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc), check=True)
+
+
+def status(node, namespace, name):
+    return node.status(namespace, name)
+
+
+def wait_running_master(node, namespace, job):
+    def running():
+        pods = node.core.list_namespaced_pod(namespace, label_selector=f"job-name={job}").items
+        return pods and pods[0].status.phase == "Running"
+    wait_for(running, timeout=120)
+
+
+def runner_ips(node, namespace, name):
+    return {p.status.pod_ip for p in node.core.list_namespaced_pod(
+        namespace, label_selector=f"loadstage.io/experiment={name},app.kubernetes.io/component=runner").items}
+
+
+def test_a_whole_experiment_runs_in_real_pods_and_reports_real_numbers(node):
+    namespace = node.restricted_namespace("lx-ladder")
+    with LxWatch(node, namespace, ARTIFACTS / "kubectl-get-lx-w.txt") as lx_watch:
+        apply(node, namespace, experiment("real-ladder"))
+        waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/real-ladder",
+                              "--timeout=300s")
+    final = status(node, namespace, "real-ladder")
+    (ARTIFACTS / "real-ladder-status.yaml").write_text(yaml.safe_dump(final, sort_keys=False))
+    assert waited.returncode == 0, (waited.stderr, final.get("message"))
+    assert "real-ladder   Succeeded" in lx_watch.text()
+
+    stages = final["variants"][0]["stages"]
+    assert [(s["stage"], s["injectors"]) for s in stages] == [(1, 1), (2, 2)]
+    for stage in stages:
+        latency = stage["latencyMs"]
+        assert stage["requests"] > 0 and stage["failures"] == 0
+        assert latency["p50"] <= latency["p90"] <= latency["p95"] <= latency["p99"] <= latency["p999"]
+        assert stage["verdict"]["passed"] is True
+        served = stage["target"]["servedRequests"]
+        assert served is not None, "the server-side count is empty"
+        assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (served, stage["requests"])
+        assert stage["target"]["peakCpuCores"] > 0, stage["target"]
+        assert stage["target"]["peakMemoryBytes"] > 20 * 2**20, stage["target"]
+
+    # the aggregates, and every stage's artifact in its ConfigMap, read from the master pod's real log
+    aggregate = final["variants"][0]["aggregate"]
+    assert aggregate["requests"] == sum(s["requests"] for s in stages) == aggregate["latencyMs"]["n"]
+    assert [row["stage"] for row in final["p99ByStage"]] == [1, 2]
+    for number, stage in enumerate(stages, 1):
+        kept = node.core.read_namespaced_config_map(f"real-ladder-v1-s{number}-results", namespace)
+        artifact = json.loads(kept.data["artifact.json"])
+        assert histograms.decode(artifact["histogram"]).get_total_count() == stage["requests"]
+        assert not stage["injectorBound"] and 0 < stage["injectorPeakCpuPercent"] < 90
+
+    # What the runner pods hold, counted by Redis itself: their pools never close a connection, so at
+    # the end every connection they ever opened is still listed, and none of it came from probes.
+    ips = runner_ips(node, namespace, "real-ladder")
+    held = [c for c in node.redis_clients(namespace, "real-ladder-redis") if c["addr"].rsplit(":", 1)[0] in ips]
+    assert stages[-1]["redisPeakConnections"] == len(held), (stages[-1], held)
+    assert 0 < len(held) <= 2 * 2 * 2
+    assert sum(s["redisConnectionsReceived"] for s in stages) <= len(held), stages
+
+    logs = {**node.all_logs(namespace), **node.all_logs(OPERATOR_NAMESPACE)}
+    assert any("/locust-master" in key for key in logs) and any("/runner" in key for key in logs)
+    dirty = {key: [line for line in text.splitlines() if "ERROR" in line or "Traceback" in line][:3]
+             for key, text in logs.items()}
+    assert not {k: v for k, v in dirty.items() if v}, dirty
+
+
+def test_every_server_serves_a_stage_in_real_pods(node):
+    namespace = node.restricted_namespace("lx-servers")
+    doc = yaml.safe_load((ROOT / "examples" / "servers.yaml").read_text())
+    doc["spec"]["stages"] = [{"users": 20, "duration": "15s"}]
+    doc["spec"]["matrix"]["server"] = ["gunicorn", "uwsgi", "cheroot", "granian", "waitress"]
+    doc["spec"]["cleanup"] = "Keep"
+    apply(node, namespace, doc)
+    waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/servers", "--timeout=420s")
+    final = status(node, namespace, "servers")
+    (ARTIFACTS / "servers-status.yaml").write_text(yaml.safe_dump(final, sort_keys=False))
+    logs = node.all_logs(namespace)
+    (ARTIFACTS / "servers-logs.txt").write_text("\n".join(f"== {k}\n{v}" for k, v in sorted(logs.items())))
+    assert waited.returncode == 0, (waited.stderr, final.get("message"))
+    servers = doc["spec"]["matrix"]["server"]
+    assert [v["settings"]["server"] for v in final["variants"]] == servers
+    for variant in final["variants"]:
+        (stage,) = variant["stages"]
+        server = variant["settings"]["server"]
+        assert stage["requests"] > 100 and stage["failures"] == 0, (server, stage)
+        # every variant's own pods, though DNS still names the previous variant's pod for a while
+        served = stage["target"].get("servedRequests")
+        assert served is not None and abs(served - stage["requests"]) <= 0.005 * stage["requests"], (server, stage)
+        assert 0 < stage["redisPeakConnections"] <= variant["settings"]["workers"] * 4 + 1, (server, stage)
+    # metrics-server has a new pod's first sample after 10-30 s, so a 15 s stage often has none (2 of 5 here)
+    memory = [v["stages"][0]["target"].get("peakMemoryBytes") for v in final["variants"]]
+    assert any(memory) and all(m > 20 * 2**20 for m in memory if m), memory
+    # the last runner is waitress, which has no SIGTERM handler: as PID 1 it would ignore SIGTERM for
+    # the whole 30 s grace period
+    assert node.running_containers(namespace)
+    deleted = time.monotonic()
+    assert node.kubectl("delete", "-n", namespace, "lx/servers", "--timeout=60s").returncode == 0
+    wait_for(lambda: not node.running_containers(namespace), timeout=60)
+    assert time.monotonic() - deleted < 15, "a runner container outlived SIGTERM"
+    print("\nservers on the real node:", [(v["settings"]["server"], v["stages"][0]["requests"],
+                                           v["stages"][0]["latencyMs"]["p99"]) for v in final["variants"]],
+          f"all containers gone {time.monotonic() - deleted:.1f}s after the delete")
+
+
+def test_the_operator_pod_deleted_mid_stage_picks_the_stage_up_and_never_goes_backwards(node):
+    namespace = node.restricted_namespace("lx-restart")
+    doc = experiment("restart", pods=1, stages=((1, "30s"), (1, "20s")), cleanup="Delete")
+    with StatusRecorder(node, namespace, "restart") as recorder:
+        apply(node, namespace, doc)
+        wait_running_master(node, namespace, "restart-v1-s1-master")
+        time.sleep(5)
+        (old,) = node.operator_pods()
+        node.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, old.metadata.name, "--grace-period=0", "--force",
+                     check=True)
+        wait_for(lambda: [p for p in node.operator_pods() if p.metadata.name != old.metadata.name
+                          and p.status.phase == "Running"], timeout=60)
+        waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/restart", "--timeout=240s")
+        assert waited.returncode == 0, status(node, namespace, "restart").get("message")
+    final = status(node, namespace, "restart")
+    assert [s["stage"] for s in final["variants"][0]["stages"]] == [1, 2]
+    reasons = [e.reason for e in node.core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=restart").items]
+    assert "StageResumed" in reasons and reasons.count("StageFinished") == 2
+
+    phases = [s["phase"] for s in recorder.statuses]
+    assert all(PHASE_ORDER[a] <= PHASE_ORDER[b] for a, b in zip(phases, phases[1:])), phases
+    progress = [tuple(int(x) for x in s["progress"]["stage"].split("/")) for s in recorder.statuses
+                if s.get("progress")]
+    assert progress == sorted(progress), progress
+    for condition in ("TargetReady", "Running"):
+        values = [c["status"] for s in recorder.statuses if s["phase"] == "Running"
+                  for c in s.get("conditions", []) if c["type"] == condition]
+        assert values and set(values) == {"True"}, (condition, values)
+
+
+def test_deleting_an_experiment_mid_stage_leaves_no_object_and_no_container(node):
+    namespace = node.restricted_namespace("lx-delete")
+    apply(node, namespace, experiment("doomed", pods=1, stages=((2, "60s"),)))
+    wait_running_master(node, namespace, "doomed-v1-s1-master")
+    assert node.running_containers(namespace)
+    deleted = node.kubectl("delete", "-n", namespace, "lx/doomed", "--timeout=60s")
+    assert deleted.returncode == 0, deleted.stderr
+    selector = "loadstage.io/experiment=doomed"
+
+    def nothing_left():
+        return not (node.apps.list_namespaced_deployment(namespace, label_selector=selector).items
+                    or node.core.list_namespaced_service(namespace, label_selector=selector).items
+                    or node.batch.list_namespaced_job(namespace, label_selector=selector).items
+                    or node.core.list_namespaced_pod(namespace, label_selector=selector).items
+                    or node.running_containers(namespace))
+    wait_for(nothing_left, timeout=90)
+
+
+def test_an_unpullable_injector_image_fails_the_experiment_within_60s_naming_the_image(node):
+    namespace = node.restricted_namespace("lx-badimage")
+    image = f"{node_setting('IMAGE_PREFIX')}/loadstage/no-such-injector:0.1.0"
+    apply(node, namespace, experiment("badimage", pods=1, stages=((2, "60s"),), cleanup="Delete", image=image))
+    master = wait_for(lambda: node.batch.list_namespaced_job(
+        namespace, label_selector="app.kubernetes.io/component=locust-master").items, timeout=120)[0]
+    stage_started = master.metadata.creation_timestamp.timestamp()
+    wait_for(lambda: status(node, namespace, "badimage").get("phase") == "Failed", timeout=90)
+    failed = status(node, namespace, "badimage")
+    took = time.time() - stage_started
+    print(f"\nunpullable injector image: Failed {took:.0f}s after the stage's master Job was created")
+    assert took <= 60, f"failed {took:.0f}s after the stage started"
+    assert image in failed["message"], failed["message"]
+    assert failed["reason"] == "InjectorNotStarting", failed
+
+
+def test_nothing_leaves_the_machine(node):
+    routes = subprocess.run(["ip", "route", "show", "type", "blackhole"], capture_output=True, text=True).stdout
+    for cidr in (node_setting("SVC_CIDR"), node_setting("POD_CIDR")):
+        assert f"blackhole {cidr}" in routes
+    guard, uplink = node_setting("GUARD_CHAIN"), node_setting("UPLINK")
+    for iptables in ("iptables", "ip6tables"):
+        forward = subprocess.run([iptables, "-t", "mangle", "-S", "FORWARD"], capture_output=True,
+                                 text=True).stdout.splitlines()
+        assert forward[1] == f"-A FORWARD -j {guard}", forward
+        rules = subprocess.run([iptables, "-t", "mangle", "-S", guard], capture_output=True, text=True).stdout
+        assert f"-A {guard} -o {uplink} -j DROP" in rules and f"-A {guard} -i {uplink} -j DROP" in rules
+    inputs = subprocess.run(["iptables", "-t", "mangle", "-S", "INPUT"], capture_output=True, text=True).stdout
+    assert inputs.splitlines()[1].startswith(f"-A INPUT -d {node_setting('BRIDGE_IP')}/32 -i {uplink}"), inputs
+    conflist = json.loads(next((ROOT / "tools" / "cluster" / "realnode" / "conf" / "net.d").glob("*.in")).read_text())
+    assert conflist["plugins"][0]["ipMasq"] is False
+
+    # every server of ours on the host binds loopback or the node's bridge
+    bridge = ipaddress.ip_address(node_setting("BRIDGE_IP"))
+    listening = subprocess.run(["ss", "-Hltnup"], capture_output=True, text=True).stdout.splitlines()
+    ours = [line for line in listening if "users:" in line]
+    assert any("kube-apiserver" in line for line in ours)
+    for line in ours:
+        address = ipaddress.ip_address(re.sub(r"^\[|\]$", "", line.split()[4].rsplit(":", 1)[0]).split("%")[0])
+        assert address.is_loopback or address == bridge, line
+
+    # pods resolve cluster names only: CoreDNS has no upstream
+    namespace = node.restricted_namespace("lx-network")
+    probe = node.kubectl("run", "dns-probe", "-n", namespace, "--restart=Never", "--rm", "-i", "--quiet",
+                         f"--image={node_setting('PYTHON_BASE_IMAGE')}", "--overrides", json.dumps({"spec": {
+                             "securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
+                                                 "seccompProfile": {"type": "RuntimeDefault"}},
+                             "containers": [{"name": "dns-probe", "image": node_setting("PYTHON_BASE_IMAGE"),
+                                             "command": ["python3", "-c", DNS_PROBE],
+                                             "securityContext": {"allowPrivilegeEscalation": False,
+                                                                 "capabilities": {"drop": ["ALL"]}}}]}}))
+    assert probe.stdout.split() == ["cluster:ok", "outside:refused"], (probe.stdout, probe.stderr)
+
+
+DNS_PROBE = """
+import socket
+print("cluster:" + ("ok" if socket.gethostbyname("kubernetes.default.svc.cluster.local") else "no"))
+try:
+    socket.gethostbyname("example.com")
+    print("outside:resolved")
+except OSError:
+    print("outside:refused")
+"""
+
+
+def test_zz_down_leaves_nothing_behind(node):
+    pid_files = list((Path(node_setting("NODE_STATE")) / "pids").iterdir())
+    started = [int(f.read_text().split()[0]) for f in pid_files]
+    assert {f.name for f in pid_files} >= {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+                                           "containerd", "kubelet", "kube-proxy", "api-relay"}, pid_files
+    node.down()
+    assert not [pid for pid in started if Path(f"/proc/{pid}").exists()]
+    run_dir, lib_dir = node_setting("NODE_RUN"), node_setting("NODE_LIB")
+    processes = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+    assert not [p for p in processes if run_dir in p or lib_dir in p], processes
+    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
+    assert run_dir not in mounts and lib_dir not in mounts
+    assert not [ns for ns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+                if ns.startswith("cni-")]
+    bridge = node_setting("BRIDGE")
+    assert subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode != 0
+    assert "blackhole" not in subprocess.run(["ip", "route", "show", "type", "blackhole"], capture_output=True,
+                                             text=True).stdout
+    guard = node_setting("GUARD_CHAIN")
+    for iptables in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            rules = subprocess.run([iptables, "-t", table, "-S"], capture_output=True, text=True).stdout
+            assert "KUBE-" not in rules and guard not in rules, rules
+    assert node_setting("BRIDGE_IP") not in subprocess.run(["iptables", "-t", "mangle", "-S"], capture_output=True,
+                                                           text=True).stdout
+    cgroups = subprocess.run(["bash", "-c", "ls -d /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods 2>/dev/null"],
+                             capture_output=True, text=True).stdout
+    assert not cgroups.strip(), cgroups

@@ -1,0 +1,1 @@
+"""Helpers for the tests and benchmarks: clusters, processes, browsers and waits."""

@@ -1,0 +1,242 @@
+"""Helpers for tests against the kwok-based control plane: the cluster, an operator
+process per test, and playing the kubelet for Locust master pods."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from loadstage.results.artifact import artifact_line
+from support.waiting import ROOT, wait_for
+
+GROUP, VERSION, PLURAL = "loadstage.io", "v1alpha1", "loadexperiments"
+
+
+def binaries(group: str) -> Path:
+    """The pinned cluster binaries (tools/cluster/build.sh): `kwok` or `realnode`."""
+    out = subprocess.run(["bash", ROOT / "tools" / "cluster" / "build.sh", group], check=True,
+                         capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+class Cluster:
+    @classmethod
+    def up(cls, name: str) -> "Cluster":
+        started = time.monotonic()
+        out = subprocess.run([ROOT / "scripts" / "cluster", "up", name], check=True, capture_output=True,
+                             text=True)
+        cluster = cls(name, out.stdout.strip().splitlines()[-1], binaries("kwok"))
+        cluster.up_seconds = time.monotonic() - started
+        return cluster
+
+    def __init__(self, name: str, kubeconfig: str, bin_dir: Path):
+        self.name = name
+        self.bin = bin_dir
+        self.kubeconfig = kubeconfig
+        self.up_seconds = None
+        self.api = config.new_client_from_config(config_file=self.kubeconfig)
+        self.core = client.CoreV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    def down(self):
+        subprocess.run([ROOT / "scripts" / "cluster", "down", self.name], check=False)
+
+    def kubectl(self, *args, input=None, check=False):
+        return subprocess.run([self.bin / "kubectl", "--kubeconfig", self.kubeconfig, *args], input=input,
+                              capture_output=True, text=True, check=check)
+
+    def api_rbac(self):
+        return client.RbacAuthorizationV1Api(self.api)
+
+    def helm(self, *args, check=False):
+        return subprocess.run([self.bin / "helm", "--kubeconfig", self.kubeconfig, *map(str, args)],
+                              capture_output=True, text=True, check=check)
+
+    def service_account_kubeconfig(self, namespace, account, path: Path) -> str:
+        """A kubeconfig that authenticates as a ServiceAccount, with a token from the TokenRequest API."""
+        token = self.kubectl("create", "token", account, "-n", namespace, "--duration=2h", check=True).stdout.strip()
+        admin = yaml.safe_load(Path(self.kubeconfig).read_text())
+        cluster_entry = admin["clusters"][0]
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "clusters": [cluster_entry],
+            "users": [{"name": account, "user": {"token": token}}],
+            "contexts": [{"name": account, "context": {"cluster": cluster_entry["name"], "user": account}}],
+            "current-context": account}))
+        return str(path)
+
+    def lx(self, namespace, name):
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+    def status(self, namespace, name):
+        return self.lx(namespace, name).get("status") or {}
+
+
+class OperatorProcess:
+    def __init__(self, kubeconfig: str, scope: list[str], redis_sample_url: str, log_path: Path, port: int,
+                 extra: tuple[str, ...] = ()):
+        self.log_path = log_path
+        self.port = port
+        env = {**os.environ, "KUBECONFIG": kubeconfig}
+        self.log = open(log_path, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "loadstage.cli", "operator", *scope, "--liveness-port", str(port),
+             "--listen-address", "127.0.0.1",
+             "--redis-sample-url", redis_sample_url, "--runner-image", "loadstage/runner-app:test",
+             "--injector-image", "loadstage/injector:test", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        wait_for(self.healthy, timeout=30)
+
+    def healthy(self):
+        assert self.process.poll() is None, self.output()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.log.close()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def pods(cluster, namespace, selector):
+    return cluster.core.list_namespaced_pod(namespace, label_selector=selector).items
+
+
+def _terminate(cluster, namespace, pod, phase, ready_reason, exit_code, reason, message):
+    """What a kubelet writes when a pod's only container has exited (restartPolicy Never)."""
+    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    cs = pod.status.container_statuses[0]
+    cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "False", "reason": ready_reason}],
+        "containerStatuses": [{
+            "name": cs.name, "image": cs.image, "imageID": "", "ready": False, "restartCount": 0,
+            "started": False, "state": {"terminated": {
+                "exitCode": exit_code, "reason": reason, "message": message,
+                "startedAt": now, "finishedAt": now}}}]}})
+
+
+def finish_job_pods(cluster, namespace, job_name, message=""):
+    """What a kubelet writes when a Job's containers exit 0: the master's termination message."""
+    finished = 0
+    for pod in [p for p in pods(cluster, namespace, f"job-name={job_name}") if p.status.container_statuses]:
+        try:
+            _terminate(cluster, namespace, pod, "Succeeded", "PodCompleted", 0, "Completed", message)
+            finished += 1
+        except ApiException as e:
+            if e.status != 404:  # the operator deleted the Job once the master finished
+                raise
+    return finished
+
+
+def crash_pod(cluster, namespace, pod, exit_code=1, message=""):
+    """What a kubelet writes when a pod's only container exits non-zero."""
+    _terminate(cluster, namespace, pod, "Failed", "PodFailed", exit_code, "Error", message)
+
+
+@dataclass(frozen=True)
+class RealStage:
+    """What a real Locust master produced for a stage: its headline (the termination message) and its
+    artifact (the last line of its log)."""
+    summary: dict
+    artifact: dict
+
+
+def serve_master_log(cluster, namespace, pod_name, artifact: dict, log_dir: Path) -> None:
+    """What a kubelet serves as the master container's log: here kwok serves it from a file named by a
+    Logs object. The file is in the CRI log format."""
+    log_file = log_dir / f"{namespace}-{pod_name}.log"
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    log_file.write_text(f"{stamp} stdout F locust: the stage is over\n{stamp} stdout F {artifact_line(artifact)}\n")
+    cluster.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": pod_name},
+        "spec": {"logs": [{"containers": ["locust-master"], "logsFile": str(log_file)}]}})
+
+
+def finish_stage(cluster, namespace, master, workers, stage: RealStage, log_dir: Path = Path(tempfile.gettempdir())):
+    (pod,) = [p for p in pods(cluster, namespace, f"job-name={master}") if p.status.container_statuses]
+    serve_master_log(cluster, namespace, pod.metadata.name, stage.artifact, log_dir)
+    assert finish_job_pods(cluster, namespace, master, json.dumps(stage.summary)) == 1
+    finish_job_pods(cluster, namespace, workers)
+
+
+def running_pods_of_job(cluster, namespace, job_name, count=1, timeout=30):
+    return wait_for(lambda: len([p for p in pods(cluster, namespace, f"job-name={job_name}")
+                                 if p.status.phase == "Running"]) >= count, timeout=timeout,
+                    interval=0.1 if count < 100 else 1)
+
+
+# -- an experiment on the kwok cluster, the operator's view ------------------------------------------
+
+def example(name):
+    return yaml.safe_load((ROOT / "examples" / f"{name}.yaml").read_text())
+
+
+def apply(cluster, namespace, doc):
+    return cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(doc))
+
+
+def stages_done(cluster, namespace, name, variant=0):
+    variants = cluster.status(namespace, name).get("variants") or []
+    return len(variants[variant]["stages"]) if len(variants) > variant else 0
+
+
+def wait_phase(cluster, namespace, name, phase, timeout=60):
+    return wait_for(lambda: cluster.status(namespace, name).get("phase") == phase, timeout=timeout)
+
+
+def play_stage(cluster, namespace, name, run, injectors, stage, hold_connections=0, sampler_port=None):
+    """Waits for a stage's Jobs and pods, then finishes them as a kubelet would."""
+    master, workers = f"{name}-{run}-master", f"{name}-{run}-workers"
+    running_pods_of_job(cluster, namespace, master)
+    running_pods_of_job(cluster, namespace, workers, injectors)
+    held = [redis.Redis(port=sampler_port) for _ in range(hold_connections)]
+    for r in held:
+        r.ping()
+    time.sleep(1.0 if held else 0)  # the sampler polls 4 times a second
+    finish_stage(cluster, namespace, master, workers, stage)
+    for r in held:
+        r.close()
+
+
+def children(cluster, namespace, name):
+    selector = f"loadstage.io/experiment={name}"
+    return (cluster.apps.list_namespaced_deployment(namespace, label_selector=selector).items
+            + cluster.core.list_namespaced_service(namespace, label_selector=selector).items
+            + cluster.batch.list_namespaced_job(namespace, label_selector=selector).items
+            + pods(cluster, namespace, selector))
+
+
+def event_reasons(cluster, namespace, name):
+    return [e.reason for e in cluster.core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}").items]
+
+
+def services_port(cluster, namespace, name):
+    return cluster.core.read_namespaced_service(name, namespace).spec.ports[0].port

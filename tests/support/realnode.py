@@ -1,0 +1,162 @@
+"""The real node for tests: a kubelet with containerd and runc on this machine (scripts/realnode),
+running the images this run built from the project's Dockerfile, with the chart installed the way a
+user installs it. Pods run in namespaces that enforce Pod Security `restricted`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from kubernetes import watch
+from urllib3.exceptions import ProtocolError
+
+from support.kube import GROUP, PLURAL, VERSION, Cluster, binaries
+from support.waiting import ROOT, wait_for
+
+SCRIPT = ROOT / "scripts" / "realnode"
+LIB = ROOT / "tools" / "cluster" / "realnode" / "lib.sh"
+OPERATOR_NAMESPACE = "loadstage-system"
+RELEASE = "loadstage"
+
+
+def node_setting(name: str) -> str:
+    """A value of tools/cluster/realnode/lib.sh, as the scripts see it."""
+    return subprocess.run(["bash", "-c", f'source "{LIB}"; echo "${name}"'], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([SCRIPT, *args], capture_output=True, text=True)
+    assert result.returncode == 0, f"scripts/realnode {' '.join(args)} failed:\n{result.stderr[-4000:]}"
+    return result
+
+
+def chart_values() -> list[str]:
+    """The chart with this run's images; Redis is Debian's redis-server."""
+    prefix = node_setting("IMAGE_PREFIX")
+    redis_repository, redis_tag = node_setting("REDIS_IMAGE").rsplit(":", 1)
+    return ["--set", f"image.repository={prefix}/loadstage/operator",
+            "--set", f"runnerImage.repository={prefix}/loadstage/runner-app",
+            "--set", f"injectorImage.repository={prefix}/loadstage/injector",
+            "--set", f"redisImage.repository={redis_repository}", "--set-string", f"redisImage.tag={redis_tag}"]
+
+
+class RealNode(Cluster):
+    @classmethod
+    def up(cls) -> "RealNode":
+        """A node with an empty control plane (a running one is stopped first): nothing of an
+        earlier run comes back. Images and containerd's image store are kept."""
+        started = time.monotonic()
+        run_script("images")
+        images_seconds = time.monotonic() - started
+        run_script("down")
+        kubeconfig = run_script("up", "--fresh").stdout.strip().splitlines()[-1]
+        node = cls("realnode", kubeconfig, binaries("realnode"))
+        node.images_seconds, node.up_seconds = images_seconds, time.monotonic() - started - images_seconds
+        return node
+
+    def down(self) -> None:
+        """Stops the node and drops etcd's data: a later `up` brings back nothing of these tests."""
+        run_script("down", "--purge")
+
+    def restricted_namespace(self, name: str) -> str:
+        self.kubectl("create", "namespace", name, check=True)
+        self.kubectl("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted", "--overwrite",
+                     check=True)
+        wait_for(lambda: self.kubectl("get", "serviceaccount", "default", "-n", name).returncode == 0)
+        return name
+
+    def install_chart(self) -> None:
+        self.kubectl("apply", "-f", str(ROOT / "crds"), check=True)
+        self.restricted_namespace(OPERATOR_NAMESPACE)
+        installed = self.helm("upgrade", "--install", RELEASE, ROOT / "charts" / "loadstage", "-n",
+                              OPERATOR_NAMESPACE, "--wait", "--timeout", "3m", *chart_values())
+        assert installed.returncode == 0, installed.stderr
+
+    def operator_pods(self) -> list:
+        return [p for p in self.core.list_namespaced_pod(
+            OPERATOR_NAMESPACE, label_selector="app.kubernetes.io/component=operator").items
+            if p.metadata.deletion_timestamp is None]
+
+    def logs(self, namespace: str, pod: str, container: str | None = None) -> str:
+        args = ["logs", "-n", namespace, pod] + (["-c", container] if container else [])
+        return self.kubectl(*args).stdout
+
+    def all_logs(self, namespace: str) -> dict[str, str]:
+        """Every container's log in the namespace, by pod/container."""
+        return {f"{p.metadata.name}/{c.name}": self.logs(namespace, p.metadata.name, c.name)
+                for p in self.core.list_namespaced_pod(namespace).items for c in p.spec.containers}
+
+    def redis_clients(self, namespace: str, redis_deployment: str) -> list[dict[str, str]]:
+        """CLIENT LIST of a deployed Redis, run inside its pod; redis-cli's own connection left out."""
+        listed = self.kubectl("exec", "-n", namespace, f"deploy/{redis_deployment}", "--", "redis-cli",
+                              "CLIENT", "LIST", check=True).stdout
+        clients = [dict(field.split("=", 1) for field in line.split() if "=" in field)
+                   for line in listed.splitlines() if line.strip()]
+        return [c for c in clients if c.get("cmd") != "client|list"]
+
+    def running_containers(self, namespace: str) -> list[str]:
+        """Containers with a live task in containerd for pods of this namespace."""
+        socket = node_setting("NODE_SOCKET")
+        ctr = ["ctr", "--address", socket, "--namespace", "k8s.io"]
+        ours = subprocess.run(ctr + ["containers", "list", "--quiet",
+                                     f'labels."io.kubernetes.pod.namespace"=={namespace}'],
+                              capture_output=True, text=True, check=True).stdout.split()
+        tasks = subprocess.run(ctr + ["tasks", "list"], capture_output=True, text=True, check=True).stdout
+        running = {line.split()[0] for line in tasks.splitlines()[1:] if "RUNNING" in line}
+        return [c for c in ours if c in running]
+
+
+class StatusRecorder:
+    """Records every status a LoadExperiment goes through, from a watch."""
+
+    def __init__(self, node: RealNode, namespace: str, name: str):
+        self.node, self.namespace, self.name = node, namespace, name
+        self.statuses: list[dict] = []
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._stopped = False
+
+    def _run(self) -> None:
+        try:
+            for event in self._watch.stream(self.node.custom.list_namespaced_custom_object, GROUP, VERSION,
+                                            self.namespace, PLURAL, field_selector=f"metadata.name={self.name}",
+                                            timeout_seconds=900):
+                status = event["object"].get("status")
+                if status and (not self.statuses or status != self.statuses[-1]):
+                    self.statuses.append(json.loads(json.dumps(status)))
+        except (OSError, ProtocolError):
+            if not self._stopped:
+                raise
+
+    def __enter__(self) -> "StatusRecorder":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stopped = True
+        self._watch.stop()
+
+class LxWatch:
+    """`kubectl get lx -w`, as a user would watch it, written to a file."""
+
+    def __init__(self, node: RealNode, namespace: str, path: Path):
+        self.path = path
+        self._out = open(path, "w")
+        self._process = subprocess.Popen([node.bin / "kubectl", "--kubeconfig", node.kubeconfig, "get", "lx", "-n",
+                                          namespace, "-w"], stdout=self._out, stderr=subprocess.STDOUT)
+
+    def __enter__(self) -> "LxWatch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        time.sleep(1)
+        self._process.terminate()
+        self._process.wait(10)
+        self._out.close()
+
+    def text(self) -> str:
+        return self.path.read_text()

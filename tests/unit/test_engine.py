@@ -1,0 +1,81 @@
+"""The stage engine with a recording backend: what it writes into the status, in which order."""
+
+import asyncio
+import copy
+
+from locust.stats import RequestStats
+
+from loadstage.api.load import parse_experiment
+from loadstage.engine.backend import BlockingBackend
+from loadstage.engine.stages import StageEngine, new_status
+from loadstage.locust.recorder import StageRecorder
+from loadstage.locust.summary import build
+from loadstage.results.measurement import StageMeasurement
+
+PHASE_ORDER = {"Pending": 0, "Deploying": 1, "Running": 2, "Succeeded": 3}
+
+
+class RecordingBackend:
+    def __init__(self):
+        self.calls = []
+
+    def prepare_variant(self, variant):
+        self.calls.append(("prepare", variant.index))
+
+    def run_stage(self, step):
+        self.calls.append(("stage", step.variant.index, step.number))
+        stats, recorder = RequestStats(), StageRecorder()
+        for ms in range(1, 101):
+            stats.log_request("GET", "/", ms, 10)
+            recorder.record("GET", "/", ms)
+        recorder.keep_unsent()
+        headline, artifact = build(stats, recorder, injectors=step.stage.injectors)
+        return StageMeasurement(summary=headline, artifact=artifact, started_at="t0", finished_at="t1",
+                                redis_peak_connections=3)
+
+    def saved_artifacts(self, variant, count):
+        return [{}] * count
+
+    def finish_variant(self, variant):
+        self.calls.append(("finish", variant.index))
+
+
+def experiment(base_doc, stages=3, matrix=None):
+    base_doc["spec"]["stages"] = [{"injectors": n, "duration": "10s"} for n in range(1, stages + 1)]
+    if matrix:
+        base_doc["spec"]["matrix"] = matrix
+    return parse_experiment(base_doc)
+
+
+def run(exp, status=None):
+    writes = []
+    backend = RecordingBackend()
+
+    async def record(s):
+        writes.append(copy.deepcopy(s))
+    asyncio.run(StageEngine(exp, BlockingBackend(backend), on_update=record).run(status))
+    return writes, backend.calls
+
+
+def test_a_fresh_run_deploys_each_variant_then_runs_its_stages(base_doc):
+    writes, calls = run(experiment(base_doc, stages=2, matrix={"threads": [1, 2]}))
+    assert calls == [("prepare", 0), ("stage", 0, 1), ("stage", 0, 2), ("finish", 0),
+                     ("prepare", 1), ("stage", 1, 1), ("stage", 1, 2), ("finish", 1)]
+    phases = [w["phase"] for w in writes]
+    assert phases[0] == "Deploying" and phases.count("Deploying") == 2 and phases[-1] == "Succeeded"
+
+
+def test_a_run_resumed_mid_stage_keeps_its_phase_and_progress_and_repeats_no_stage(base_doc):
+    exp = experiment(base_doc)
+    status = new_status(exp)
+    first, _ = run(exp, status)
+    in_flight = next(copy.deepcopy(w) for w in first if w["progress"]["stage"] == "2/3")
+    assert in_flight["phase"] == "Running" and len(in_flight["variants"][0]["stages"]) == 1
+
+    writes, calls = run(exp, in_flight)
+    assert calls == [("prepare", 0), ("stage", 0, 2), ("stage", 0, 3), ("finish", 0)]
+    phases = [w["phase"] for w in writes]
+    assert all(PHASE_ORDER[a] <= PHASE_ORDER[b] for a, b in zip(["Running"] + phases, phases)), phases
+    stages = [int(w["progress"]["stage"].split("/")[0]) for w in writes]
+    assert stages == sorted(stages) and stages[0] == 2, stages
+    assert [s["stage"] for s in writes[-1]["variants"][0]["stages"]] == [1, 2, 3]

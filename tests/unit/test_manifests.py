@@ -1,0 +1,226 @@
+"""Child manifests, the CRD and conditions: pure functions, no cluster."""
+
+import copy
+
+import pytest
+
+from loadstage.api.crd import build_crd, render_crd
+from loadstage.api.load import parse_experiment
+from loadstage.api.schema import Obj
+from loadstage.api.spec import SPEC
+from loadstage.engine import argv as commands
+from loadstage.engine.steps import Step
+from loadstage.kube import manifests
+from loadstage.kube.status import conditions_for
+from support.documents import BASE
+from support.waiting import ROOT
+
+IMAGES = manifests.Images(runner="r:1", injector="i:1", redis="redis:7")
+
+
+def experiment(**spec):
+    doc = copy.deepcopy(BASE)
+    doc["spec"].update(spec)
+    return parse_experiment(doc)
+
+
+def test_committed_crd_is_the_one_generated_from_the_model():
+    assert (ROOT / "crds" / "loadexperiments.loadstage.io.yaml").read_text() == render_crd()
+
+
+def _walk(schema, path="spec"):
+    yield path, schema
+    for name, sub in schema.get("properties", {}).items():
+        yield from _walk(sub, f"{path}.{name}")
+    if "items" in schema:
+        yield from _walk(schema["items"], f"{path}[]")
+
+
+def test_every_spec_field_of_the_model_is_in_the_crd_with_a_description():
+    crd_spec = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+    def model_paths(node, path="spec"):
+        if isinstance(node, Obj):
+            for name, sub in node.fields.items():
+                yield f"{path}.{name}"
+                yield from model_paths(sub, f"{path}.{name}")
+        elif hasattr(node, "item"):
+            yield from model_paths(node.item, f"{path}[]")
+
+    crd_paths = {path: schema for path, schema in _walk(crd_spec)}
+    for path in model_paths(SPEC):
+        assert path in crd_paths, path
+        assert crd_paths[path].get("description"), f"{path} has no description"
+
+
+def test_cross_field_rules_become_cel_rules():
+    crd_spec = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    wait = crd_spec["properties"]["injectors"]["properties"]["waitTime"]
+    assert wait["x-kubernetes-validations"][0]["message"] == "min must be <= max"
+    assert {"rule": "self == oldSelf",
+            "message": "spec is immutable once created; delete the experiment and create it again"} \
+        in crd_spec["x-kubernetes-validations"]
+    stage_duration = crd_spec["properties"]["stages"]["items"]["properties"]["duration"]
+    assert [r["rule"] for r in stage_duration["x-kubernetes-validations"]] == [
+        "duration(self) >= duration('1s')", "duration(self) <= duration('24h')"]
+
+
+SERVER_ARGS = {
+    "uwsgi": ["uwsgi", "--master", "--http-socket", "0.0.0.0:8000", "--module", "runner_app.app:app",
+              "--processes", "3", "--threads", "4", "--enable-threads", "--lazy-apps", "--die-on-term", "--need-app",
+              "--disable-logging", "--listen", "2048", "--add-header", "Connection: close"],
+    "waitress": ["waitress-serve", "--listen=0.0.0.0:8000", "--threads=4", "--backlog=2048",
+                 "--connection-limit=10000", "runner_app.app:app"],
+    "cheroot": ["cheroot", "--bind", "0.0.0.0:8000", "--threads", "4", "--max-threads", "4",
+                "--request-queue-size", "2048", "runner_app.app:app"],
+    "granian": ["granian", "--interface", "wsgi", "--host", "0.0.0.0", "--port", "8000", "--workers", "3",
+                "--blocking-threads", "4", "--backlog", "2048", "runner_app.app:app"],
+}
+
+
+@pytest.mark.parametrize("server", SERVER_ARGS)
+def test_each_server_maps_workers_and_threads_onto_its_own_settings(server):
+    workers = 1 if server in ("waitress", "cheroot") else 3
+    e = experiment(target={"server": server, "workers": workers, "threads": 4})
+    (c,) = manifests.runner_deployment(e, e.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == SERVER_ARGS[server]
+    assert {x["name"]: x["value"] for x in c["env"]}["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/metrics"
+
+
+def test_a_command_target_gets_its_placeholders_filled():
+    e = experiment(target={"command": ["hypercorn", "--bind", "{bind}", "--workers", "{workers}", "{app}",
+                                       "--x={{literal}}", "{host}", "{port}", "{threads}"], "workers": 3})
+    (c,) = manifests.runner_deployment(e, e.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == ["hypercorn", "--bind", "0.0.0.0:8000", "--workers", "3", "runner_app.app:app",
+                         "--x={literal}", "0.0.0.0", "8000", "2"]
+
+
+def test_local_instances_that_share_a_port_also_listen_on_their_own():
+    e = experiment(target={"server": "uwsgi", "pods": 2})
+    argv = commands.runner_command(e, e.variants()[0], binds=["127.0.0.1:5000", "127.0.0.1:5001"], reuse_port=True)
+    assert argv[argv.index("--http-socket"):][:4] == ["--http-socket", "127.0.0.1:5000", "--http-socket",
+                                                      "127.0.0.1:5001"]
+    assert argv[-1] == "--reuse-port"
+
+
+def test_runner_deployment():
+    e = experiment(target={"pods": 50, "workers": 7, "threads": 3, "env": {"X": "1"}},
+                   matrix={"threads": [2, 3]})
+    d = manifests.runner_deployment(e, e.variants()[1], IMAGES)
+    assert d["metadata"]["name"] == "demo-runner" and d["spec"]["replicas"] == 50
+    pod = d["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"loadstage.io/variant": "2"}
+    assert d["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    (c,) = pod["spec"]["containers"]
+    assert c["image"] == "r:1"
+    assert c["args"] == ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "--bind", "0.0.0.0:8000",
+                         "--workers", "7", "--threads", "3", "--worker-class", "gthread", "--no-control-socket",
+                         "runner_app.app:app"]
+    env = {x["name"]: x["value"] for x in c["env"]}
+    assert env["REDIS_URL"] == "redis://demo-redis:6379/0" and env["X"] == "1"
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}}
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+def test_the_runner_pods_service_is_headless_over_the_runner_pods():
+    e = experiment()
+    deployment = manifests.runner_deployment(e, e.variants()[0], IMAGES)
+    balanced, headless = manifests.runner_service(e), manifests.runner_pods_service(e)
+    assert balanced["spec"].get("clusterIP") is None and headless["spec"]["clusterIP"] == "None"
+    assert headless["metadata"]["name"] == "demo-runner-pods"
+    assert headless["spec"]["selector"] == balanced["spec"]["selector"]
+    assert headless["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert manifests.runner_metrics_urls(["10.244.0.7", "fd00::7"]) == ["http://10.244.0.7:8000/metrics",
+                                                                       "http://[fd00::7]:8000/metrics"]
+
+
+def test_external_redis_is_used_as_given_and_not_deployed():
+    e = experiment(redis={"url": "redis://cache:6379/3"}, target={"image": "mine:2"})
+    d = manifests.runner_deployment(e, e.variants()[0], IMAGES)
+    env = {x["name"]: x["value"] for x in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["REDIS_URL"] == "redis://cache:6379/3"
+    assert d["spec"]["template"]["spec"]["containers"][0]["image"] == "mine:2"
+
+
+def test_stage_jobs_and_master_service():
+    e = experiment(stages=[{"injectors": 10, "duration": "20m"}], warmup={"injectors": 2, "duration": "1m"})
+    v = e.variants()[0]
+    step = Step(v, 1, e.spec.stages[0], 1, 1)
+    master = manifests.master_job(e, step, IMAGES, ["10.244.0.7", "10.244.0.8"])
+    workers = manifests.workers_job(e, step, IMAGES)
+    service = manifests.master_service(e, step)
+    assert master["metadata"]["name"] == service["metadata"]["name"] == "demo-v1-s1-master"
+    assert workers["metadata"]["name"] == "demo-v1-s1-workers"
+    assert workers["spec"]["parallelism"] == workers["spec"]["completions"] == 10
+    assert master["spec"]["parallelism"] == 1 and master["spec"]["backoffLimit"] == 0
+    assert master["spec"]["activeDeadlineSeconds"] == 1200 + manifests.STAGE_DEADLINE_GRACE_SECONDS
+    mc = master["spec"]["template"]["spec"]["containers"][0]
+    assert mc["args"] == commands.locust_master_command(
+        e, e.spec.stages[0], host="http://demo-runner:8000", summary_file="/dev/termination-log",
+        artifact_file="-", target_metrics=["http://10.244.0.7:8000/metrics", "http://10.244.0.8:8000/metrics"])
+    assert mc["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert service["spec"]["selector"].items() <= master["spec"]["template"]["metadata"]["labels"].items()
+    assert service["spec"]["ports"][0]["port"] == 5557
+    wc = workers["spec"]["template"]["spec"]["containers"][0]
+    assert wc["args"] == commands.locust_worker_command(e, master_host="demo-v1-s1-master")
+    assert wc["terminationMessagePolicy"] == "FallbackToLogsOnError"   # a crash's cause reaches the status
+    assert workers["spec"]["backoffLimit"] == 0    # onLost: Fail
+    tolerant = experiment(stages=[{"injectors": 10, "duration": "20m"}], injectors={"onLost": "Continue"})
+    step = Step(tolerant.variants()[0], 1, tolerant.spec.stages[0], 1, 1)
+    assert manifests.workers_job(tolerant, step, IMAGES)["spec"]["backoffLimit"] == 10
+    warm = Step(v, 1, e.spec.warmup, None, 1)
+    assert manifests.workers_job(e, warm, IMAGES)["metadata"]["name"] == "demo-v1-warmup-workers"
+
+
+def test_custom_locustfile_comes_from_a_configmap_on_master_and_workers():
+    e = experiment(injectors={"locustfile": {"configMap": {"name": "my-test", "key": "scenario.py"}}})
+    step = Step(e.variants()[0], 1, e.spec.stages[0], 1, 1)
+    for job in (manifests.master_job(e, step, IMAGES, ["10.244.0.7"]), manifests.workers_job(e, step, IMAGES)):
+        pod = job["spec"]["template"]["spec"]
+        assert {"name": "locustfile", "configMap": {
+            "name": "my-test", "items": [{"key": "scenario.py", "path": "locustfile.py"}]}} in pod["volumes"]
+        args = pod["containers"][0]["args"]
+        assert args[args.index("-f") + 1] == "injectors/loadstage_results.py,/etc/loadstage/locustfile/locustfile.py"
+
+
+def test_conditions_follow_the_phase_and_keep_transition_times():
+    deploying = conditions_for({"phase": "Deploying", "message": "m"}, [], 1, "t1")
+    assert {c["type"]: c["status"] for c in deploying} == {
+        "TargetReady": "False", "Running": "False", "Succeeded": "False", "Failed": "False"}
+    running = conditions_for({"phase": "Running", "message": "stage 1"}, deploying, 1, "t2")
+    by_type = {c["type"]: c for c in running}
+    assert by_type["Running"]["status"] == "True" and by_type["Running"]["lastTransitionTime"] == "t2"
+    assert by_type["Failed"]["lastTransitionTime"] == "t1"
+    failed = conditions_for({"phase": "Failed", "reason": "TargetNotReady", "message": "no"}, running, 1, "t3")
+    by_type = {c["type"]: c for c in failed}
+    assert by_type["Failed"] == {"type": "Failed", "status": "True", "reason": "TargetNotReady", "message": "no",
+                                 "lastTransitionTime": "t3", "observedGeneration": 1}
+    assert by_type["TargetReady"]["status"] == "True" and by_type["Running"]["status"] == "False"
+
+
+def test_metrics_server_quantities():
+    from loadstage.kube.pod_metrics import parse_bytes as _parse_quantity_bytes
+    from loadstage.kube.pod_metrics import parse_cpu as _parse_quantity_cpu
+    assert _parse_quantity_cpu("250m") == 0.25 and _parse_quantity_cpu("1500000n") == 0.0015
+    assert _parse_quantity_cpu("2") == 2.0
+    assert _parse_quantity_bytes("128Mi") == 128 * 2**20 and _parse_quantity_bytes("1000") == 1000
+    assert _parse_quantity_bytes("12k") == 12_000 and _parse_quantity_bytes("1Ti") == 2**40
+    assert _parse_quantity_bytes("1.5Gi") == 3 * 2**29 and _parse_quantity_cpu("1200u") == 0.0012
+
+
+def test_redis_password_comes_from_the_secret_for_redis_and_the_target():
+    e = experiment(redis={"passwordSecret": {"name": "redis-auth"}})
+    v = e.variants()[0]
+    redis_container = manifests.redis_deployment(e, v, IMAGES)["spec"]["template"]["spec"]["containers"][0]
+    assert "readinessProbe" not in redis_container and "livenessProbe" not in redis_container  # probes are clients
+    assert redis_container["args"][-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
+    secret_ref = {"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "redis-auth", "key": "password"}}}
+    assert secret_ref in redis_container["env"]
+    runner = manifests.runner_deployment(e, v, IMAGES)["spec"]["template"]["spec"]["containers"][0]
+    assert secret_ref in runner["env"]
+    plain = experiment()
+    assert "--requirepass" not in manifests.redis_deployment(plain, plain.variants()[0], IMAGES)[
+        "spec"]["template"]["spec"]["containers"][0]["args"]

@@ -1,0 +1,281 @@
+import copy
+
+import pytest
+
+from loadstage.api.load import load_experiment_file, parse_experiment
+from loadstage.api.quantities import format_duration, parse_duration
+from loadstage.api.schema import ValidationError
+from support.documents import BASE
+from support.waiting import ROOT
+
+
+def with_spec(**spec):
+    doc = copy.deepcopy(BASE)
+    doc["spec"].update(spec)
+    return doc
+
+
+def problems(doc):
+    with pytest.raises(ValidationError) as e:
+        parse_experiment(doc)
+    return [f"{p}: {m}" for p, m in e.value.problems]
+
+
+def test_defaults_fill_a_minimal_experiment():
+    e = parse_experiment(copy.deepcopy(BASE))
+    assert e.spec.target.pods == 1
+    assert e.spec.target.app == "runner_app.app:app"
+    (v,) = e.variants()
+    assert (v.server, v.workers, v.threads, v.worker_class) == ("gunicorn", 2, 2, "gthread")
+    assert e.spec.redis.deployed and e.spec.redis.url is None
+    assert (e.spec.injectors.wait_time.min, e.spec.injectors.wait_time.max) == (1.0, 2.0)
+    assert e.spec.injectors.spawn_rate == e.spec.injectors.users_per_injector == 10
+    assert e.spec.stages[0].duration == 10.0
+    assert e.spec.thresholds is None and e.spec.matrix is None and e.spec.warmup is None
+    assert len(e.variants()) == 1
+
+
+def test_each_server_gets_its_defaults_and_a_matrix_can_vary_the_server():
+    e = parse_experiment(with_spec(target={"threads": 4}, matrix={"server": ["gunicorn", "uwsgi", "waitress",
+                                                                              "cheroot", "granian"]}))
+    assert [(v.server, v.workers, v.threads, v.worker_class) for v in e.variants()] == [
+        ("gunicorn", 2, 4, "gthread"), ("uwsgi", 2, 4, None), ("waitress", 1, 4, None), ("cheroot", 1, 4, None),
+        ("granian", 2, 4, None)]
+    assert e.variants()[2].settings() == {"server": "waitress", "pods": 1, "workers": 1, "threads": 4,
+                                          "workerClass": None}
+    assert e.variants()[2].label() == "waitress pods=1 workers=1 threads=4"
+
+
+def test_a_command_runs_any_other_server():
+    e = parse_experiment(with_spec(target={"command": ["hypercorn", "--bind", "{bind}", "-w", "{workers}", "{app}",
+                                                       "--literal={{x}}"], "workers": 3}))
+    (v,) = e.variants()
+    assert (v.server, v.workers, v.worker_class) == ("command", 3, None)
+
+
+def test_design_sketch_parses_with_seed_sweep():
+    e = parse_experiment(with_spec(
+        target={"pods": 50, "workers": 7, "threads": 2},
+        redis={"deploy": True},
+        injectors={"usersPerInjector": 200, "spawnRatePerInjector": 200,
+                   "waitTime": {"min": "1s", "max": "2s"}},
+        stages=[{"injectors": n, "duration": "20m"} for n in (10, 15, 20, 25, 30)],
+        matrix={"threads": [2, 3, 7]},
+        thresholds={"p99": "1000ms", "errorRate": "1%"}))
+    assert [v.threads for v in e.variants()] == [2, 3, 7]
+    assert {(v.workers, v.pods) for v in e.variants()} == {(7, 50)}
+    assert [s.duration for s in e.spec.stages] == [1200.0] * 5
+    assert e.spec.thresholds.latency_limits_ms() == {"p99": 1000.0}
+    assert e.spec.thresholds.error_rate == 0.01
+
+
+def test_full_ten_by_ten_grid_is_expressible():
+    e = parse_experiment(with_spec(matrix={"workers": list(range(1, 11)), "threads": list(range(1, 11))}))
+    variants = e.variants()
+    assert len(variants) == 100
+    assert {(v.workers, v.threads) for v in variants} == {(w, t) for w in range(1, 11) for t in range(1, 11)}
+
+
+def test_the_largest_experiments_the_status_bound_allows():
+    grid = parse_experiment(with_spec(matrix={"workers": list(range(1, 11)), "threads": list(range(1, 11))},
+                                      stages=[{"injectors": n, "duration": "20m"} for n in range(1, 6)]))
+    ladder = parse_experiment(with_spec(matrix={"threads": list(range(1, 11))},
+                                        stages=[{"injectors": n, "duration": "1m"} for n in range(1, 51)]))
+    assert len(grid.variants()) * len(grid.spec.stages) == len(ladder.variants()) * len(ladder.spec.stages) == 500
+
+
+def test_pacing_is_an_optional_open_model():
+    assert parse_experiment(with_spec()).spec.injectors.pacing is None
+    assert parse_experiment(with_spec(injectors={"pacing": "250ms"})).spec.injectors.pacing == 0.25
+
+
+def test_external_redis_url_means_no_deployed_redis():
+    e = parse_experiment(with_spec(redis={"url": "redis://cache.internal:6379/2"}))
+    assert not e.spec.redis.deployed
+
+
+@pytest.mark.parametrize("text,seconds", [("90s", 90), ("20m", 1200), ("1h30m", 5400),
+                                          ("250ms", 0.25), ("1.5s", 1.5)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+def test_format_duration_round_trips():
+    for s in (0.25, 1, 90, 1200, 5400):
+        assert parse_duration(format_duration(s)) == s
+
+
+BAD = [
+    ({"stages": [{"injectors": 1, "duration": "10s"}, {"injectors": 2, "duration": "10s"},
+                 {"injectors": 0, "duration": "10s"}]},
+     "spec.stages[2].injectors: must be >= 1, got 0"),
+    ({"stages": []}, "spec.stages: must have at least 1 item(s), got 0"),
+    ({"stages": [{"injectors": 1}]}, "spec.stages[0].duration: is required"),
+    ({"stages": [{"injectors": 1, "duration": "20 minutes"}]},
+     "spec.stages[0].duration: must be a duration such as 90s, 20m or 1h30m, got '20 minutes'"),
+    ({"stages": [{"injectors": 1, "duration": 600}]},
+     "spec.stages[0].duration: must be a duration such as 90s, 20m or 1h30m, got 600"),
+    ({"stages": [{"injectors": 1, "duration": "25h"}]}, "spec.stages[0].duration: must be at most 24h, got 25h"),
+    ({"stages": [{"injectors": "ten", "duration": "1m"}]},
+     "spec.stages[0].injectors: must be an integer, got 'ten'"),
+    ({"target": {"threads": 0}}, "spec.target.threads: must be >= 1, got 0"),
+    ({"target": {"workerClass": "eventlet"}},
+     "spec.target.workerClass: must be one of gthread, sync, gevent, got 'eventlet'"),
+    ({"target": {"podz": 3}}, "spec.target.podz: unknown field (did you mean 'pods'?)"),
+    ({"target": {"app": "not an app"}}, "spec.target.app: must be module:callable, got 'not an app'"),
+    ({"target": {"env": {"1BAD": "x"}}}, "spec.target.env.1BAD: key must be an environment variable name"),
+    ({"redis": {"deploy": True, "url": "redis://x:6379"}}, "spec.redis: set either deploy: true or url, not both"),
+    ({"redis": {"deploy": False}}, "spec.redis: deploy: false needs a url"),
+    ({"redis": {"url": "http://x"}}, "spec.redis.url: must be a redis:// or rediss:// URL, got 'http://x'"),
+    ({"injectors": {"waitTime": {"min": "3s", "max": "1s"}}}, "spec.injectors.waitTime: min must be <= max"),
+    ({"injectors": {"usersPerInjector": -5}}, "spec.injectors.usersPerInjector: must be >= 1, got -5"),
+    ({"injectors": {"scenario": "respondent", "locustfile": {"path": "x.py"}}},
+     "spec.injectors: set either scenario or locustfile, not both"),
+    ({"injectors": {"locustfile": {}}}, "spec.injectors.locustfile: set exactly one of path or configMap"),
+    ({"matrix": {"threads": [2, 3, 2]}}, "spec.matrix.threads[2]: duplicate value 2"),
+    ({"matrix": {"threads": []}}, "spec.matrix.threads: must have at least 1 item(s), got 0"),
+    ({"matrix": {"workers": list(range(1, 12)), "threads": list(range(1, 11))}},
+     "spec.matrix: at most 100 variants (the product of all list lengths)"),
+    ({"thresholds": {"p99": 1000}}, "spec.thresholds.p99: must be a duration such as 90s, 20m or 1h30m, got 1000"),
+    ({"thresholds": {"errorRate": 0.01}}, "spec.thresholds.errorRate: must be a percentage such as '1%' or '0.5%', got 0.01"),
+    ({"thresholds": {"errorRate": "150%"}},
+     "spec.thresholds.errorRate: must be a percentage such as '1%' or '0.5%', got '150%'"),
+    ({"warmup": {"injectors": 1}}, "spec.warmup.duration: is required"),
+    ({"injectors": {"pacing": "5ms"}}, "spec.injectors.pacing: must be at least 10ms, got 5ms"),
+    ({"injectors": {"pacing": 1}}, "spec.injectors.pacing: must be a duration such as 90s, 20m or 1h30m, got 1"),
+    ({"matrix": {"workers": list(range(1, 11)), "threads": list(range(1, 11))},
+      "stages": [{"injectors": n, "duration": "1m"} for n in range(1, 7)]},
+     "spec: at most 500 stages in all (variants x stages), so that the status stays small"),
+    ({"stages": [{"injectors": 2, "users": 50, "duration": "1m"}]},
+     "spec.stages[0]: set exactly one of injectors or users"),
+    ({"stages": [{"duration": "1m"}]}, "spec.stages[0]: set exactly one of injectors or users"),
+    ({"warmup": {"users": 5, "injectors": 1, "duration": "5s"}, "stages": [{"users": 5, "duration": "1m"}]},
+     "spec.warmup: set exactly one of injectors or users"),
+    ({"stages": [{"users": 0, "duration": "1m"}]}, "spec.stages[0].users: must be >= 1, got 0"),
+    ({"injectors": {"maxUsersPerInjector": 10}, "stages": [{"users": 10001, "duration": "1m"}]},
+     "spec: a stage given in users needs at most 1000 injectors: users / injectors.maxUsersPerInjector must be "
+     "<= 1000"),
+    ({"target": {"server": "bjoern"}},
+     "spec.target.server: must be one of gunicorn, uwsgi, waitress, cheroot, granian, got 'bjoern'"),
+    ({"target": {"server": "waitress", "workers": 4}},
+     "spec.target.workers: waitress (spec.target.server) runs one process, so workers must be 1, got 4; "
+     "use threads or pods instead"),
+    ({"target": {"workers": 2}, "matrix": {"server": ["gunicorn", "cheroot"]}},
+     "spec.target.workers: cheroot (spec.matrix.server) runs one process, so workers must be 1, got 2; "
+     "use threads or pods instead"),
+    ({"matrix": {"server": ["gunicorn", "waitress"], "workers": [1, 2]}},
+     "spec.matrix.workers: waitress (spec.matrix.server) runs one process, so workers must be 1, got 1, 2; "
+     "use threads or pods instead"),
+    ({"target": {"server": "uwsgi", "workerClass": "gevent"}},
+     "spec.target.workerClass: a worker class is a gunicorn setting; uwsgi (spec.target.server) has none"),
+    ({"matrix": {"server": ["gunicorn", "granian"], "workerClass": ["sync", "gthread"]}},
+     "spec.matrix.workerClass: a worker class is a gunicorn setting; granian (spec.matrix.server) has none"),
+    ({"target": {"server": "uwsgi", "command": ["srv", "--port", "{port}"]}},
+     "spec.target.server: spec.target.command replaces the server: set one of them, not both"),
+    ({"target": {"command": ["srv", "--port", "{prot}"]}},
+     "spec.target.command[2]: unknown placeholder {prot} (known: {app}, {host}, {port}, {bind}, {workers}, "
+     "{threads})"),
+    ({"target": {"command": ["srv", "--listen", "{bind"]}},
+     "spec.target.command[2]: expected '}' before end of string in '{bind'; write {{ and }} for a literal brace"),
+    ({"target": {"command": ["srv", "{app}"]}},
+     "spec.target.command: must listen on {port} or {bind}: the target's port comes from loadstage"),
+    ({"target": {"command": []}}, "spec.target.command: must have at least 1 item(s), got 0"),
+    ({"matrix": {"server": ["uwsgi", "uwsgi"]}}, "spec.matrix.server[1]: duplicate value 'uwsgi'"),
+]
+
+
+@pytest.mark.parametrize("spec,message", BAD, ids=[m.split(":")[0] + f"-{i}" for i, (_, m) in enumerate(BAD)])
+def test_bad_input_names_the_field_and_the_rule(spec, message):
+    assert message in problems(with_spec(**spec))
+
+
+def test_every_problem_is_reported_at_once():
+    found = problems(with_spec(stages=[{"injectors": 0, "duration": "x"}], target={"pods": 0}))
+    assert found == ["spec.target.pods: must be >= 1, got 0",
+                     "spec.stages[0].injectors: must be >= 1, got 0",
+                     "spec.stages[0].duration: must be a duration such as 90s, 20m or 1h30m, got 'x'"]
+
+
+def test_document_level_errors():
+    assert problems({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "Bad_Name"}}) == [
+        "apiVersion: must be loadstage.io/v1alpha1, got 'v1'",
+        "kind: must be LoadExperiment, got 'Pod'",
+        "spec: is required",
+        "metadata.name: must be a lowercase DNS label starting with a letter, got 'Bad_Name'",
+    ]
+
+
+def test_kubernetes_metadata_is_tolerated():
+    doc = copy.deepcopy(BASE)
+    doc["metadata"].update(namespace="team-a", uid="1234", resourceVersion="7", generation=2,
+                           annotations={"a": "b"})
+    doc["status"] = {"phase": "Running"}
+    assert parse_experiment(doc).metadata.namespace == "team-a"
+
+
+def test_yaml_syntax_error_points_at_the_line(write_experiment):
+    path = write_experiment("apiVersion: loadstage.io/v1alpha1\nspec:\n  stages: [\n")
+    with pytest.raises(ValidationError) as e:
+        load_experiment_file(path)
+    (where, message), = e.value.problems
+    assert where.startswith(f"{path}:") and "not valid YAML" in message
+
+
+def test_missing_file_and_several_documents(tmp_path, write_experiment):
+    with pytest.raises(ValidationError, match="cannot read"):
+        load_experiment_file(tmp_path / "nope.yaml")
+    with pytest.raises(ValidationError, match="exactly one LoadExperiment document, found 2"):
+        load_experiment_file(write_experiment("a: 1\n---\nb: 2\n"))
+
+
+def test_locustfile_path_is_resolved_next_to_the_experiment(tmp_path, write_experiment):
+    (tmp_path / "mine.py").write_text("# a locustfile\n")
+    doc = with_spec(injectors={"locustfile": {"path": "mine.py"}})
+    e = load_experiment_file(write_experiment(doc))
+    assert e.spec.injectors.locustfile.path == str(tmp_path / "mine.py")
+    doc["spec"]["injectors"]["locustfile"]["path"] = "missing.py"
+    with pytest.raises(ValidationError, match="spec.injectors.locustfile.path: file not found"):
+        load_experiment_file(write_experiment(doc))
+
+
+def test_scaling_shrinks_stages_and_users_but_keeps_the_ladder():
+    e = parse_experiment(with_spec(
+        injectors={"usersPerInjector": 200, "spawnRatePerInjector": 100},
+        warmup={"injectors": 1, "duration": "5m"},
+        stages=[{"injectors": n, "duration": "20m"} for n in (10, 15, 20)]))
+    small = e.scaled(stage_duration=10, warmup_duration=2, users_scale=0.1)
+    assert [(s.injectors, s.duration) for s in small.spec.stages] == [(10, 10), (15, 10), (20, 10)]
+    assert small.spec.warmup.duration == 2
+    assert small.spec.injectors.users_per_injector == 20
+    assert small.spec.injectors.spawn_rate == 10
+    assert e.spec.stages[0].duration == 1200
+    # a result file's spec says what ran, and parses back to the same plan
+    again = parse_experiment(small.source)
+    assert again.spec == small.spec and e.source["spec"]["stages"][0]["duration"] == "20m"
+
+
+def test_examples_are_valid():
+    paths = sorted((ROOT / "examples").glob("*.yaml"))
+    assert paths
+    for path in paths:
+        load_experiment_file(path)
+
+
+def test_a_ladder_by_users_gets_injectors_from_max_users_per_injector():
+    e = parse_experiment(with_spec(
+        injectors={"usersPerInjector": 20, "maxUsersPerInjector": 250},
+        warmup={"users": 10, "duration": "5s"},
+        stages=[{"users": n, "duration": "1m"} for n in (100, 250, 251, 1000)] + [{"injectors": 3, "duration": "1m"}]))
+    assert [(s.injectors, e.spec.injectors.users_for(s)) for s in e.spec.stages] == [
+        (1, 100), (1, 250), (2, 251), (4, 1000), (3, 60)]
+    assert (e.spec.warmup.injectors, e.spec.injectors.users_for(e.spec.warmup)) == (1, 10)
+    # the Locust master is given the stage's users; it spreads them evenly over the workers
+    from loadstage.engine.argv import locust_master_command
+    argv = locust_master_command(e, e.spec.stages[2], host="http://x", summary_file="s", artifact_file="a",
+                                 target_metrics=[])
+    options = dict(zip(argv, argv[1:]))
+    assert (options["--users"], options["--expect-workers"]) == ("251", "2")
+    # scaling shrinks a stage's users and may need fewer injectors; the written spec says so and parses back
+    small = e.scaled(users_scale=0.1)
+    assert [(s.injectors, s.users) for s in small.spec.stages] == [(1, 10), (1, 25), (1, 25), (1, 100), (3, None)]
+    assert parse_experiment(small.source).spec == small.spec

@@ -1,0 +1,225 @@
+"""Summary size, thresholds, capacity, command lines and the results table: pure functions."""
+
+import copy
+import dataclasses
+import math
+import random
+
+import pytest
+from locust.stats import RequestStats
+
+from loadstage.api.load import parse_experiment
+from loadstage.engine import argv as commands
+from loadstage.engine.steps import Step
+from loadstage.locust.recorder import StageRecorder
+from loadstage.locust.summary import build
+from loadstage.reports.terminal import render_capacity, render_report, render_table
+from loadstage.results.measurement import StageMeasurement
+from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
+from loadstage.results.thresholds import capacity, verdict
+from support.documents import BASE
+
+
+def experiment(**spec):
+    doc = copy.deepcopy(BASE)
+    doc["spec"].update(spec)
+    return parse_experiment(doc)
+
+
+def _measured(requests=1000, failures=0, p99=120.0, injector_bound=False):
+    latency = {"p50": 10.0, "p90": 40.0, "p95": 60.0, "p99": p99, "p999": p99 * 2, "max": p99 * 3,
+               "n": requests, "p999Reliable": requests >= 1000}
+    return StageMeasurement(
+        summary={"requests": requests, "failures": failures, "rps": requests / 10, "meanMs": 20.0,
+                 "latencyMs": latency, "injectorPeakCpuPercent": 97.0 if injector_bound else 35.0,
+                 "injectorBound": injector_bound,
+                 "byMethod": {"GET": {"requests": requests, "failures": failures, "meanMs": 20.0,
+                                      "latencyMs": latency}}},
+        started_at="t0", finished_at="t1", redis_peak_connections=12)
+
+
+def test_stage_result_applies_thresholds():
+    e = experiment(thresholds={"p99": "100ms", "errorRate": "1%"},
+                   stages=[{"injectors": n, "duration": "10s"} for n in (1, 2, 3)])
+    ok = stage_result(e, 1, e.spec.stages[0], _measured(p99=90))
+    slow = stage_result(e, 2, e.spec.stages[1], _measured(p99=250))
+    failing = stage_result(e, 3, e.spec.stages[2], _measured(failures=30, p99=90))
+    assert ok["verdict"] == {"passed": True, "violations": []}
+    assert slow["verdict"] == {"passed": False, "violations": ["p99 250ms > 100ms"]}
+    assert failing["verdict"] == {"passed": False, "violations": ["error rate 3.00% > 1.00%"]}
+    assert failing["errorRate"] == 0.03
+    assert capacity([ok, slow, failing])["injectors"] == 1
+    assert capacity([slow, failing]) is None
+
+
+def test_a_stage_without_requests_fails_every_threshold():
+    e = experiment(thresholds={"errorRate": "5%"})
+    empty = _measured(requests=0)
+    empty.summary["latencyMs"] = dict.fromkeys(empty.summary["latencyMs"])
+    assert verdict(stage_result(e, 1, e.spec.stages[0], empty), e.spec.thresholds)["violations"] == [
+        "no requests were made"]
+
+
+def _ladder(*steps):
+    return [{"stage": i, "injectors": n, "users": n * 10, "rps": n * 100.0, "injectorBound": bound,
+             "verdict": {"passed": ok, "violations": []}}
+            for i, (n, ok, bound) in enumerate(steps, 1)]
+
+
+def test_capacity_is_the_knee_the_last_stage_before_the_first_failure():
+    stages = _ladder((10, True, False), (15, True, False), (20, False, False), (25, True, False), (30, False, False))
+    assert capacity(stages) == {"stage": 2, "injectors": 15, "users": 150, "rps": 1500.0, "firstFailedStage": 3}
+    assert capacity(_ladder((10, True, False), (15, True, False)))["firstFailedStage"] is None
+    assert capacity(_ladder((10, False, False), (15, True, False))) is None
+
+
+def test_an_injector_bound_stage_never_counts_toward_capacity():
+    stages = _ladder((10, True, False), (15, True, True), (20, True, False), (25, False, False))
+    assert capacity(stages)["injectors"] == 20
+    assert capacity(_ladder((10, True, False), (15, True, True)))["injectors"] == 10
+    assert capacity(_ladder((10, True, True))) is None
+
+
+def test_master_and_worker_command_lines():
+    e = experiment(injectors={"usersPerInjector": 200, "spawnRatePerInjector": 50,
+                              "waitTime": {"min": "500ms", "max": "2s"}},
+                   stages=[{"injectors": 10, "duration": "90s"}])
+    argv = commands.locust_master_command(e, e.spec.stages[0], host="http://runner:8000",
+                                          summary_file="/dev/termination-log", artifact_file="-",
+                                          target_metrics=["http://a:1/metrics", "http://b:2/metrics"])
+    opts = dict(zip(argv, argv[1:]))
+    assert argv[0] == "locust" and "--master" in argv and "--headless" in argv
+    assert opts["-f"] == "injectors/loadstage_results.py,injectors/respondent.py"
+    assert (opts["--expect-workers"], opts["--users"], opts["--spawn-rate"]) == ("10", "2000", "500")
+    assert (opts["--stage-seconds"], opts["--host"]) == ("90", "http://runner:8000")
+    assert opts["--run-time"] == "150s"  # Locust's own limit is only a backstop
+    assert (opts["--wait-min"], opts["--wait-max"]) == ("0.5", "2")
+    assert opts["--summary-file"] == "/dev/termination-log"
+    assert opts["--target-metrics"] == "http://a:1/metrics,http://b:2/metrics"
+    assert opts["--master-bind-host"] == "*"
+    assert opts["--artifact-file"] == "-" and "--pacing" not in opts
+    local = commands.locust_master_command(e, e.spec.stages[0], host="http://127.0.0.1:8000", summary_file="s",
+                                           artifact_file="a.json", target_metrics=[], bind_host="127.0.0.1")
+    assert local[local.index("--master-bind-host") + 1] == "127.0.0.1"
+    paced = experiment(injectors={"pacing": "250ms"})
+    paced_argv = commands.locust_master_command(paced, paced.spec.stages[0], host="h", summary_file="s",
+                                                artifact_file="a", target_metrics=[])
+    assert paced_argv[paced_argv.index("--pacing") + 1] == "0.25"
+    worker = commands.locust_worker_command(e, master_host="lx-master")
+    assert worker[worker.index("--master-host") + 1] == "lx-master" and "--worker" in worker
+
+
+def test_custom_locustfile_replaces_the_scenario_but_keeps_the_results_extension():
+    e = experiment(injectors={"locustfile": {"path": "/abs/mine.py"}})
+    assert commands.locustfiles(e, "/abs/mine.py") == "injectors/loadstage_results.py,/abs/mine.py"
+
+
+def test_runner_environment_names_redis_and_the_metrics_directory():
+    e = experiment(target={"workers": 7, "threads": 3, "env": {"FEATURE": "on"}})
+    env = commands.runner_env(e, redis_url="redis://r:6379/0", metrics_dir="/tmp/m")
+    assert env == {"FEATURE": "on", "REDIS_URL": "redis://r:6379/0", "PROMETHEUS_MULTIPROC_DIR": "/tmp/m"}
+
+
+def test_step_labels_name_variant_and_stage():
+    e = experiment(matrix={"threads": [2, 7]}, warmup={"injectors": 1, "duration": "5s"})
+    v = e.variants()[1]
+    assert Step(v, 2, e.spec.stages[0], 1, 1).label() == \
+        "variant 2/2 (gunicorn pods=1 workers=2 threads=7 gthread), stage 1/1"
+    assert Step(v, 2, e.spec.warmup, None, 1).label().endswith("warm-up")
+
+
+def test_table_has_the_seed_columns_one_row_per_stage_and_variant():
+    e = experiment(matrix={"threads": [2, 3]}, thresholds={"p99": "100ms"},
+                   stages=[{"injectors": n, "duration": "10s"} for n in (10, 15)])
+    status = {"variants": []}
+    for v in e.variants():
+        stages = [stage_result(e, i + 1, s, _measured(requests=2_956_643, p99=80 + 40 * i, injector_bound=i == 0))
+                  for i, s in enumerate(e.spec.stages)]
+        status["variants"].append({"index": v.index, "settings": v.settings(), "stages": stages,
+                                   "capacity": capacity(stages)})
+    lines = render_table(status).splitlines()
+    assert [c.strip() for c in lines[0].split("|")] == [
+        "Variant", "Injectors", "Users", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99",
+        "POSTs avg", "POSTs p99", "Total Requests", "Redis peak", "Verdict"]
+    assert len(lines) == 2 + 4
+    assert [c.strip() for c in lines[3].split("|")][:3] == ["threads=2", "15", "150"]
+    assert "2,956,643" in lines[2] and "FAIL: p99 120ms > 100ms" in lines[3]
+    assert lines[2].endswith("pass (injector-bound)")
+    assert render_capacity(status)[0].endswith("none; stage 1 passed, but its injectors were CPU-bound")
+
+
+def test_the_report_shows_errors_and_the_targets_cpu_rss_and_redis_peak_per_server_and_stage():
+    e = experiment(matrix={"server": ["gunicorn", "waitress"]}, stages=[{"users": 50, "duration": "10s"}])
+    status = {"variants": []}
+    for v in e.variants():
+        measured = _measured(requests=12_345, failures=7 * v.index)
+        measured = dataclasses.replace(measured, target_peak_cpu_cores=0.5 + v.index,
+                                       target_peak_memory_bytes=(100 + v.index) * 2**20)
+        status["variants"].append({"index": v.index, "settings": v.settings(),
+                                   "stages": [stage_result(e, 1, e.spec.stages[0], measured)]})
+    text = render_report(status)
+    table = text.split("Errors and target resources per stage (peaks while the stage ran):\n")[1].splitlines()
+    assert [c.strip() for c in table[0].split("|")] == [
+        "Variant", "Injectors", "Users", "Requests", "req/s", "Errors", "Error rate", "Target CPU (cores)",
+        "Target RSS (MiB)", "Redis peak"]
+    assert [[c.strip() for c in line.split("|")] for line in table[2:4]] == [
+        ["server=gunicorn workers=2 workerClass=gthread", "1", "50", "12,345", "1,234", "0", "0.00%", "0.50", "100",
+         "12"],
+        ["server=waitress workers=1", "1", "50", "12,345", "1,234", "7", "0.06%", "1.50", "101", "12"]]
+
+
+def _recorded_stage(rng, scale, count):
+    """A real stage: samples recorded as an injector would, built as the master would."""
+    stats, recorder = RequestStats(), StageRecorder()
+    samples = []
+    for i in range(count):
+        ms = rng.lognormvariate(scale, 0.6)
+        method = "GET" if i % 3 else "POST"
+        stats.log_request(method, "/page", ms, 10)
+        recorder.record(method, "/page", ms)
+        samples.append(ms)
+    recorder.keep_unsent()
+    return (*build(stats, recorder, injectors=1), samples)
+
+
+def test_a_variants_headline_row_is_computed_from_all_its_stages_histograms_never_averaged():
+    e = experiment(matrix={"threads": [2, 7]}, stages=[{"injectors": n, "duration": "10s"} for n in (10, 15, 20)])
+    rng = random.Random(7)
+    status = {"variants": []}
+    for v in e.variants():
+        stages, artifacts, everything = [], [], []
+        for i, stage in enumerate(e.spec.stages):
+            headline, artifact, samples = _recorded_stage(rng, 2 + i + v.index, 3000 * (i + 1))
+            stages.append(stage_result(e, i + 1, stage, StageMeasurement(
+                summary=headline, artifact=artifact, started_at="t0", finished_at="t1",
+                redis_peak_connections=10 * (i + 1))))
+            artifacts.append(artifact)
+            everything += samples
+        aggregate = variant_aggregate(stages, artifacts)
+        truth = sorted(everything)[math.ceil(0.99 * len(everything)) - 1]
+        assert abs(aggregate["latencyMs"]["p99"] - truth) / truth <= 0.001
+        averaged = sum(s["latencyMs"]["p99"] * s["requests"] for s in stages) / aggregate["requests"]
+        assert abs(averaged - truth) / truth > 0.05   # the spreadsheet method is visibly wrong here
+        assert aggregate["requests"] == len(everything) == aggregate["latencyMs"]["n"]
+        assert aggregate["redisPeakConnections"] == 30
+        gets = [ms for i, ms in enumerate(everything) if i % 3]
+        assert aggregate["byMethod"]["GET"]["requests"] + aggregate["byMethod"]["POST"]["requests"] == len(everything)
+        assert aggregate["byMethod"]["GET"]["p99Ms"] <= aggregate["latencyMs"]["max"]
+        assert aggregate["byMethod"]["GET"]["meanMs"] == pytest.approx(
+            sum(s["byMethod"]["GET"]["meanMs"] * s["byMethod"]["GET"]["requests"] for s in stages)
+            / aggregate["byMethod"]["GET"]["requests"], rel=1e-4)
+        assert len(gets) > 0
+        status["variants"].append({"index": v.index, "settings": v.settings(), "stages": stages,
+                                   "aggregate": aggregate})
+    status["p99ByStage"] = p99_pivot(status["variants"])
+    assert [r["injectors"] for r in status["p99ByStage"]] == [10, 15, 20]
+    assert status["p99ByStage"][1]["p99MsByVariant"] == [v["stages"][1]["latencyMs"]["p99"] for v in status["variants"]]
+    report = render_report(status)
+    assert "Per variant, over all its stages:" in report and "99th percentile per stage (ms):" in report
+    headline = report.split("Per variant, over all its stages:\n")[1].splitlines()
+    assert [c.strip() for c in headline[0].split("|")] == [
+        "Variant", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "POSTs avg", "Total Requests", "Redis peak"]
+    assert headline[2].startswith("threads=2") and f"{status['variants'][0]['aggregate']['requests']:,}" in headline[2]
+    pivot = report.split("99th percentile per stage (ms):\n")[1].split("\n\n")[0].splitlines()
+    assert [c.strip() for c in pivot[0].split("|")] == ["Injectors", "Users", "threads=2", "threads=7"]
+    assert len(pivot) == 2 + 3
