@@ -26,13 +26,13 @@ COPY injectors ./injectors
 USER 10001:10001
 
 # The system under test. The operator passes the server's whole command line as args
-# (loadstage.commands: gunicorn, uwsgi, waitress-serve, cheroot or granian); this CMD is gunicorn's default.
+# (loadstage.engine.argv: gunicorn, uwsgi, waitress-serve, cheroot or granian); this CMD is gunicorn's default.
 FROM base AS runner-app
 ENV PROMETHEUS_MULTIPROC_DIR=/tmp/metrics
 EXPOSE 8000
 CMD ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "runner_app.app:app"]
 
-# Locust master or worker; the operator passes the arguments (loadstage.commands).
+# Locust master or worker; the operator passes the arguments (loadstage.engine.argv).
 FROM base AS injector
 EXPOSE 5557
 ENTRYPOINT []

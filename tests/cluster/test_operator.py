@@ -21,78 +21,141 @@ from kubernetes.client.rest import ApiException
 from loadstage.api.load import parse_experiment
 from loadstage.kube.backend import KubernetesBackend
 from loadstage.kube.manifests import Images
-from support.kube import (apply, children, crash_pod, event_reasons, example, finish_stage, play_stage, pods,
-                          running_pods_of_job, services_port, stages_done, wait_phase)
+from support.kube import (
+    apply,
+    children,
+    crash_pod,
+    event_reasons,
+    example,
+    finish_stage,
+    play_stage,
+    pods,
+    running_pods_of_job,
+    services_port,
+    stages_done,
+    wait_phase,
+)
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
 
-def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namespace, operator, sampler_redis,
-                                                                  real_stage, supervisor, tmp_path):
-    operator()
-    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
-    uid = cluster.lx(namespace, "cluster-ladder")["metadata"]["uid"]
+@pytest.fixture(scope="module")
+def ladder(cluster, real_stage, tmp_path_factory):
+    """examples/cluster-ladder.yaml run once through the operator, the test playing the kubelet, with
+    `loadstage report --follow` watching; what was seen on the way is kept for the tests below."""
+    from loadstage.local.processes import Supervisor
+    from loadstage.local.target import free_port
+    from support.kube import OperatorProcess
+    from support.processes import start_redis
+    work = tmp_path_factory.mktemp("ladder")
+    namespace = f"ladder-{uuid.uuid4().hex[:6]}"
+    cluster.core.create_namespace({"metadata": {"name": namespace}})
+    supervisor = Supervisor()
+    sampler = free_port()
+    start_redis(supervisor, work, sampler)
+    op = OperatorProcess(cluster.kubeconfig, ["-n", namespace], f"redis://127.0.0.1:{sampler}/0",
+                         work / "operator.log", free_port())
     kube_env = {**os.environ, "KUBECONFIG": cluster.kubeconfig}
-    follow = supervisor.start("follow", [sys.executable, "-m", "loadstage.cli", "report", "--follow",
-                                         "lx/cluster-ladder", "-n", namespace],
-                              log_path=tmp_path / "follow.log", env={"KUBECONFIG": cluster.kubeconfig})
+    seen = {"namespace": namespace, "work": work, "stages": [], "env": kube_env}
+    try:
+        assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+        seen["uid"] = cluster.lx(namespace, "cluster-ladder")["metadata"]["uid"]
+        seen["follow"] = supervisor.start("follow", [sys.executable, "-m", "loadstage.cli", "report", "--follow",
+                                                     "lx/cluster-ladder", "-n", namespace],
+                                          log_path=work / "follow.log", env={"KUBECONFIG": cluster.kubeconfig})
+        seen["runner"] = wait_for(lambda: cluster.apps.list_namespaced_deployment(
+            namespace, label_selector="app.kubernetes.io/component=runner").items)[0]
+        seen["redis"] = cluster.apps.read_namespaced_deployment("cluster-ladder-redis", namespace)
 
-    runner = wait_for(lambda: cluster.apps.list_namespaced_deployment(
-        namespace, label_selector="app.kubernetes.io/component=runner").items)[0]
+        def target_services():
+            found = {s.metadata.name: s for s in cluster.core.list_namespaced_service(namespace).items}
+            return found if {"cluster-ladder-runner", "cluster-ladder-redis"} <= found.keys() else None
+        seen["services"] = wait_for(target_services)  # created right after the Deployments
+        for number, injectors in enumerate([2, 4, 6], 1):
+            run = f"v1-s{number}"
+            master = wait_for(lambda: cluster.batch.list_namespaced_job(
+                namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-master").items)[0]
+            workers = wait_for(lambda: cluster.batch.list_namespaced_job(
+                namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-worker").items)[0]
+            seen["stages"].append({
+                "run": run, "injectors": injectors, "master": master, "workers": workers,
+                "master_service_port": services_port(cluster, namespace, f"cluster-ladder-{run}-master"),
+                "row": cluster.kubectl("get", "lx", "-n", namespace, "--no-headers").stdout.split()})
+            play_stage(cluster, namespace, "cluster-ladder", run, injectors, real_stage,
+                       hold_connections=3 * number, sampler_port=sampler)
+            wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == number)
+        wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+        seen["waited"] = cluster.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/cluster-ladder",
+                                         "--timeout=30s")
+        seen["status"] = cluster.status(namespace, "cluster-ladder")
+        seen["table"] = cluster.kubectl("get", "lx", "-n", namespace).stdout.splitlines()
+        seen["events"] = event_reasons(cluster, namespace, "cluster-ladder")
+        seen["results"] = [cluster.core.read_namespaced_config_map(f"cluster-ladder-v1-s{n}-results", namespace)
+                           for n in (1, 2, 3)]
+        seen["follow_code"] = seen["follow"].process.wait(timeout=30)
+        seen["followed"] = seen["follow"].log_path.read_text()
+        yield seen
+    finally:
+        op.kill(signal.SIGTERM)
+        supervisor.stop_all()
+        cluster.core.delete_namespace(namespace)
+
+
+def test_the_runner_is_owned_runs_the_servers_command_line_and_is_locked_down(ladder):
+    runner = ladder["runner"]
     assert runner.metadata.name == "cluster-ladder-runner" and runner.spec.replicas == 2
     (owner,) = runner.metadata.owner_references
-    assert (owner.uid, owner.kind, owner.controller) == (uid, "LoadExperiment", True)
+    assert (owner.uid, owner.kind, owner.controller) == (ladder["uid"], "LoadExperiment", True)
     container = runner.spec.template.spec.containers[0]
     assert container.image == "loadstage/runner-app:test"
     assert container.args == ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "--bind", "0.0.0.0:8000",
                               "--workers", "2", "--threads", "2", "--worker-class", "gthread", "--no-control-socket",
                               "runner_app.app:app"]
-    env = {e.name: e.value for e in container.env}
-    assert env["REDIS_URL"] == "redis://cluster-ladder-redis:6379/0"
+    assert {e.name: e.value for e in container.env}["REDIS_URL"] == "redis://cluster-ladder-redis:6379/0"
     assert [(p.name, p.container_port) for p in container.ports] == [("http", 8000)]
     assert container.security_context.allow_privilege_escalation is False
     assert container.security_context.capabilities.drop == ["ALL"]
     assert runner.spec.template.spec.security_context.run_as_non_root is True
     assert runner.spec.template.spec.automount_service_account_token is False
-    redis_deploy = cluster.apps.read_namespaced_deployment("cluster-ladder-redis", namespace)
-    assert redis_deploy.spec.template.spec.containers[0].args[:3] == ["redis-server", "--port", "6379"]
-    def target_services():
-        found = {s.metadata.name: s for s in cluster.core.list_namespaced_service(namespace).items}
-        return found if {"cluster-ladder-runner", "cluster-ladder-redis"} <= found.keys() else None
-    services = wait_for(target_services)  # created right after the Deployments
+
+
+def test_redis_and_the_runner_get_services_that_select_their_pods(ladder):
+    assert ladder["redis"].spec.template.spec.containers[0].args[:3] == ["redis-server", "--port", "6379"]
+    services = ladder["services"]
     assert services["cluster-ladder-runner"].spec.ports[0].port == 8000
-    assert services["cluster-ladder-runner"].spec.selector.items() <= runner.spec.template.metadata.labels.items()
+    assert services["cluster-ladder-runner"].spec.selector.items() <= \
+        ladder["runner"].spec.template.metadata.labels.items()
     assert services["cluster-ladder-redis"].spec.ports[0].port == 6379
 
-    for number, injectors in enumerate([2, 4, 6], 1):
-        run = f"v1-s{number}"
-        master = wait_for(lambda: cluster.batch.list_namespaced_job(
-            namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-master").items)[0]
-        workers = wait_for(lambda: cluster.batch.list_namespaced_job(
-            namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-worker").items)[0]
+
+def test_each_stage_is_a_master_job_and_a_worker_job_of_its_injectors(ladder):
+    assert [s["injectors"] for s in ladder["stages"]] == [2, 4, 6]
+    for stage in ladder["stages"]:
+        injectors, run = stage["injectors"], stage["run"]
+        workers = stage["workers"]
         assert workers.spec.parallelism == workers.spec.completions == injectors
-        assert workers.metadata.owner_references[0].uid == uid
-        args = master.spec.template.spec.containers[0].args
+        assert workers.metadata.owner_references[0].uid == ladder["uid"]
+        args = stage["master"].spec.template.spec.containers[0].args
         opts = dict(zip(args, args[1:]))
         assert (opts["--expect-workers"], opts["--users"]) == (str(injectors), str(25 * injectors))
         assert opts["--host"] == "http://cluster-ladder-runner:8000"
         assert opts["--summary-file"] == "/dev/termination-log"
         worker_args = workers.spec.template.spec.containers[0].args
         assert worker_args[worker_args.index("--master-host") + 1] == f"cluster-ladder-{run}-master"
-        assert services_port(cluster, namespace, f"cluster-ladder-{run}-master") == 5557
-        row = cluster.kubectl("get", "lx", "-n", namespace, "--no-headers").stdout.split()
-        assert row[1:4] in (["Running", "1/1", f"{number}/3"], ["Deploying", "1/1", "0/3"]), row
-        play_stage(cluster, namespace, "cluster-ladder", run, injectors, real_stage,
-                   hold_connections=3 * number, sampler_port=sampler_redis)
-        wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == number)
+        assert stage["master_service_port"] == 5557
 
-    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
-    waited = cluster.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/cluster-ladder",
-                             "--timeout=30s")
-    assert waited.returncode == 0, waited.stderr
-    status = cluster.status(namespace, "cluster-ladder")
-    stages = status["variants"][0]["stages"]
+
+def test_kubectl_get_lx_shows_the_progress_while_running_and_the_result_at_the_end(ladder):
+    for number, stage in enumerate(ladder["stages"], 1):
+        assert stage["row"][1:4] in (["Running", "1/1", f"{number}/3"], ["Deploying", "1/1", "0/3"]), stage["row"]
+    table = ladder["table"]
+    assert table[0].split()[:8] == ["NAME", "PHASE", "VARIANT", "STAGE", "INJECTORS", "P99", "(MS)", "REDIS"]
+    assert table[1].split()[:5] == ["cluster-ladder", "Succeeded", "1/1", "3/3", "6"]
+
+
+def test_every_stage_records_the_masters_figures_and_the_redis_peak(ladder, real_stage):
+    stages = ladder["status"]["variants"][0]["stages"]
     assert [s["injectors"] for s in stages] == [2, 4, 6]
     for number, stage in enumerate(stages, 1):
         assert stage["latencyMs"] == real_stage.summary["latencyMs"]
@@ -102,54 +165,64 @@ def test_example_experiment_deploys_runs_every_stage_and_reports(cluster, namesp
                                              "meanMs": post["meanMs"], "p99Ms": post["latencyMs"]["p99"]}
         assert stage["redisPeakConnections"] == 3 * number
         assert stage["verdict"]["passed"] is True
-    assert status["variants"][0]["capacity"]["injectors"] == 6
+    assert ladder["status"]["variants"][0]["capacity"]["injectors"] == 6
+
+
+def test_the_status_ends_with_conditions_kubectl_wait_and_events_understand(ladder, real_stage):
+    assert ladder["waited"].returncode == 0, ladder["waited"].stderr
+    status = ladder["status"]
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Succeeded"]["status"] == "True" and conditions["Failed"]["status"] == "False"
     assert conditions["TargetReady"]["status"] == "True" and conditions["Running"]["status"] == "False"
     assert status["observedGeneration"] == 1
     assert status["progress"] == {"variant": "1/1", "stage": "3/3", "injectors": 6}
     assert status["latest"] == {"redisPeakConnections": 9, "p99Ms": round(real_stage.summary["latencyMs"]["p99"], 1)}
-    table = cluster.kubectl("get", "lx", "-n", namespace).stdout.splitlines()
-    assert table[0].split()[:8] == ["NAME", "PHASE", "VARIANT", "STAGE", "INJECTORS", "P99", "(MS)", "REDIS"]
-    assert table[1].split()[:5] == ["cluster-ladder", "Succeeded", "1/1", "3/3", "6"]
-    events = event_reasons(cluster, namespace, "cluster-ladder")
     for reason in ("Deploying", "TargetReady", "StageStarted", "StageFinished", "Succeeded"):
-        assert reason in events
-    # each stage's artifact is kept in a ConfigMap owned by the experiment; the aggregates come from it
-    for number in (1, 2, 3):
-        kept = cluster.core.read_namespaced_config_map(f"cluster-ladder-v1-s{number}-results", namespace)
-        assert kept.metadata.owner_references[0].uid == uid
+        assert reason in ladder["events"]
+
+
+def test_artifacts_are_kept_in_owned_configmaps_and_the_aggregate_comes_from_them(ladder, real_stage):
+    for kept in ladder["results"]:
+        assert kept.metadata.owner_references[0].uid == ladder["uid"]
         assert json.loads(kept.data["artifact.json"])["histogram"] == real_stage.artifact["histogram"]
+    status = ladder["status"]
     aggregate = status["variants"][0]["aggregate"]
     assert aggregate["requests"] == 3 * real_stage.summary["requests"] == aggregate["latencyMs"]["n"]
     p99 = real_stage.summary["latencyMs"]["p99"]
     assert status["p99ByStage"] == [{"stage": n, "injectors": 2 * n, "p99MsByVariant": [p99]} for n in (1, 2, 3)]
-    assert aggregate["latencyMs"]["p99"] == real_stage.summary["latencyMs"]["p99"]  # the same stage three times
+    assert aggregate["latencyMs"]["p99"] == p99  # the same stage three times
+
+
+def test_artifacts_and_report_read_the_resource_and_its_configmaps(ladder):
+    namespace, env, work = ladder["namespace"], ladder["env"], ladder["work"]
     exported = subprocess.run([sys.executable, "-m", "loadstage.cli", "artifacts", "lx/cluster-ladder", "-n",
-                               namespace, "-o", str(tmp_path / "exported")], capture_output=True, text=True,
-                              env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+                               namespace, "-o", str(work / "exported")], capture_output=True, text=True, env=env)
     assert exported.returncode == 0, exported.stderr
     assert [line.split(":")[0] for line in exported.stdout.splitlines()] == [
         "variant 1 stage 1", "variant 1 stage 2", "variant 1 stage 3"]
     report = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/cluster-ladder", "-n", namespace],
-                            capture_output=True, text=True, env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+                            capture_output=True, text=True, env=env)
     assert report.returncode == 0 and "Per variant, over all its stages:" in report.stdout, report.stderr
     missing = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/no-such", "-n", namespace],
-                             capture_output=True, text=True, env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+                             capture_output=True, text=True, env=env)
     assert missing.returncode == 2 and f"error: lx/no-such: not found in namespace {namespace}" in missing.stderr
-    # the HTML report reads every stage's time series from the ConfigMaps; --follow saw each stage finish
-    page = tmp_path / "cluster-ladder.html"
+    page = work / "cluster-ladder.html"
     html = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/cluster-ladder", "-n", namespace,
-                           "-o", page], capture_output=True, text=True, env=kube_env)
+                           "-o", page], capture_output=True, text=True, env=env)
     assert html.returncode == 0, html.stderr
-    for number in (1, 2, 3):
+    for number in (1, 2, 3):   # every stage's time series, read from its ConfigMap
         assert f'id="series-v1-data-s{number}-p99"' in page.read_text()
-    assert follow.process.wait(timeout=30) == 0, follow.tail()
-    followed = follow.log_path.read_text()
-    counts = [int(n) for n in re.findall(r"^== \d\d:\d\d:\d\d \w+: (\d) of 3 stage\(s\) finished ==$", followed, re.M)]
-    assert counts[-1] == 3 and counts == sorted(counts) and {1, 2} <= set(counts), followed
-    # cleanup: Delete (the default) removes every child once the experiment has ended
-    wait_for(lambda: not [c for c in children(cluster, namespace, "cluster-ladder")
+
+
+def test_report_follow_printed_the_table_as_each_stage_finished(ladder):
+    assert ladder["follow_code"] == 0, ladder["follow"].tail()
+    counts = [int(n) for n in re.findall(r"^== \d\d:\d\d:\d\d \w+: (\d) of 3 stage\(s\) finished ==$",
+                                         ladder["followed"], re.M)]
+    assert counts[-1] == 3 and counts == sorted(counts) and {1, 2} <= set(counts), ladder["followed"]
+
+
+def test_cleanup_deletes_every_child_once_the_experiment_has_ended(cluster, ladder):
+    wait_for(lambda: not [c for c in children(cluster, ladder["namespace"], "cluster-ladder")
                           if c.metadata.deletion_timestamp is None], timeout=30)
 
 
@@ -333,7 +406,7 @@ def test_deleting_mid_stage_stops_the_load_and_removes_every_child(cluster, name
     deleted = cluster.kubectl("delete", "-n", namespace, "lx/cluster-ladder", "--timeout=60s")
     assert deleted.returncode == 0, deleted.stderr
     wait_for(lambda: not children(cluster, namespace, "cluster-ladder"), timeout=60)
-    time.sleep(1)
+    wait_for(lambda: "stopped: " in op.output(), timeout=30)   # the daemon has seen the deletion and ended
     log = op.output()
     assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
 

@@ -13,7 +13,7 @@ import pytest
 from loadstage.local.target import free_port
 from support.documents import BASE
 from support.processes import alive, descendants, start_redis
-from support.waiting import wait_for
+from support.waiting import ROOT, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -101,6 +101,19 @@ def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
     assert len(exported.stdout.splitlines()) == 4
     hgrm = (tmp_path / "exported" / "variant-2" / "stage-2.hgrm").read_text()
     assert "Percentile" in hgrm and "1/(1-Percentile)" in hgrm
+    # the stage the kwok tests play as a finished master (tests/data) has the shape a real master writes
+    for name in ("summary", "artifact"):
+        fresh = json.loads((tmp_path / "w" / "variant-1" / "stage-1" / f"{name}.json").read_text())
+        kept = json.loads((ROOT / "tests" / "data" / f"stage-{name}.json").read_text())
+        assert fresh.keys() == kept.keys(), name
+
+
+def progress(stage_dir):
+    """What the stage's Locust master last wrote of its progress ({} before its first write)."""
+    try:
+        return json.loads((stage_dir / "progress.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _name(arg: str) -> str:
@@ -286,9 +299,9 @@ def test_an_injector_lost_mid_stage_fails_the_stage_or_is_recorded(write_experim
     path = write_experiment(spec_doc(
         injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}, "onLost": on_lost},
         stages=[{"injectors": 2, "duration": "8s"}]))
-    proc = start_cli("run", path, "-o", tmp_path / "r.json")
+    proc = start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", tmp_path / "w")
     workers = wait_for(lambda: [p for p in alive(descendants(proc.pid)) if "--worker" in p.cmdline()][1:], timeout=60)
-    time.sleep(2)
+    wait_for(lambda: progress(tmp_path / "w" / "variant-1" / "stage-1").get("requests", 0) > 0, timeout=30)
     workers[0].kill()
     killed_at = time.monotonic()
     code, out, err, _ = finish(proc, 60)

@@ -219,10 +219,27 @@ def play_stage(cluster, namespace, name, run, injectors, stage, hold_connections
     held = [redis.Redis(port=sampler_port) for _ in range(hold_connections)]
     for r in held:
         r.ping()
-    time.sleep(1.0 if held else 0)  # the sampler polls 4 times a second
+    if held:
+        sampled_since(redis.Redis(port=sampler_port))
     finish_stage(cluster, namespace, master, workers, stage)
     for r in held:
         r.close()
+
+
+def sampled_since(probe: redis.Redis, timeout: float = 10) -> None:
+    """Returns once the Redis sampler has run INFO since the call: counted in INFO commandstats, less the
+    probe's own INFO calls."""
+    def info_calls():
+        return probe.info("commandstats").get("cmdstat_info", {}).get("calls", 0)
+    before, own = info_calls(), 1
+    while True:
+        own += 1
+        if info_calls() - before - own >= 1:
+            probe.close()
+            return
+        if own > timeout * 10:
+            raise AssertionError(f"the Redis sampler ran no INFO within {timeout}s")
+        time.sleep(0.1)
 
 
 def children(cluster, namespace, name):

@@ -125,8 +125,6 @@ class Str(Node):
         return self._with_meta(s)
 
 
-
-
 class ListOf(Node):
     def __init__(self, description, item: Node, *, min_items=None, max_items=None,
                  unique=False, default=MISSING):

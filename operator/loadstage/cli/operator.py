@@ -1,5 +1,5 @@
-"""`loadstage operator` and `loadstage crd`: the Kopf operator, as one of several replicas if asked,
-and the CustomResourceDefinition it serves."""
+"""`loadstage operator`, `crd` and `reference`: the Kopf operator, as one of several replicas if asked, the
+CustomResourceDefinition it serves, and the field reference of the same schema."""
 
 from __future__ import annotations
 
@@ -9,12 +9,18 @@ import sys
 import threading
 
 from loadstage.api.crd import render_crd
+from loadstage.api.reference import render_reference
 from loadstage.cli.parser import EXIT_OK
 from loadstage.kube.manifests import Images
 
 
 def cmd_crd(_args) -> int:
     sys.stdout.write(render_crd())
+    return EXIT_OK
+
+
+def cmd_reference(_args) -> int:
+    sys.stdout.write(render_reference())
     return EXIT_OK
 
 

@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     art.add_argument("-o", "--output", default="artifacts", help="directory to write to (default: artifacts)")
 
     sub.add_parser("crd", help="print the LoadExperiment CustomResourceDefinition")
+    sub.add_parser("reference", help="print the experiment field reference (Markdown), from the same schema")
 
     op = sub.add_parser("operator", help="run the Kopf operator against the current cluster")
     scope = op.add_mutually_exclusive_group(required=True)

@@ -1,0 +1,44 @@
+"""Every use of Locust's internals (loadstage.locust.compat) against the installed Locust: a real master
+and a real worker runner in this process, talking over loopback. An upgrade that renames what the
+extension relies on fails here, naming it."""
+
+import gevent
+from locust import User, constant, task
+from locust.env import Environment
+from locust.event import Events
+
+from loadstage.local.target import free_port
+from loadstage.locust import compat
+from support.waiting import wait_for
+
+
+class Idle(User):
+    wait_time = constant(1)
+
+    @task
+    def nothing(self):
+        pass
+
+
+def test_a_master_and_a_worker_expose_what_the_extension_uses():
+    port = free_port()
+    master_env = Environment(user_classes=[Idle], events=Events())
+    master = master_env.create_master_runner("127.0.0.1", port)
+    worker_env = Environment(user_classes=[Idle])
+    worker = worker_env.create_worker_runner("127.0.0.1", port)
+    reports = []
+    master_env.events.worker_report.add_listener(lambda client_id, data: reports.append(client_id))
+    try:
+        assert compat.is_master(master) and not compat.is_worker(master)
+        assert compat.is_worker(worker) and not compat.is_master(worker)
+        wait_for(lambda: (gevent.sleep(0.05), compat.ready_workers(master) == 1)[1], timeout=10)
+        assert compat.connected_workers(master) == 1
+        assert compat.worker_ids(master) == {worker.client_id}
+        assert compat.workers_seen(master) == 1 and compat.workers_seen(worker) is None
+        assert compat.connected_workers(worker) == 1
+        assert 0 < compat.REPORT_INTERVAL_SECONDS <= 5
+        compat.report_now(worker)
+        wait_for(lambda: (gevent.sleep(0.05), worker.client_id in reports)[1], timeout=5)
+    finally:
+        worker.quit()
+        master.quit()
