@@ -15,6 +15,7 @@ from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
 from loadstage.reports.terminal import render_capacity, render_report, render_table
 from loadstage.results.measurement import StageMeasurement
+from loadstage.results.model import Artifact, RunResults, StageResult, VariantRecord
 from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
 from loadstage.results.thresholds import capacity, verdict
 from support.documents import BASE
@@ -44,11 +45,11 @@ def test_stage_result_applies_thresholds():
     ok = stage_result(e, 1, e.spec.stages[0], _measured(p99=90))
     slow = stage_result(e, 2, e.spec.stages[1], _measured(p99=250))
     failing = stage_result(e, 3, e.spec.stages[2], _measured(failures=30, p99=90))
-    assert ok["verdict"] == {"passed": True, "violations": []}
-    assert slow["verdict"] == {"passed": False, "violations": ["p99 250ms > 100ms"]}
-    assert failing["verdict"] == {"passed": False, "violations": ["error rate 3.00% > 1.00%"]}
-    assert failing["errorRate"] == 0.03
-    assert capacity([ok, slow, failing])["injectors"] == 1
+    assert ok.to_status()["verdict"] == {"passed": True, "violations": []}
+    assert slow.to_status()["verdict"] == {"passed": False, "violations": ["p99 250ms > 100ms"]}
+    assert failing.to_status()["verdict"] == {"passed": False, "violations": ["error rate 3.00% > 1.00%"]}
+    assert failing.error_rate == 0.03
+    assert capacity([ok, slow, failing]).injectors == 1
     assert capacity([slow, failing]) is None
 
 
@@ -56,27 +57,33 @@ def test_a_stage_without_requests_fails_every_threshold():
     e = experiment(thresholds={"errorRate": "5%"})
     empty = _measured(requests=0)
     empty.summary["latencyMs"] = dict.fromkeys(empty.summary["latencyMs"])
-    assert verdict(stage_result(e, 1, e.spec.stages[0], empty), e.spec.thresholds)["violations"] == [
-        "no requests were made"]
+    assert verdict(stage_result(e, 1, e.spec.stages[0], empty), e.spec.thresholds).violations == (
+        "no requests were made",)
 
 
 def _ladder(*steps):
-    return [{"stage": i, "injectors": n, "users": n * 10, "rps": n * 100.0, "injectorBound": bound,
-             "verdict": {"passed": ok, "violations": []}}
+    return [StageResult.from_status({"stage": i, "injectors": n, "users": n * 10, "rps": n * 100.0, "requests": 1,
+                                     "failures": 0, "latencyMs": {}, "injectorBound": bound,
+                                     "verdict": {"passed": ok, "violations": []}})
             for i, (n, ok, bound) in enumerate(steps, 1)]
+
+
+def run_of(variants):
+    return RunResults("Succeeded", "", None, None, variants, [])
 
 
 def test_capacity_is_the_knee_the_last_stage_before_the_first_failure():
     stages = _ladder((10, True, False), (15, True, False), (20, False, False), (25, True, False), (30, False, False))
-    assert capacity(stages) == {"stage": 2, "injectors": 15, "users": 150, "rps": 1500.0, "firstFailedStage": 3}
-    assert capacity(_ladder((10, True, False), (15, True, False)))["firstFailedStage"] is None
+    assert capacity(stages).to_status() == {"stage": 2, "injectors": 15, "users": 150, "rps": 1500.0,
+                                            "firstFailedStage": 3}
+    assert capacity(_ladder((10, True, False), (15, True, False))).first_failed_stage is None
     assert capacity(_ladder((10, False, False), (15, True, False))) is None
 
 
 def test_an_injector_bound_stage_never_counts_toward_capacity():
     stages = _ladder((10, True, False), (15, True, True), (20, True, False), (25, False, False))
-    assert capacity(stages)["injectors"] == 20
-    assert capacity(_ladder((10, True, False), (15, True, True)))["injectors"] == 10
+    assert capacity(stages).injectors == 20
+    assert capacity(_ladder((10, True, False), (15, True, True))).injectors == 10
     assert capacity(_ladder((10, True, True))) is None
 
 
@@ -131,12 +138,12 @@ def test_step_labels_name_variant_and_stage():
 def test_table_has_the_seed_columns_one_row_per_stage_and_variant():
     e = experiment(matrix={"threads": [2, 3]}, thresholds={"p99": "100ms"},
                    stages=[{"injectors": n, "duration": "10s"} for n in (10, 15)])
-    status = {"variants": []}
+    variants = []
     for v in e.variants():
         stages = [stage_result(e, i + 1, s, _measured(requests=2_956_643, p99=80 + 40 * i, injector_bound=i == 0))
                   for i, s in enumerate(e.spec.stages)]
-        status["variants"].append({"index": v.index, "settings": v.settings(), "stages": stages,
-                                   "capacity": capacity(stages)})
+        variants.append(VariantRecord(v.index, v.settings(), stages, judged=True, capacity=capacity(stages)))
+    status = run_of(variants)
     lines = render_table(status).splitlines()
     assert [c.strip() for c in lines[0].split("|")] == [
         "Variant", "Injectors", "Users", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99",
@@ -150,14 +157,13 @@ def test_table_has_the_seed_columns_one_row_per_stage_and_variant():
 
 def test_the_report_shows_errors_and_the_targets_cpu_rss_and_redis_peak_per_server_and_stage():
     e = experiment(matrix={"server": ["gunicorn", "waitress"]}, stages=[{"users": 50, "duration": "10s"}])
-    status = {"variants": []}
+    variants = []
     for v in e.variants():
         measured = _measured(requests=12_345, failures=7 * v.index)
         measured = dataclasses.replace(measured, target_peak_cpu_cores=0.5 + v.index,
                                        target_peak_memory_bytes=(100 + v.index) * 2**20)
-        status["variants"].append({"index": v.index, "settings": v.settings(),
-                                   "stages": [stage_result(e, 1, e.spec.stages[0], measured)]})
-    text = render_report(status)
+        variants.append(VariantRecord(v.index, v.settings(), [stage_result(e, 1, e.spec.stages[0], measured)]))
+    text = render_report(run_of(variants))
     table = text.split("Errors and target resources per stage (peaks while the stage ran):\n")[1].splitlines()
     assert [c.strip() for c in table[0].split("|")] == [
         "Variant", "Injectors", "Users", "Requests", "req/s", "Errors", "Error rate", "Target CPU (cores)",
@@ -185,7 +191,7 @@ def _recorded_stage(rng, scale, count):
 def test_a_variants_headline_row_is_computed_from_all_its_stages_histograms_never_averaged():
     e = experiment(matrix={"threads": [2, 7]}, stages=[{"injectors": n, "duration": "10s"} for n in (10, 15, 20)])
     rng = random.Random(7)
-    status = {"variants": []}
+    variants = []
     for v in e.variants():
         stages, artifacts, everything = [], [], []
         for i, stage in enumerate(e.spec.stages):
@@ -193,33 +199,33 @@ def test_a_variants_headline_row_is_computed_from_all_its_stages_histograms_neve
             stages.append(stage_result(e, i + 1, stage, StageMeasurement(
                 summary=headline, artifact=artifact, started_at="t0", finished_at="t1",
                 redis_peak_connections=10 * (i + 1))))
-            artifacts.append(artifact)
+            artifacts.append(Artifact.from_artifact(artifact))
             everything += samples
         aggregate = variant_aggregate(stages, artifacts)
         truth = sorted(everything)[math.ceil(0.99 * len(everything)) - 1]
-        assert abs(aggregate["latencyMs"]["p99"] - truth) / truth <= 0.001
-        averaged = sum(s["latencyMs"]["p99"] * s["requests"] for s in stages) / aggregate["requests"]
+        assert abs(aggregate.latency.p99 - truth) / truth <= 0.001
+        averaged = sum(s.latency.p99 * s.requests for s in stages) / aggregate.requests
         assert abs(averaged - truth) / truth > 0.05   # the spreadsheet method is visibly wrong here
-        assert aggregate["requests"] == len(everything) == aggregate["latencyMs"]["n"]
-        assert aggregate["redisPeakConnections"] == 30
+        assert aggregate.requests == len(everything) == aggregate.latency.n
+        assert aggregate.redis_peak_connections == 30
         gets = [ms for i, ms in enumerate(everything) if i % 3]
-        assert aggregate["byMethod"]["GET"]["requests"] + aggregate["byMethod"]["POST"]["requests"] == len(everything)
-        assert aggregate["byMethod"]["GET"]["p99Ms"] <= aggregate["latencyMs"]["max"]
-        assert aggregate["byMethod"]["GET"]["meanMs"] == pytest.approx(
-            sum(s["byMethod"]["GET"]["meanMs"] * s["byMethod"]["GET"]["requests"] for s in stages)
-            / aggregate["byMethod"]["GET"]["requests"], rel=1e-4)
+        assert aggregate.by_method["GET"].requests + aggregate.by_method["POST"].requests == len(everything)
+        assert aggregate.by_method["GET"].p99_ms <= aggregate.latency.max
+        assert aggregate.by_method["GET"].mean_ms == pytest.approx(
+            sum(s.by_method["GET"].mean_ms * s.by_method["GET"].requests for s in stages)
+            / aggregate.by_method["GET"].requests, rel=1e-4)
         assert len(gets) > 0
-        status["variants"].append({"index": v.index, "settings": v.settings(), "stages": stages,
-                                   "aggregate": aggregate})
-    status["p99ByStage"] = p99_pivot(status["variants"])
-    assert [r["injectors"] for r in status["p99ByStage"]] == [10, 15, 20]
-    assert status["p99ByStage"][1]["p99MsByVariant"] == [v["stages"][1]["latencyMs"]["p99"] for v in status["variants"]]
+        variants.append(VariantRecord(v.index, v.settings(), stages, aggregate=aggregate))
+    pivot_rows = p99_pivot(variants)
+    assert [r.injectors for r in pivot_rows] == [10, 15, 20]
+    assert pivot_rows[1].p99_ms_by_variant == tuple(v.stages[1].latency.p99 for v in variants)
+    status = RunResults("Succeeded", "", None, None, variants, pivot_rows)
     report = render_report(status)
     assert "Per variant, over all its stages:" in report and "99th percentile per stage (ms):" in report
     headline = report.split("Per variant, over all its stages:\n")[1].splitlines()
     assert [c.strip() for c in headline[0].split("|")] == [
         "Variant", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "POSTs avg", "Total Requests", "Redis peak"]
-    assert headline[2].startswith("threads=2") and f"{status['variants'][0]['aggregate']['requests']:,}" in headline[2]
+    assert headline[2].startswith("threads=2") and f"{variants[0].aggregate.requests:,}" in headline[2]
     pivot = report.split("99th percentile per stage (ms):\n")[1].split("\n\n")[0].splitlines()
     assert [c.strip() for c in pivot[0].split("|")] == ["Injectors", "Users", "threads=2", "threads=7"]
     assert len(pivot) == 2 + 3

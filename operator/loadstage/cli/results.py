@@ -14,6 +14,7 @@ from loadstage.cli.run import replace_file
 from loadstage.reports import compare, sources
 from loadstage.reports.terminal import render_status
 from loadstage.results import histograms
+from loadstage.results.model import Artifact, RunResults
 
 
 def _report_format(args) -> str:
@@ -27,24 +28,24 @@ def _report_format(args) -> str:
 
 
 def render_document(source: str, document: dict[str, Any], form: str, namespace: str | None = None) -> str:
-    status = document["status"]
+    run = RunResults.from_status(document["status"])
     if form == "table":
-        return render_status(status)
+        return render_status(run)
     experiment = sources.experiment_of(source, document)
     if form == "markdown":
         from loadstage.reports.markdown import render_markdown
-        return render_markdown(experiment, status)
+        return render_markdown(experiment, run)
     if form == "csv":
         from loadstage.reports.csv import render_csv
-        return render_csv(experiment, status)
+        return render_csv(experiment, run)
     try:
         import matplotlib  # noqa: F401
 
         from loadstage.reports.html import render_html
     except ImportError:
         raise ValidationError([("--format html", "needs matplotlib: pip install 'loadstage[report]'")]) from None
-    artifacts = {(v, s): a for v, s, a in sources.load_artifacts(source, namespace, document)}
-    return render_html(experiment, status, artifacts)
+    artifacts = {(v, s): Artifact.from_artifact(a) for v, s, a in sources.load_artifacts(source, namespace, document)}
+    return render_html(experiment, run, artifacts)
 
 
 def _write(text: str, output: str | None) -> None:
@@ -74,18 +75,16 @@ def cmd_report(args) -> int:
 def _follow(args) -> int:
     shown = None
     for document in sources.follow(args.source, args.namespace):
-        status = document.get("status") or {}
-        variants = status.get("variants") or []
-        finished = sum(len(v.get("stages", [])) for v in variants)
-        state = (status.get("phase"), finished)
+        run = RunResults.from_status(document.get("status") or {})
+        finished = sum(len(v.stages) for v in run.variants)
+        state = (run.phase, finished)
         if state == shown:
             continue
         shown = state
-        total = len(variants) * len(document.get("spec", {}).get("stages", []))
-        print(f"== {time.strftime('%H:%M:%S')} {status.get('phase', 'Pending')}: {finished} of {total or '?'} "
-              f"stage(s) finished ==")
-        if variants:
-            sys.stdout.write(render_status(status))
+        total = len(run.variants) * len(document.get("spec", {}).get("stages", []))
+        print(f"== {time.strftime('%H:%M:%S')} {run.phase}: {finished} of {total or '?'} stage(s) finished ==")
+        if run.variants:
+            sys.stdout.write(render_status(run))
         sys.stdout.flush()
     return EXIT_OK if shown and shown[0] == "Succeeded" else EXIT_FAILED
 
@@ -94,7 +93,7 @@ def cmd_compare(args) -> int:
     runs = []
     for source in (args.base, args.new):
         document = sources.load_document(source, args.namespace)
-        runs.append((sources.experiment_of(source, document), document["status"]))
+        runs.append((sources.experiment_of(source, document), RunResults.from_status(document["status"])))
     comparison = compare.compare(runs[0], runs[1], args.tolerance, names=(args.base, args.new))
     sys.stdout.write(compare.render_markdown(comparison) if args.format == "markdown"
                      else compare.render_table(comparison))

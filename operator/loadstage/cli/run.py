@@ -29,6 +29,7 @@ from loadstage.engine.stages import StageEngine, new_status
 from loadstage.local.backend import LocalBackend, Progress
 from loadstage.local.target import local_problems
 from loadstage.reports.terminal import progress_line, render_status
+from loadstage.results.model import RunResults
 
 
 def _document(experiment: Experiment, status: dict[str, Any],
@@ -152,7 +153,8 @@ def cmd_run(args) -> int:
             signal.signal(s, handler)
     on_update(status)
     printer.say("")
-    sys.stdout.write(render_status(status, with_phase=False))
+    run = RunResults.from_status(status)
+    sys.stdout.write(render_status(run, with_phase=False))
     if status["phase"] != "Succeeded":
         printer.say(f"{status['phase']}: {status['message']}")
         printer.say(f"logs kept in {workdir}")
@@ -161,6 +163,6 @@ def cmd_run(args) -> int:
     if output:
         printer.say(f"result written to {output}")
     if code == EXIT_OK and args.fail_on_threshold and any(
-            not s["verdict"]["passed"] for v in status["variants"] for s in v["stages"] if "verdict" in s):
+            s.verdict and not s.verdict.passed for v in run.variants for s in v.stages):
         code = EXIT_THRESHOLDS
     return code

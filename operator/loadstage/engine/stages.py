@@ -13,6 +13,7 @@ from loadstage.api.types import Experiment
 from loadstage.engine.backend import Backend
 from loadstage.engine.clock import now
 from loadstage.engine.steps import stage_step, warmup_step
+from loadstage.results.model import Artifact, VariantRecord
 from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
 from loadstage.results.thresholds import capacity
 
@@ -47,15 +48,16 @@ class StageEngine:
         status.setdefault("startedAt", now())
         spec = self.experiment.spec
         variants = self.experiment.variants()
+        records = [VariantRecord.from_status(v) for v in status["variants"]]
         # A run picked up after a restart keeps its phase and progress while the target is re-checked:
         # the stage in flight goes on, and the status must not go backwards.
         resuming = status.get("phase") == "Running"
         for variant in variants:
-            record = status["variants"][variant.index]
-            if len(record["stages"]) >= len(spec.stages):
+            record = records[variant.index]
+            if len(record.stages) >= len(spec.stages):
                 continue
             progress = {"variant": f"{variant.index + 1}/{len(variants)}",
-                        "stage": f"{len(record['stages'])}/{len(spec.stages)}", "injectors": 0}
+                        "stage": f"{len(record.stages)}/{len(spec.stages)}", "injectors": 0}
             which = f"variant {variant.index + 1}/{len(variants)} ({variant.label()})"
             if resuming:
                 progress = status.get("progress", progress)
@@ -66,30 +68,33 @@ class StageEngine:
                                 message=f"deploying the target for {which}")
             await self.backend.prepare_variant(variant)
             artifacts = self.artifacts.setdefault(
-                variant.index, await self.backend.saved_artifacts(variant, len(record["stages"])))
+                variant.index, await self.backend.saved_artifacts(variant, len(record.stages)))
+            kept = [Artifact.from_artifact(a) for a in artifacts]
             warmup = warmup_step(self.experiment, variant)
-            if warmup is not None and not record.get("warmedUp"):
+            if warmup is not None and not record.warmed_up:
                 await self._set(status, phase="Running", message=f"running {warmup.label()}",
                                 progress={**progress, "injectors": warmup.stage.injectors})
                 await self.backend.run_stage(warmup)
-                record["warmedUp"] = True
+                record.warmed_up = True
+                status["variants"][variant.index] = record.to_status()
                 await self.on_update(status)
-            for number in range(len(record["stages"]) + 1, len(spec.stages) + 1):
+            for number in range(len(record.stages) + 1, len(spec.stages) + 1):
                 step = stage_step(self.experiment, variant, number)
-                stage = step.stage
-                progress = {**progress, "stage": f"{number}/{len(spec.stages)}", "injectors": stage.injectors}
+                progress = {**progress, "stage": f"{number}/{len(spec.stages)}", "injectors": step.stage.injectors}
                 await self._set(status, phase="Running", progress=progress, message=f"running {step.label()}")
                 measurement = await self.backend.run_stage(step)
-                result = stage_result(self.experiment, number, stage, measurement)
-                record["stages"].append(result)
+                result = stage_result(self.experiment, number, step.stage, measurement)
+                record.stages.append(result)
                 artifacts.append(measurement.artifact)
-                record["aggregate"] = variant_aggregate(record["stages"], artifacts)
-                status["p99ByStage"] = p99_pivot(status["variants"])
+                kept.append(Artifact.from_artifact(measurement.artifact))
+                record.aggregate = variant_aggregate(record.stages, kept)
                 if spec.thresholds is not None:
-                    record["capacity"] = capacity(record["stages"])
-                p99 = result["latencyMs"]["p99"]
+                    record.judged, record.capacity = True, capacity(record.stages)
+                status["variants"][variant.index] = record.to_status()
+                status["p99ByStage"] = [row.to_status() for row in p99_pivot(records)]
+                p99 = result.latency.p99
                 status["latest"] = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
-                                    "redisPeakConnections": result["redisPeakConnections"]}
+                                    "redisPeakConnections": result.redis_peak_connections}
                 await self.on_update(status)
             await self.backend.finish_variant(variant)
         await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now())

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any
+from typing import Any, Callable
 
 from loadstage.reports import tables
+from loadstage.results.model import Artifact, RunResults, StageResult, VariantRecord
 
 Chart = tuple[str, str, str]   # (id, title, svg)
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
@@ -37,6 +38,10 @@ def _number(value) -> float:
     return math.nan if value is None else float(value)
 
 
+def _load_label(by_users: bool) -> str:
+    return LOAD_LABELS["users" if by_users else "injectors"]
+
+
 def _style(axes, xlabel: str, ylabel: str) -> None:
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
@@ -47,14 +52,15 @@ def _style(axes, xlabel: str, ylabel: str) -> None:
         axes.spines[side].set_visible(False)
 
 
-def _per_variant(axes, chart_id: str, status: dict[str, Any], figure_of, load: str) -> None:
+def _per_variant(axes, chart_id: str, run: RunResults, figure_of: Callable[[StageResult], Any],
+                 by_users: bool) -> None:
     """One line per variant: a stage figure against the stage's load (its injectors, or its users)."""
-    axes.set_xticks(sorted({s[load] for v in status["variants"] for s in v["stages"]}))
-    for i, variant in enumerate(status["variants"]):
-        stages = variant["stages"]
+    axes.set_xticks(sorted({s.load(by_users) for v in run.variants for s in v.stages}))
+    for i, variant in enumerate(run.variants):
+        stages = variant.stages
         if stages:
-            axes.plot([s[load] for s in stages], [_number(figure_of(s)) for s in stages], marker="o",
-                      color=COLOURS[i % len(COLOURS)], label=tables.variant_label(status, variant),
+            axes.plot([s.load(by_users) for s in stages], [_number(figure_of(s)) for s in stages], marker="o",
+                      color=COLOURS[i % len(COLOURS)], label=tables.variant_label(run, variant),
                       gid=f"{chart_id}-data-{i + 1}")
 
 
@@ -64,98 +70,95 @@ def _legend(figure, axes) -> None:
         figure.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4), frameon=False)
 
 
-def latency_chart(status: dict[str, Any], load: str = "injectors") -> Chart:
+def latency_chart(run: RunResults, by_users: bool = False) -> Chart:
     chart_id = "latency"
     figure, panels = _figure(10, 5.6, 2, 3)
     for axes, (key, name) in zip(panels, PERCENTILES):
-        _per_variant(axes, f"{chart_id}-{key}", status, lambda s, k=key: s["latencyMs"].get(k), load)
-        _style(axes, LOAD_LABELS[load], f"{name} (ms)")
+        _per_variant(axes, f"{chart_id}-{key}", run, lambda s, k=key: s.latency.percentile(k), by_users)
+        _style(axes, _load_label(by_users), f"{name} (ms)")
         axes.set_title(name)
     panels[-1].set_visible(False)
     _legend(figure, panels[0])
     return chart_id, "Latency percentiles against load", _svg(figure, chart_id)
 
 
-def throughput_chart(status: dict[str, Any], load: str = "injectors") -> Chart:
+def throughput_chart(run: RunResults, by_users: bool = False) -> Chart:
     chart_id = "throughput"
     figure, (axes,) = _figure(7, 4)
-    _per_variant(axes, chart_id, status, lambda s: s.get("rps"), load)
-    for i, variant in enumerate(status["variants"]):
-        first = next((s for s in variant["stages"] if s.get("rps")), None)
-        if first is not None and len(variant["stages"]) > 1:
-            xs = [s[load] for s in variant["stages"]]
-            axes.plot(xs, [first["rps"] / first[load] * x for x in xs], linestyle=":", linewidth=1,
+    _per_variant(axes, chart_id, run, lambda s: s.rps, by_users)
+    for i, variant in enumerate(run.variants):
+        first = next((s for s in variant.stages if s.rps), None)
+        if first is not None and len(variant.stages) > 1:
+            xs = [s.load(by_users) for s in variant.stages]
+            axes.plot(xs, [first.rps / first.load(by_users) * x for x in xs], linestyle=":", linewidth=1,
                       color=COLOURS[i % len(COLOURS)], alpha=0.6)
     axes.plot([], [], linestyle=":", color="grey", label="linear from the first stage")
-    _style(axes, LOAD_LABELS[load], "requests per second")
+    _style(axes, _load_label(by_users), "requests per second")
     _legend(figure, axes)
     return chart_id, "Throughput against load (the knee is where it leaves the dotted line)", _svg(figure, chart_id)
 
 
-def redis_chart(status: dict[str, Any], load: str = "injectors") -> Chart:
+def redis_chart(run: RunResults, by_users: bool = False) -> Chart:
     chart_id = "redis"
     figure, (axes,) = _figure(7, 4)
-    _per_variant(axes, chart_id, status, lambda s: s.get("redisPeakConnections"), load)
-    _style(axes, LOAD_LABELS[load], "peak Redis connections")
+    _per_variant(axes, chart_id, run, lambda s: s.redis_peak_connections, by_users)
+    _style(axes, _load_label(by_users), "peak Redis connections")
     _legend(figure, axes)
     return chart_id, "Peak Redis connections against load", _svg(figure, chart_id)
 
 
-def target_chart(status: dict[str, Any], load: str = "injectors") -> Chart:
+def target_chart(run: RunResults, by_users: bool = False) -> Chart:
     chart_id = "target"
     figure, (cpu, memory) = _figure(10, 4, 1, 2)
-    _per_variant(cpu, f"{chart_id}-cpu", status, lambda s: s.get("target", {}).get("peakCpuCores"), load)
-    _style(cpu, LOAD_LABELS[load], "peak CPU (cores)")
-    _per_variant(memory, f"{chart_id}-memory", status,
-                 lambda s: None if s.get("target", {}).get("peakMemoryBytes") is None
-                 else s["target"]["peakMemoryBytes"] / 2**20, load)
-    _style(memory, LOAD_LABELS[load], "peak memory (MiB)")
+    _per_variant(cpu, f"{chart_id}-cpu", run, lambda s: s.target.peak_cpu_cores, by_users)
+    _style(cpu, _load_label(by_users), "peak CPU (cores)")
+    _per_variant(memory, f"{chart_id}-memory", run, lambda s: tables.mib(s.target.peak_memory_bytes), by_users)
+    _style(memory, _load_label(by_users), "peak memory (MiB)")
     _legend(figure, cpu)
     return chart_id, "Target CPU and memory against load (all its pods)", _svg(figure, chart_id)
 
 
-def series_chart(status: dict[str, Any], variant: dict[str, Any], artifacts: dict[int, dict[str, Any]]) -> Chart:
+def series_chart(run: RunResults, variant: VariantRecord, artifacts: dict[int, Artifact]) -> Chart:
     """Requests per second and p50/p99 over time, stage by stage, in the master's windows."""
-    index = variant["index"] + 1
+    index = variant.index + 1
     chart_id = f"series-v{index}"
-    stages = variant["stages"]
+    stages = variant.stages
     figure, panels = _figure(10, 2.3 * len(stages) + 0.4, len(stages), 2)
     for number, stage in enumerate(stages):
-        series = artifacts.get(stage["stage"], {}).get("series") or []
+        kept = artifacts.get(stage.stage)
+        series = kept.series if kept is not None else ()
         rps_axes, latency_axes = panels[2 * number], panels[2 * number + 1]
         if series:
-            t0 = series[0]["start"]
-            times = [w["start"] - t0 for w in series]
+            t0 = series[0].start
+            times = [w.start - t0 for w in series]
             marker = "." if len(series) <= 60 else None
             # each window's rate drawn across its window, the last one too
-            rps_axes.plot([*times, times[-1] + series[-1]["seconds"]], [w["rps"] for w in series] + [series[-1]["rps"]],
-                          drawstyle="steps-post", color=COLOURS[0],
-                          gid=f"{chart_id}-data-s{stage['stage']}-rps")
-            for key, colour in (("p50Ms", COLOURS[2]), ("p99Ms", COLOURS[1])):
-                latency_axes.plot(times, [_number(w[key]) for w in series], marker=marker, color=colour,
-                                  label=key[:-2], gid=f"{chart_id}-data-s{stage['stage']}-{key[:-2]}")
+            rps_axes.plot([*times, times[-1] + series[-1].seconds], [w.rps for w in series] + [series[-1].rps],
+                          drawstyle="steps-post", color=COLOURS[0], gid=f"{chart_id}-data-s{stage.stage}-rps")
+            for name, figure_of, colour in (("p50", lambda w: w.p50_ms, COLOURS[2]),
+                                            ("p99", lambda w: w.p99_ms, COLOURS[1])):
+                latency_axes.plot(times, [_number(figure_of(w)) for w in series], marker=marker, color=colour,
+                                  label=name, gid=f"{chart_id}-data-s{stage.stage}-{name}")
             latency_axes.legend(loc="upper right", frameon=False, fontsize="small")
-            window = f" ({series[0]['seconds']:g} s windows)"
+            window = f" ({series[0].seconds:g} s windows)"
         else:
             rps_axes.text(0.5, 0.5, "no time series kept for this stage", ha="center", transform=rps_axes.transAxes)
             window = ""
-        rps_axes.set_title(f"stage {stage['stage']}: {stage['injectors']} injectors, {stage['users']:,} users{window}",
+        rps_axes.set_title(f"stage {stage.stage}: {stage.injectors} injectors, {stage.users:,} users{window}",
                            loc="left", fontsize="medium")
         _style(rps_axes, "seconds since the stage's first request", "requests per second")
         _style(latency_axes, "seconds since the stage's first request", "latency (ms)")
-    return chart_id, f"Over time, {tables.variant_label(status, variant)}", _svg(figure, chart_id)
+    return chart_id, f"Over time, {tables.variant_label(run, variant)}", _svg(figure, chart_id)
 
 
-def charts(status: dict[str, Any], artifacts: dict[tuple[int, int], dict[str, Any]],
-           by_users: bool = False) -> list[Chart]:
+def charts(run: RunResults, artifacts: dict[tuple[int, int], Artifact], by_users: bool = False) -> list[Chart]:
     """Every chart of the report; `artifacts` maps (variant, stage), both from 1, to a stage's artifact."""
-    if not any(v["stages"] for v in status["variants"]):
+    if not run.has_stages():
         return []
-    load = "users" if by_users else "injectors"
-    found = [latency_chart(status, load), throughput_chart(status, load), redis_chart(status, load),
-             target_chart(status, load)]
-    for variant in status["variants"]:
-        if variant["stages"]:
-            index = variant["index"] + 1
-            found.append(series_chart(status, variant, {stage: a for (v, stage), a in artifacts.items() if v == index}))
+    found = [latency_chart(run, by_users), throughput_chart(run, by_users), redis_chart(run, by_users),
+             target_chart(run, by_users)]
+    for variant in run.variants:
+        if variant.stages:
+            index = variant.index + 1
+            found.append(series_chart(run, variant, {stage: a for (v, stage), a in artifacts.items() if v == index}))
     return found

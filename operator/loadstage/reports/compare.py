@@ -9,11 +9,11 @@ p99.9 of fewer than 1,000 requests, which is close to the maximum."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import DEFAULT_SERVER, Experiment
 from loadstage.reports import ons_layout, tables
+from loadstage.results.model import RunResults, StageResult
 
 RESOLUTION = 2.0 ** -10          # HDR histograms at 3 significant digits
 LATENCIES = ("p50", "p99", "p999")    # p50 is shown, not judged
@@ -93,34 +93,32 @@ def _judge_errors(base: float, new: float, tolerance: float) -> str:
     return "same"
 
 
-def compare_stage(base: dict[str, Any], new: dict[str, Any], tolerance: float) -> list[Change]:
+def compare_stage(base: StageResult, new: StageResult, tolerance: float) -> list[Change]:
     changes = []
     for key in LATENCIES:
-        b, n = base["latencyMs"].get(key), new["latencyMs"].get(key)
+        b, n = base.latency.percentile(key), new.latency.percentile(key)
         if key == "p50":
             verdict = ""
-        elif key == "p999" and not (base["latencyMs"].get("p999Reliable") and new["latencyMs"].get("p999Reliable")):
+        elif key == "p999" and not (base.latency.p999_reliable and new.latency.p999_reliable):
             verdict = "thin"
         else:
             verdict = _judge_latency(b, n, tolerance)
         changes.append(Change(key, b, n, verdict))
-    changes.append(Change("rps", base.get("rps"), new.get("rps"), _judge_throughput(base.get("rps"), new.get("rps"),
-                                                                                      tolerance)))
-    changes.append(Change("errorRate", base["errorRate"], new["errorRate"],
-                          _judge_errors(base["errorRate"], new["errorRate"], tolerance)))
+    changes.append(Change("rps", base.rps, new.rps, _judge_throughput(base.rps, new.rps, tolerance)))
+    changes.append(Change("errorRate", base.error_rate, new.error_rate,
+                          _judge_errors(base.error_rate, new.error_rate, tolerance)))
     return changes
 
 
-def _stages(status: dict[str, Any]) -> dict[tuple, tuple[str, dict[str, Any]]]:
+def _stages(run: RunResults) -> dict[tuple, tuple[str, StageResult]]:
     """Every finished stage by what it ran; a ladder that repeats a step counts its repeats apart."""
-    found: dict[tuple, tuple[str, dict[str, Any]]] = {}
-    for variant in status["variants"]:
-        label = tables.variant_label(status, variant)
-        for stage in variant["stages"]:
+    found: dict[tuple, tuple[str, StageResult]] = {}
+    for variant in run.variants:
+        label = tables.variant_label(run, variant)
+        for stage in variant.stages:
             # a result from before servers could be chosen ran gunicorn
-            settings = {"server": DEFAULT_SERVER, **variant["settings"]}
-            key = (tuple(sorted((k, v) for k, v in settings.items() if v is not None)), stage["injectors"],
-                   stage["users"])
+            settings = {"server": DEFAULT_SERVER, **variant.settings}
+            key = (tuple(sorted((k, v) for k, v in settings.items() if v is not None)), stage.injectors, stage.users)
             repeat = sum(1 for k in found if k[:3] == key)
             found[(*key, repeat)] = (label, stage)
     return found
@@ -132,7 +130,10 @@ def _describe(key: tuple) -> str:
             + (f" (repeat {repeat + 1})" if repeat else ""))
 
 
-def compare(base: tuple[Experiment, dict[str, Any]], new: tuple[Experiment, dict[str, Any]],
+_ABSENT = ons_layout.Option("", object(), "-")
+
+
+def compare(base: tuple[Experiment, RunResults], new: tuple[Experiment, RunResults],
             tolerance: float, names: tuple[str, str] = ("BASE", "NEW")) -> Comparison:
     base_stages, new_stages = _stages(base[1]), _stages(new[1])
     shared = [k for k in new_stages if k in base_stages]
@@ -144,11 +145,12 @@ def compare(base: tuple[Experiment, dict[str, Any]], new: tuple[Experiment, dict
     stages = [StageComparison(new_stages[k][0], k[1], k[2],
                               compare_stage(base_stages[k][1], new_stages[k][1], tolerance))
               for k in shared]
-    base_profile = dict(ons_layout.profile_rows(*base))
-    new_profile = dict(ons_layout.profile_rows(*new))
-    differing = [(option, base_profile.get(option, "-"), new_profile.get(option, "-"))
-                 for option in dict.fromkeys([*base_profile, *new_profile])
-                 if base_profile.get(option) != new_profile.get(option)]
+    base_profile = {o.name: o for o in ons_layout.profile(*base)}
+    new_profile = {o.name: o for o in ons_layout.profile(*new)}
+    differing = [(name, base_profile[name].text if name in base_profile else "-",
+                  new_profile[name].text if name in new_profile else "-")
+                 for name in dict.fromkeys([*base_profile, *new_profile])
+                 if (base_profile.get(name) or _ABSENT).value != (new_profile.get(name) or _ABSENT).value]
     return Comparison(tolerance, stages,
                       only_in_base=[_describe(k) for k in base_stages if k not in new_stages],
                       only_in_new=[_describe(k) for k in new_stages if k not in base_stages],

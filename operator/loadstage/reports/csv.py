@@ -10,6 +10,7 @@ from typing import Any
 
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout
+from loadstage.results.model import RunResults, StageResult, VariantRecord
 
 SETTINGS = ["server", "pods", "workers", "threads", "workerClass"]
 FIGURES = ["requests", "failures", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms",
@@ -18,37 +19,38 @@ TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores"
         "targetServedRequests", "injectorPeakCpuPercent", "injectorBound", "passed", "violations"]
 
 
-def columns(status: dict[str, Any]) -> list[str]:
-    per_method = [f"{m.lower()}{figure}" for m in ons_layout.methods(status) for figure in ("Requests", "MeanMs", "P99Ms")]
+def columns(run: RunResults) -> list[str]:
+    per_method = [f"{m.lower()}{figure}" for m in ons_layout.methods(run) for figure in ("Requests", "MeanMs", "P99Ms")]
     return ["experiment", "variant", *SETTINGS, "stage", "injectors", "users", "usersPerInjector",
             "spawnRatePerInjector", "waitMinSeconds", "waitMaxSeconds", "pacingSeconds", "durationSeconds",
             "startedAt", "finishedAt", *FIGURES, *per_method, *TAIL]
 
 
-def row(experiment: Experiment, variant: dict[str, Any], stage: dict[str, Any]) -> dict[str, Any]:
-    injectors, latency, target = experiment.spec.injectors, stage["latencyMs"], stage.get("target", {})
-    verdict = stage.get("verdict")
+def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> dict[str, Any]:
+    injectors, latency, target = experiment.spec.injectors, stage.latency, stage.target
+    verdict = stage.verdict
     values = {
-        "experiment": experiment.name, "variant": variant["index"] + 1, **variant["settings"],
-        "stage": stage["stage"], "injectors": stage["injectors"], "users": stage["users"],
+        "experiment": experiment.name, "variant": variant.index + 1, **variant.settings,
+        "stage": stage.stage, "injectors": stage.injectors, "users": stage.users,
         "usersPerInjector": injectors.users_per_injector, "spawnRatePerInjector": injectors.spawn_rate,
         "waitMinSeconds": injectors.wait_time.min, "waitMaxSeconds": injectors.wait_time.max,
-        "pacingSeconds": injectors.pacing, "durationSeconds": stage["durationSeconds"],
-        "startedAt": stage.get("startedAt"), "finishedAt": stage.get("finishedAt"),
-        **{k: stage.get(k) for k in ("requests", "failures", "errorRate", "rps", "meanMs")},
-        **{f"{p}Ms": latency.get(p) for p in ("p50", "p90", "p95", "p99", "p999", "max")},
-        "p999Reliable": latency.get("p999Reliable"),
-        "redisPeakConnections": stage.get("redisPeakConnections"),
-        "redisConnectionsReceived": stage.get("redisConnectionsReceived"),
-        "targetPeakCpuCores": target.get("peakCpuCores"), "targetPeakMemoryBytes": target.get("peakMemoryBytes"),
-        "targetServedRequests": target.get("servedRequests"),
-        "injectorPeakCpuPercent": stage.get("injectorPeakCpuPercent"), "injectorBound": stage.get("injectorBound"),
-        "passed": None if verdict is None else verdict["passed"],
-        "violations": None if verdict is None else "; ".join(verdict["violations"]),
+        "pacingSeconds": injectors.pacing, "durationSeconds": stage.duration_seconds,
+        "startedAt": stage.started_at, "finishedAt": stage.finished_at,
+        "requests": stage.requests, "failures": stage.failures, "errorRate": stage.error_rate, "rps": stage.rps,
+        "meanMs": stage.mean_ms,
+        **{f"{p}Ms": latency.percentile(p) for p in ("p50", "p90", "p95", "p99", "p999", "max")},
+        "p999Reliable": latency.p999_reliable,
+        "redisPeakConnections": stage.redis_peak_connections,
+        "redisConnectionsReceived": stage.redis_connections_received,
+        "targetPeakCpuCores": target.peak_cpu_cores, "targetPeakMemoryBytes": target.peak_memory_bytes,
+        "targetServedRequests": target.served_requests,
+        "injectorPeakCpuPercent": stage.injector_peak_cpu_percent, "injectorBound": stage.injector_bound,
+        "passed": None if verdict is None else verdict.passed,
+        "violations": None if verdict is None else "; ".join(verdict.violations),
     }
-    for method, figures in stage.get("byMethod", {}).items():
-        values.update({f"{method.lower()}Requests": figures["requests"], f"{method.lower()}MeanMs": figures["meanMs"],
-                       f"{method.lower()}P99Ms": figures["p99Ms"]})
+    for method, figures in stage.by_method.items():
+        values.update({f"{method.lower()}Requests": figures.requests, f"{method.lower()}MeanMs": figures.mean_ms,
+                       f"{method.lower()}P99Ms": figures.p99_ms})
     return values
 
 
@@ -60,13 +62,13 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def render_csv(experiment: Experiment, status: dict[str, Any]) -> str:
+def render_csv(experiment: Experiment, run: RunResults) -> str:
     out = io.StringIO()
-    names = columns(status)
+    names = columns(run)
     writer = csv.DictWriter(out, fieldnames=names, lineterminator="\n")
     writer.writeheader()
-    for variant in status["variants"]:
-        for stage in variant["stages"]:
+    for variant in run.variants:
+        for stage in variant.stages:
             values = row(experiment, variant, stage)
             writer.writerow({name: _cell(values.get(name)) for name in names})
     return out.getvalue()

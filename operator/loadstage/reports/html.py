@@ -5,10 +5,10 @@ be mailed or attached as it is."""
 from __future__ import annotations
 
 import html
-from typing import Any
 
 from loadstage.api.types import Experiment
 from loadstage.reports import charts, ons_layout, terminal
+from loadstage.results.model import Artifact, RunResults
 
 STYLE = """
 body { font-family: system-ui, "DejaVu Sans", sans-serif; margin: 2em auto; max-width: 1100px; color: #222;
@@ -30,29 +30,28 @@ def _table(header: list[str], rows: list[list[str]], text_columns: int = 0) -> s
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_html(experiment: Experiment, status: dict[str, Any],
-                artifacts: dict[tuple[int, int], dict[str, Any]]) -> str:
+def render_html(experiment: Experiment, run: RunResults, artifacts: dict[tuple[int, int], Artifact]) -> str:
     name = html.escape(experiment.name)
-    phase = status.get("phase", "Pending")
+    phase = run.phase
     parts = [f"<h1>Load experiment <code>{name}</code></h1>",
-             f"<p>{html.escape(ons_layout.run_period(status))}. Latencies in milliseconds, from the "
+             f"<p>{html.escape(ons_layout.run_period(run))}. Latencies in milliseconds, from the "
              f"merged HDR histograms of every request (3 significant digits).</p>"]
-    if phase != "Succeeded" and status.get("message"):
-        parts.append(f"<p class=fail>{html.escape(phase)}: {html.escape(status['message'])}</p>")
-    sections = ons_layout.page_sections(experiment, status)
+    if phase != "Succeeded" and run.message:
+        parts.append(f"<p class=fail>{html.escape(phase)}: {html.escape(run.message)}</p>")
+    sections = ons_layout.page_sections(experiment, run)
 
     def shown(section: ons_layout.Section) -> list[str]:
         return [f"<h2>{html.escape(section.title)}</h2>", _table(section.header, section.rows, section.text_columns)]
     for section in sections:
         if not section.per_variant:
             parts += shown(section)
-    for chart_id, title, svg in charts.charts(status, artifacts, by_users=ons_layout.by_users(experiment)):
+    for chart_id, title, svg in charts.charts(run, artifacts, by_users=ons_layout.by_users(experiment)):
         parts.append(f"<figure class=chart id=chart-{chart_id}><figcaption>{html.escape(title)}</figcaption>"
                      f"{svg}</figure>")
     for section in sections:
         if section.per_variant:
             parts += shown(section)
-    lines = terminal.render_capacity(status) + ons_layout.page_footnotes(sections)
+    lines = terminal.render_capacity(run) + ons_layout.page_footnotes(sections)
     parts += [f"<p class=note>{html.escape(line)}</p>" for line in lines]
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content='width=device-width, initial-scale=1'>"

@@ -4,10 +4,9 @@ breakdown per variant."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout, tables, terminal
+from loadstage.results.model import RunResults
 
 
 def table(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Option", "Value")) -> str:
@@ -19,25 +18,25 @@ def table(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Op
                      for i, line in enumerate(lines))
 
 
-def render_markdown(experiment: Experiment, status: dict[str, Any]) -> str:
-    phase = status.get("phase", "Pending")
+def render_markdown(experiment: Experiment, run: RunResults) -> str:
+    phase = run.phase
     parts = [f"# Load experiment `{experiment.name}`", "",
-             f"{ons_layout.run_period(status)}. Latencies in milliseconds, from the merged HDR histograms of "
+             f"{ons_layout.run_period(run)}. Latencies in milliseconds, from the merged HDR histograms of "
              f"every request (3 significant digits); a variant's row covers every request of all its stages."]
-    sections = ons_layout.page_sections(experiment, status)
+    sections = ons_layout.page_sections(experiment, run)
     for section in sections:
         parts += ["", f"## {section.title}", "",
                   table(section.header, section.rows, left=tuple(section.header[:section.text_columns]))]
-    failed = [f"- {tables.variant_label(status, v)}, {s['injectors']} injectors: {', '.join(s['verdict']['violations'])}"
-              for v in status["variants"] for s in v["stages"] if s.get("verdict") and not s["verdict"]["passed"]]
+    failed = [f"- {tables.variant_label(run, v)}, {s.injectors} injectors: {', '.join(s.verdict.violations)}"
+              for v in run.variants for s in v.stages if s.verdict and not s.verdict.passed]
     if failed:
         parts += ["", "## Thresholds not met", "", *failed]
-    capacity = terminal.render_capacity(status)
+    capacity = terminal.render_capacity(run)
     if capacity:
         parts += ["", "## Capacity", "", *(f"- {line}" for line in capacity)]
     notes = ons_layout.page_footnotes(sections)
     if notes:
         parts += ["", *(note.replace("*", "\\*", 1) + "  " for note in notes)]
-    if phase != "Succeeded" and status.get("message"):
-        parts += ["", f"**{phase}:** {status['message']}"]
+    if phase != "Succeeded" and run.message:
+        parts += ["", f"**{phase}:** {run.message}"]
     return "\n".join(parts) + "\n"

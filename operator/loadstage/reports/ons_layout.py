@@ -10,6 +10,7 @@ from typing import Any
 from loadstage.api.quantities import format_duration
 from loadstage.api.types import Experiment
 from loadstage.reports.tables import (
+    Table,
     count,
     footnotes,
     key_settings,
@@ -21,6 +22,7 @@ from loadstage.reports.tables import (
     variant_label,
     varying,
 )
+from loadstage.results.model import RunResults, VariantRecord
 
 SETTING_NAMES = {"server": "server", "pods": "pods", "workers": "workers", "threads": "threads",
                  "workerClass": "worker class"}
@@ -30,24 +32,24 @@ PERCENTILE_COLUMNS = ["50th", "90th", "95th", "99th", "99.9th"]
 INJECTORS_COLUMN = "Load injector instances"
 
 
-def ons_headline_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    keys = key_settings(status)
-    rows = [[*(setting_cell(v["settings"].get(k)) for k in keys), *percentiles(v["aggregate"]["latencyMs"]),
-             count(v["aggregate"]["requests"]), count(v["aggregate"].get("redisPeakConnections"))]
-            for v in status["variants"] if v.get("aggregate")]
+def ons_headline_rows(run: RunResults) -> Table:
+    keys = key_settings(run)
+    rows = [[*(setting_cell(v.settings.get(k)) for k in keys), *percentiles(v.aggregate.latency),
+             count(v.aggregate.requests), count(v.aggregate.redis_peak_connections)]
+            for v in run.variants if v.aggregate]
     return [*(SETTING_NAMES.get(k, k) for k in keys), *PERCENTILE_COLUMNS, "total requests",
             "Redis connections (peak)"], rows
 
 
-def ons_pivot_rows(status: dict[str, Any], users: bool = False) -> tuple[list[str], list[list[str]]]:
+def ons_pivot_rows(run: RunResults, users: bool = False) -> Table:
     """The ONS layout's pivot; with `users` (a ladder given in users) a Users column too."""
-    header, rows = pivot_rows(status, users=users)
+    header, rows = pivot_rows(run, users=users)
     return [INJECTORS_COLUMN, *header[1:]], rows
 
 
-def methods(status: dict[str, Any]) -> list[str]:
+def methods(run: RunResults) -> list[str]:
     """GET and POST first, as the ONS tables have them, then any other method a locustfile used."""
-    seen = {m for v in status["variants"] for s in v["stages"] for m in s.get("byMethod", {})}
+    seen = {m for v in run.variants for s in v.stages for m in s.by_method}
     return [m for m in ("GET", "POST") if m in seen] + sorted(seen - {"GET", "POST"})
 
 
@@ -56,13 +58,13 @@ def by_users(experiment: Experiment) -> bool:
     return any(s.users is not None for s in experiment.spec.stages)
 
 
-def breakdown_rows(status: dict[str, Any], variant: dict[str, Any],
-                   users: bool = False) -> tuple[list[str], list[list[str]]]:
-    """The ONS layout's table of one variant: one row per stage; `users` adds the stage's users after its injectors."""
-    shown = methods(status)
-    rows = [[str(s["injectors"]), *([count(s.get("users"))] if users else []), *percentiles(s["latencyMs"]),
-             *(method_cell(s.get("byMethod", {}), m, "mean") for m in shown), count(s["requests"])]
-            for s in variant["stages"]]
+def breakdown_rows(run: RunResults, variant: VariantRecord, users: bool = False) -> Table:
+    """The ONS layout's table of one variant: one row per stage; `users` adds the stage's users after its
+    injectors."""
+    shown = methods(run)
+    rows = [[str(s.injectors), *([count(s.users)] if users else []), *percentiles(s.latency),
+             *(method_cell(s.by_method, m, "mean") for m in shown), count(s.requests)]
+            for s in variant.stages]
     return [INJECTORS_COLUMN, *(["Users"] if users else []), *PERCENTILE_COLUMNS,
             *(f"{m}s Average" for m in shown), "Total Requests"], rows
 
@@ -71,45 +73,70 @@ def setting_cell(value) -> str:
     return number(value, "")
 
 
-def _values(status: dict[str, Any], key: str) -> str:
-    values = list(dict.fromkeys(v["settings"].get(key) for v in status["variants"]))
+def _values(run: RunResults, key: str) -> tuple[Any, ...]:
+    return tuple(dict.fromkeys(v.settings.get(key) for v in run.variants))
+
+
+def _shown(values: tuple[Any, ...]) -> str:
     return ", ".join(map(setting_cell, values)) + (" (one variant each)" if len(values) > 1 else "")
 
 
-def profile_rows(experiment: Experiment, status: dict[str, Any]) -> list[list[str]]:
-    """The benchmark profile: Option | Value."""
+@dataclass(frozen=True)
+class Option:
+    """One line of the benchmark profile: its name, the value it compares by, and how it reads."""
+    name: str
+    value: Any
+    text: str
+
+
+def profile(experiment: Experiment, run: RunResults) -> list[Option]:
+    """The benchmark profile, as values (what `compare` compares) with their text (what a page shows)."""
     spec = experiment.spec
     target, injectors = spec.target, spec.injectors
-    durations = list(dict.fromkeys(format_duration(s.duration) for s in spec.stages))
-    rows = [["Target app", target.app + (f" ({target.image})" if target.image else "")],
-            *([name, _values(status, key)] for key, name in PROFILE_SETTINGS.items()
-              if any(v["settings"].get(key) is not None for v in status["variants"])),
-            ["Users per injector", f"{injectors.users_per_injector:,}"],
-            ["Spawn rate per injector", f"{injectors.spawn_rate:g} users/s"]]
+    durations = tuple(dict.fromkeys(s.duration for s in spec.stages))
+    options = [Option("Target app", (target.app, target.image),
+                      target.app + (f" ({target.image})" if target.image else "")),
+               *(Option(name, _values(run, key), _shown(_values(run, key))) for key, name in PROFILE_SETTINGS.items()
+                 if any(v.settings.get(key) is not None for v in run.variants)),
+               Option("Users per injector", injectors.users_per_injector, f"{injectors.users_per_injector:,}"),
+               Option("Spawn rate per injector", injectors.spawn_rate, f"{injectors.spawn_rate:g} users/s")]
     if injectors.pacing is not None:
-        rows.append(["Pacing", f"one task every {format_duration(injectors.pacing)} per user (open model)"])
+        options.append(Option("Pacing", injectors.pacing,
+                              f"one task every {format_duration(injectors.pacing)} per user (open model)"))
     else:
-        rows.append(["Wait time", f"{format_duration(injectors.wait_time.min)} to "
-                                  f"{format_duration(injectors.wait_time.max)}"])
+        wait = injectors.wait_time
+        options.append(Option("Wait time", (wait.min, wait.max),
+                              f"{format_duration(wait.min)} to {format_duration(wait.max)}"))
     scenario = (injectors.locustfile.path or f"ConfigMap {injectors.locustfile.config_map.name}"
                 if injectors.locustfile else f"built-in {injectors.scenario or 'respondent'}")
-    rows += [["Scenario", scenario],
-             ["Stage duration", ", ".join(durations)],
-             ["Most users per injector (stages given in users)" if by_users(experiment) else "", f"{injectors.max_users_per_injector:,}"],
-             ["Load injector ladder", ", ".join(str(s.injectors) for s in spec.stages)],
-             ["Users per stage", ", ".join(f"{injectors.users_for(s):,}" for s in spec.stages)],
-             ["Warm-up", f"{spec.warmup.injectors} injector(s) for {format_duration(spec.warmup.duration)}, "
-                         f"not counted" if spec.warmup else "none"],
-             ["Redis", "deployed for each variant" if spec.redis.deployed else "external"]]
-    rows = [row for row in rows if row[0]]
+    options += [Option("Scenario", scenario, scenario),
+                Option("Stage duration", durations, ", ".join(map(format_duration, durations)))]
+    if by_users(experiment):
+        options.append(Option("Most users per injector (stages given in users)", injectors.max_users_per_injector,
+                              f"{injectors.max_users_per_injector:,}"))
+    ladder = tuple(s.injectors for s in spec.stages)
+    users = tuple(injectors.users_for(s) for s in spec.stages)
+    warmup = (spec.warmup.injectors, spec.warmup.duration) if spec.warmup else None
+    options += [Option("Load injector ladder", ladder, ", ".join(map(str, ladder))),
+                Option("Users per stage", users, ", ".join(f"{u:,}" for u in users)),
+                Option("Warm-up", warmup, f"{spec.warmup.injectors} injector(s) for "
+                                          f"{format_duration(spec.warmup.duration)}, not counted" if warmup else "none"),
+                Option("Redis", spec.redis.deployed, "deployed for each variant" if spec.redis.deployed else "external")]
     if target.env:
-        rows.append(["Target environment", ", ".join(f"{k}={v}" for k, v in sorted(target.env.items()))])
+        env = tuple(sorted(target.env.items()))
+        options.append(Option("Target environment", env, ", ".join(f"{k}={v}" for k, v in env)))
     if spec.thresholds is not None:
-        limits = [f"{name} <= {format_duration(ms / 1000)}" for name, ms in spec.thresholds.latency_limits_ms().items()]
-        if spec.thresholds.error_rate is not None:
-            limits.append(f"error rate <= {spec.thresholds.error_rate:.2%}")
-        rows.append(["Thresholds", ", ".join(limits)])
-    return rows
+        t = spec.thresholds
+        limits = [f"{name} <= {format_duration(ms / 1000)}" for name, ms in t.latency_limits_ms().items()]
+        if t.error_rate is not None:
+            limits.append(f"error rate <= {t.error_rate:.2%}")
+        options.append(Option("Thresholds", (tuple(t.latency_limits_ms().items()), t.error_rate), ", ".join(limits)))
+    return options
+
+
+def profile_rows(experiment: Experiment, run: RunResults) -> list[list[str]]:
+    """The benchmark profile: Option | Value."""
+    return [[o.name, o.text] for o in profile(experiment, run)]
 
 
 @dataclass(frozen=True)
@@ -122,22 +149,22 @@ class Section:
     per_variant: bool = False
 
 
-def page_sections(experiment: Experiment, status: dict[str, Any]) -> list[Section]:
+def page_sections(experiment: Experiment, run: RunResults) -> list[Section]:
     """The profile, the headline table, the p99 pivot, and one breakdown per variant."""
-    sections = [Section("Benchmark profile", ["Option", "Value"], profile_rows(experiment, status), 2)]
-    header, rows = ons_headline_rows(status)
+    sections = [Section("Benchmark profile", ["Option", "Value"], profile_rows(experiment, run), 2)]
+    header, rows = ons_headline_rows(run)
     if rows:
-        sections.append(Section("Results per variant", header, rows, len(key_settings(status))))
-    header, rows = ons_pivot_rows(status, users=by_users(experiment))
-    if len(status["variants"]) > 1 and rows:
+        sections.append(Section("Results per variant", header, rows, len(key_settings(run))))
+    header, rows = ons_pivot_rows(run, users=by_users(experiment))
+    if len(run.variants) > 1 and rows:
         sections.append(Section("99th percentile timings per load stage", header, rows))
-    header, rows = resource_rows(status)
+    header, rows = resource_rows(run)
     if rows:
-        sections.append(Section("Errors and target resources per stage", header, rows, int(bool(varying(status)))))
-    for variant in status["variants"]:
-        if variant["stages"]:
-            header, rows = breakdown_rows(status, variant, users=by_users(experiment))
-            sections.append(Section(variant_label(status, variant), header, rows, per_variant=True))
+        sections.append(Section("Errors and target resources per stage", header, rows, int(bool(varying(run)))))
+    for variant in run.variants:
+        if variant.stages:
+            header, rows = breakdown_rows(run, variant, users=by_users(experiment))
+            sections.append(Section(variant_label(run, variant), header, rows, per_variant=True))
     return sections
 
 
@@ -145,7 +172,7 @@ def page_footnotes(sections: list[Section]) -> list[str]:
     return footnotes([c for section in sections[1:] for row in section.rows for c in row])
 
 
-def run_period(status: dict[str, Any]) -> str:
+def run_period(run: RunResults) -> str:
     """The phase, and from when to when the run went."""
-    when = " to ".join(t for t in (status.get("startedAt"), status.get("finishedAt")) if t)
-    return f"{status.get('phase', 'Pending')}{f', {when}' if when else ''}"
+    when = " to ".join(t for t in (run.started_at, run.finished_at) if t)
+    return f"{run.phase}{f', {when}' if when else ''}"

@@ -4,16 +4,21 @@ The terminal, Markdown and HTML reports render these rows."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
+
+from loadstage.results.model import Latency, MethodFigures, RunResults, StageResult, VariantRecord
 
 STAGE_COLUMNS = ["Injectors", "Users", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99", "POSTs avg",
                  "POSTs p99", "Total Requests", "Redis peak"]
 HEADLINE_COLUMNS = ["50th", "90th", "95th", "99th", "99.9th", "GETs avg", "POSTs avg", "Total Requests",
                     "Redis peak"]
+RESOURCE_COLUMNS = ["Injectors", "Users", "Requests", "req/s", "Errors", "Error rate", "Target CPU (cores)",
+                    "Target RSS (MiB)", "Redis peak"]
 THIN_P999 = "*"
 FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to the maximum and says little.",
              "injector-bound": "injector-bound: an injector's CPU went over 90%; the stage measured the injectors, "
                                "not the target, and does not count toward capacity."}
+Table = tuple[list[str], list[list[str]]]
 
 
 def format_ms(value) -> str:
@@ -23,17 +28,18 @@ def format_ms(value) -> str:
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def _p999(latency: dict[str, Any]) -> str:
-    text = format_ms(latency.get("p999"))
-    return text + THIN_P999 if latency.get("p999Reliable") is False else text
+def _p999(latency: Latency) -> str:
+    text = format_ms(latency.p999)
+    return text + THIN_P999 if latency.p999_reliable is False else text
 
 
-def percentiles(latency: dict[str, Any]) -> list[str]:
-    return [*(format_ms(latency.get(p)) for p in ("p50", "p90", "p95", "p99")), _p999(latency)]
+def percentiles(latency: Latency) -> list[str]:
+    return [*(format_ms(v) for v in (latency.p50, latency.p90, latency.p95, latency.p99)), _p999(latency)]
 
 
-def method_cell(by_method: dict[str, Any], method: str, figure: str) -> str:
-    return format_ms(by_method.get(method, {}).get("meanMs" if figure == "mean" else "p99Ms"))
+def method_cell(by_method: dict[str, MethodFigures], method: str, figure: str) -> str:
+    row = by_method.get(method)
+    return format_ms(None if row is None else row.mean_ms if figure == "mean" else row.p99_ms)
 
 
 def number(value, form: str) -> str:
@@ -48,79 +54,72 @@ def mib(size: int | None) -> float | None:
     return None if size is None else size / 2**20
 
 
-def varying(status: dict[str, Any]) -> list[str]:
-    settings = [v["settings"] for v in status["variants"]]
+def varying(run: RunResults) -> list[str]:
+    settings = [v.settings for v in run.variants]
     return [k for k in settings[0] if len({s.get(k) for s in settings}) > 1] if len(settings) > 1 else []
 
 
-def variant_label(status: dict[str, Any], variant: dict[str, Any]) -> str:
-    settings = variant["settings"]
-    return " ".join(f"{k}={settings[k]}" for k in key_settings(status) if settings.get(k) is not None)
+def key_settings(run: RunResults) -> list[str]:
+    """The settings that tell the variants apart; every setting when there is one variant."""
+    if not run.variants:
+        return []
+    return varying(run) or [k for k, v in run.variants[0].settings.items() if v is not None]
 
 
-def _verdict(stage: dict[str, Any]) -> str:
-    v = stage.get("verdict")
-    text = "-" if v is None else ("pass" if v["passed"] else "FAIL: " + "; ".join(v["violations"]))
-    return text + " (injector-bound)" if stage.get("injectorBound") else text
+def variant_label(run: RunResults, variant: VariantRecord) -> str:
+    settings = variant.settings
+    return " ".join(f"{k}={settings[k]}" for k in key_settings(run) if settings.get(k) is not None)
 
 
-def _per_stage(status: dict[str, Any], columns: list[str],
-               cells: Callable[[dict[str, Any]], list[str]]) -> tuple[list[str], list[list[str]]]:
+def _verdict(stage: StageResult) -> str:
+    v = stage.verdict
+    text = "-" if v is None else ("pass" if v.passed else "FAIL: " + "; ".join(v.violations))
+    return text + " (injector-bound)" if stage.injector_bound else text
+
+
+def _per_stage(run: RunResults, columns: list[str], cells: Callable[[StageResult], list[str]]) -> Table:
     """One row per stage and variant, led by the variant's label when there are variants to tell apart."""
-    labelled = bool(varying(status))
-    rows = [[*([variant_label(status, variant)] if labelled else []), *cells(s)]
-            for variant in status["variants"] for s in variant["stages"]]
+    labelled = bool(varying(run))
+    rows = [[*([variant_label(run, variant)] if labelled else []), *cells(s)]
+            for variant in run.variants for s in variant.stages]
     return (["Variant"] if labelled else []) + columns, rows
 
 
-def stage_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    has_verdicts = any("verdict" in s or s.get("injectorBound") for v in status["variants"] for s in v["stages"])
+def stage_rows(run: RunResults) -> Table:
+    has_verdicts = any(s.verdict is not None or s.injector_bound for v in run.variants for s in v.stages)
 
-    def cells(s: dict[str, Any]) -> list[str]:
-        by = s.get("byMethod", {})
-        return [str(s["injectors"]), count(s.get("users")), *percentiles(s["latencyMs"]),
-                method_cell(by, "GET", "mean"), method_cell(by, "GET", "p99"),
-                method_cell(by, "POST", "mean"), method_cell(by, "POST", "p99"),
-                count(s["requests"]), count(s.get("redisPeakConnections")),
-                *([_verdict(s)] if has_verdicts else [])]
-    return _per_stage(status, STAGE_COLUMNS + (["Verdict"] if has_verdicts else []), cells)
+    def cells(s: StageResult) -> list[str]:
+        return [str(s.injectors), count(s.users), *percentiles(s.latency),
+                method_cell(s.by_method, "GET", "mean"), method_cell(s.by_method, "GET", "p99"),
+                method_cell(s.by_method, "POST", "mean"), method_cell(s.by_method, "POST", "p99"),
+                count(s.requests), count(s.redis_peak_connections), *([_verdict(s)] if has_verdicts else [])]
+    return _per_stage(run, STAGE_COLUMNS + (["Verdict"] if has_verdicts else []), cells)
 
 
-RESOURCE_COLUMNS = ["Injectors", "Users", "Requests", "req/s", "Errors", "Error rate", "Target CPU (cores)",
-                    "Target RSS (MiB)", "Redis peak"]
-
-
-def resource_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def resource_rows(run: RunResults) -> Table:
     """What each stage cost the target, and what failed: the servers comparison's other columns."""
-    def cells(s: dict[str, Any]) -> list[str]:
-        target = s.get("target", {})
-        return [str(s["injectors"]), count(s.get("users")), count(s["requests"]), number(s.get("rps"), ",.0f"),
-                count(s.get("failures")), number(s.get("errorRate"), ".2%"),
-                number(target.get("peakCpuCores"), ".2f"),
-                number(mib(target.get("peakMemoryBytes")), ",.0f"), count(s.get("redisPeakConnections"))]
-    return _per_stage(status, RESOURCE_COLUMNS, cells)
+    def cells(s: StageResult) -> list[str]:
+        return [str(s.injectors), count(s.users), count(s.requests), number(s.rps, ",.0f"), count(s.failures),
+                number(s.error_rate, ".2%"), number(s.target.peak_cpu_cores, ".2f"),
+                number(mib(s.target.peak_memory_bytes), ",.0f"), count(s.redis_peak_connections)]
+    return _per_stage(run, RESOURCE_COLUMNS, cells)
 
 
-def headline_rows(status: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def headline_rows(run: RunResults) -> Table:
     """One row per variant over all its stages: the ONS layout's first table."""
-    rows = []
-    for variant in status["variants"]:
-        a = variant.get("aggregate")
-        if not a:
-            continue
-        rows.append([variant_label(status, variant), *percentiles(a["latencyMs"]),
-                     method_cell(a["byMethod"], "GET", "mean"), method_cell(a["byMethod"], "POST", "mean"),
-                     count(a["requests"]), count(a.get("redisPeakConnections"))])
+    rows = [[variant_label(run, variant), *percentiles(a.latency), method_cell(a.by_method, "GET", "mean"),
+             method_cell(a.by_method, "POST", "mean"), count(a.requests), count(a.redis_peak_connections)]
+            for variant in run.variants if (a := variant.aggregate)]
     return ["Variant", *HEADLINE_COLUMNS], rows
 
 
-def pivot_rows(status: dict[str, Any], users: bool = True) -> tuple[list[str], list[list[str]]]:
+def pivot_rows(run: RunResults, users: bool = True) -> Table:
     """The p99 of every stage, one column per variant: "99th percentile timings per load stage"."""
-    pivot = status.get("p99ByStage", [])
-    users = users and all(r.get("users") is not None for r in pivot)
-    header = ["Injectors", *(["Users"] if users else []), *(variant_label(status, v) for v in status["variants"])]
-    return header, [[str(r["injectors"]), *([count(r["users"])] if users else []),
-                     *(format_ms(p) for p in r["p99MsByVariant"])] for r in pivot]
+    pivot = run.p99_by_stage
+    users = users and all(r.users is not None for r in pivot)
+    header = ["Injectors", *(["Users"] if users else []), *(variant_label(run, v) for v in run.variants)]
+    return header, [[str(r.injectors), *([count(r.users)] if users else []),
+                     *(format_ms(p) for p in r.p99_ms_by_variant)] for r in pivot]
 
 
 def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Variant", "Verdict")) -> str:
@@ -133,15 +132,6 @@ def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("V
     return "\n".join([line(header), "-+-".join("-" * w for w in widths), *(line(r) for r in rows)])
 
 
-
-def key_settings(status: dict[str, Any]) -> list[str]:
-    """The settings that tell the variants apart; every setting when there is one variant."""
-    if not status["variants"]:
-        return []
-    return varying(status) or [k for k, v in status["variants"][0]["settings"].items() if v is not None]
-
-
 def footnotes(cells: list[str]) -> list[str]:
     return ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in cells) else []) + \
            ([FOOTNOTES["injector-bound"]] if any("(injector-bound)" in c for c in cells) else [])
-

@@ -17,23 +17,24 @@ from loadstage.reports.tables import (
     resource_rows,
     stage_rows,
 )
+from loadstage.results.model import RunResults
 
 
-def render_table(status: dict[str, Any]) -> str:
-    return render(*stage_rows(status))
+def render_table(run: RunResults) -> str:
+    return render(*stage_rows(run))
 
 
-def render_report(status: dict[str, Any]) -> str:
+def render_report(run: RunResults) -> str:
     """Every table, with the footnotes of the flags that appear."""
-    stages_header, stage_table = stage_rows(status)
+    stages_header, stage_table = stage_rows(run)
     parts = [render(stages_header, stage_table)]
-    headline_header, headline_table = headline_rows(status)
+    headline_header, headline_table = headline_rows(run)
     if headline_table:
         parts += ["", "Per variant, over all its stages:", render(headline_header, headline_table)]
-    pivot_header, pivot_table = pivot_rows(status)
-    if len(status["variants"]) > 1 and pivot_table:
+    pivot_header, pivot_table = pivot_rows(run)
+    if len(run.variants) > 1 and pivot_table:
         parts += ["", "99th percentile per stage (ms):", render(pivot_header, pivot_table, left=())]
-    resources_header, resources_table = resource_rows(status)
+    resources_header, resources_table = resource_rows(run)
     if resources_table:
         parts += ["", "Errors and target resources per stage (peaks while the stage ran):",
                   render(resources_header, resources_table)]
@@ -43,40 +44,38 @@ def render_report(status: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def render_capacity(status: dict[str, Any]) -> list[str]:
+def render_capacity(run: RunResults) -> list[str]:
     lines = []
-    for variant in status["variants"]:
-        if "capacity" not in variant:
+    for variant in run.variants:
+        if not variant.judged:
             continue
-        settings = ", ".join(f"{k}={v}" for k, v in variant["settings"].items() if v is not None)
-        cap = variant["capacity"]
+        settings = ", ".join(f"{k}={v}" for k, v in variant.settings.items() if v is not None)
+        cap = variant.capacity
         if cap is None:
-            bound = [str(s["stage"]) for s in variant["stages"]
-                     if s.get("injectorBound") and s.get("verdict", {}).get("passed")]
+            bound = [str(s.stage) for s in variant.stages if s.injector_bound and s.verdict and s.verdict.passed]
             why = (f"stage {', '.join(bound)} passed, but its injectors were CPU-bound" if bound
                    else "no stage met every threshold")
             lines.append(f"Capacity ({settings}): none; {why}")
             continue
-        knee = (f"; stage {cap['firstFailedStage']} was the first to fail" if cap.get("firstFailedStage")
-                else "")
-        lines.append(f"Capacity ({settings}): {cap['injectors']} injectors, {cap['users']} users, "
-                     f"{cap['rps']:.0f} req/s (stage {cap['stage']}{knee})")
+        knee = f"; stage {cap.first_failed_stage} was the first to fail" if cap.first_failed_stage else ""
+        lines.append(f"Capacity ({settings}): {cap.injectors} injectors, {cap.users} users, "
+                     f"{cap.rps:.0f} req/s (stage {cap.stage}{knee})")
     return lines
 
 
-def render_cross_check(status: dict[str, Any]) -> list[str]:
+def render_cross_check(run: RunResults) -> list[str]:
     lines = []
-    for variant in status["variants"]:
-        for s in variant["stages"]:
-            served = s.get("target", {}).get("servedRequests")
+    for variant in run.variants:
+        for s in variant.stages:
+            served = s.target.served_requests
             if served is None:
                 continue
-            cpu, memory = s["target"].get("peakCpuCores"), s["target"].get("peakMemoryBytes")
-            lines.append(f"variant {variant['index'] + 1} stage {s['stage']}: Locust counted {s['requests']:,}, "
+            lines.append(f"variant {variant.index + 1} stage {s.stage}: Locust counted {s.requests:,}, "
                          f"the target served {served:,}; target peak CPU "
-                         f"{number(cpu, '.2f')} cores, peak RSS {number(mib(memory), '.0f')} MiB; "
-                         f"Redis connections opened {s.get('redisConnectionsReceived')}; "
-                         f"injector peak CPU {format_ms(s.get('injectorPeakCpuPercent'))}%")
+                         f"{number(s.target.peak_cpu_cores, '.2f')} cores, peak RSS "
+                         f"{number(mib(s.target.peak_memory_bytes), '.0f')} MiB; "
+                         f"Redis connections opened {s.redis_connections_received}; "
+                         f"injector peak CPU {format_ms(s.injector_peak_cpu_percent)}%")
     return lines
 
 
@@ -88,13 +87,13 @@ def progress_line(label: str, elapsed: float, duration: float, snapshot: dict[st
             f"  {rps if rps is not None else 0:.0f} req/s  p99 {format_ms(p99)} ms")
 
 
-def render_status(status: dict[str, Any], with_phase: bool = True) -> str:
-    """The terminal report of a status: the tables, the capacity and cross-check lines, and the phase
+def render_status(run: RunResults, with_phase: bool = True) -> str:
+    """The terminal report of a run: the tables, the capacity and cross-check lines, and the phase
     unless the run Succeeded."""
     lines = []
-    if any(v["stages"] for v in status["variants"]):
-        lines.append(render_report(status))
-    lines += render_capacity(status) + render_cross_check(status)
-    if with_phase and status.get("phase") != "Succeeded":
-        lines.append(f"{status.get('phase', 'Pending')}: {status.get('message', '')}")
+    if run.has_stages():
+        lines.append(render_report(run))
+    lines += render_capacity(run) + render_cross_check(run)
+    if with_phase and run.phase != "Succeeded":
+        lines.append(f"{run.phase}: {run.message}")
     return "".join(line + "\n" for line in lines)

@@ -1,105 +1,91 @@
-"""The results in the shape the LoadExperiment status holds: one entry per stage, from the Locust
-master's headline, and the exact aggregates over stages, from the stages' merged histograms."""
+"""The results the LoadExperiment status holds: one per stage, from the Locust master's headline, and the
+exact aggregates over a variant's stages, from the stages' merged histograms."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from loadstage.api.types import Experiment, Stage
 from loadstage.results import histograms
 from loadstage.results.measurement import StageMeasurement
+from loadstage.results.model import (
+    Artifact,
+    Latency,
+    LostInjector,
+    MethodFigures,
+    PivotRow,
+    StageResult,
+    TargetFigures,
+    VariantAggregate,
+    VariantRecord,
+)
 from loadstage.results.thresholds import verdict
 
 
-def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeasurement) -> dict[str, Any]:
+def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeasurement) -> StageResult:
     s = m.summary
     requests = s["requests"]
-    result: dict[str, Any] = {
-        "stage": number,
-        "injectors": stage.injectors,
-        "users": experiment.spec.injectors.users_for(stage),
-        "durationSeconds": stage.duration,
-        "startedAt": m.started_at,
-        "finishedAt": m.finished_at,
-        "requests": requests,
-        "failures": s["failures"],
-        "errorRate": round(s["failures"] / requests, 6) if requests else 0.0,
-        "rps": s["rps"],
-        "meanMs": s["meanMs"],
-        "latencyMs": s["latencyMs"],
-        "byMethod": {method: method_row(row["requests"], row["failures"], row["meanMs"], row["latencyMs"]["p99"])
-                     for method, row in s["byMethod"].items()},
-        "redisPeakConnections": m.redis_peak_connections,
-        "redisConnectionsReceived": m.redis_connections_received,
-        "target": {"peakCpuCores": m.target_peak_cpu_cores,
-                   "peakMemoryBytes": m.target_peak_memory_bytes,
-                   "servedRequests": s.get("servedRequests")},   # the target's own count
-        "injectorPeakCpuPercent": s.get("injectorPeakCpuPercent"),
-        "injectorBound": bool(s.get("injectorBound")),
-    }
-    if "correctedLatencyMs" in s:
-        result["correctedLatencyMs"] = s["correctedLatencyMs"]
-    if m.redis_peak_covers != "stage":
-        result["redisPeakCovers"] = m.redis_peak_covers
-    if s.get("errorKinds"):
-        result["errorKinds"] = s["errorKinds"]
-    if m.lost_injectors:
-        result["lostInjectors"] = {"count": len(m.lost_injectors), "injectors": m.lost_injectors}
+    result = StageResult(
+        stage=number, injectors=stage.injectors, users=experiment.spec.injectors.users_for(stage),
+        duration_seconds=stage.duration, started_at=m.started_at, finished_at=m.finished_at,
+        requests=requests, failures=s["failures"],
+        error_rate=round(s["failures"] / requests, 6) if requests else 0.0,
+        rps=s["rps"], mean_ms=s["meanMs"], latency=Latency.from_status(s["latencyMs"]),
+        by_method={method: method_figures(row["requests"], row["failures"], row["meanMs"], row["latencyMs"]["p99"])
+                   for method, row in s["byMethod"].items()},
+        redis_peak_connections=m.redis_peak_connections,
+        redis_connections_received=m.redis_connections_received,
+        target=TargetFigures(m.target_peak_cpu_cores, m.target_peak_memory_bytes, s.get("servedRequests")),
+        injector_peak_cpu_percent=s.get("injectorPeakCpuPercent"),
+        injector_bound=bool(s.get("injectorBound")),
+        corrected_latency=Latency.from_status(s["correctedLatencyMs"]) if "correctedLatencyMs" in s else None,
+        redis_peak_covers=None if m.redis_peak_covers == "stage" else m.redis_peak_covers,
+        error_kinds=s.get("errorKinds") or None,
+        lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in m.lost_injectors))
     if experiment.spec.thresholds is not None:
-        result["verdict"] = verdict(result, experiment.spec.thresholds)
+        result = replace(result, verdict=verdict(result, experiment.spec.thresholds))
     return result
 
 
-def method_row(requests: int, failures: int, mean_ms: float | None, p99_ms: float | None) -> dict[str, Any]:
+def method_figures(requests: int, failures: int, mean_ms: float | None, p99_ms: float | None) -> MethodFigures:
     """What the status keeps of a method: the ONS breakdown has its mean; p99 is the figure people
     compare. Every other percentile is in the stage's artifact (its per-method histogram)."""
-    return {"requests": requests, "failures": failures,
-            "meanMs": None if mean_ms is None else round(mean_ms, 3), "p99Ms": p99_ms}
+    return MethodFigures(requests, failures, None if mean_ms is None else round(mean_ms, 3), p99_ms)
 
 
-def _merged(artifacts: list[dict[str, Any]], pick) -> histograms.HdrHistogram:
-    return histograms.merge_encoded(e for a in artifacts if (e := pick(a)))
+def _merged(encoded: list[str | None]) -> histograms.HdrHistogram:
+    return histograms.merge_encoded(e for e in encoded if e)
 
 
-def variant_aggregate(stages: list[dict[str, Any]], artifacts: list[dict[str, Any]]) -> dict[str, Any]:
+def variant_aggregate(stages: list[StageResult], artifacts: list[Artifact]) -> VariantAggregate:
     """The ONS headline row of a variant over all its stages: percentiles of every request of every
     stage together (from the merged histograms, never averaged), totals, and the variant's Redis peak."""
-    requests = sum(s["requests"] for s in stages)
-    failures = sum(s["failures"] for s in stages)
-    max_ms = max((s["latencyMs"]["max"] for s in stages if s["latencyMs"].get("max") is not None), default=None)
-    methods = sorted({m for s in stages for m in s.get("byMethod", {})})
+    requests = sum(s.requests for s in stages)
+    failures = sum(s.failures for s in stages)
+    max_ms = max((s.latency.max for s in stages if s.latency.max is not None), default=None)
     by_method = {}
-    for method in methods:
-        rows = [s["byMethod"][method] for s in stages if method in s.get("byMethod", {})]
-        n = sum(r["requests"] for r in rows)
-        merged = _merged(artifacts, lambda a: a.get("byMethod", {}).get(method, {}).get("histogram"))
-        mean = sum(r["meanMs"] * r["requests"] for r in rows if r["meanMs"] is not None) / n if n else None
-        by_method[method] = method_row(n, sum(r["failures"] for r in rows), mean,
-                                       histograms.latency_ms(merged, max_ms)["p99"])
-    peaks = [s["redisPeakConnections"] for s in stages if s.get("redisPeakConnections") is not None]
-    aggregate: dict[str, Any] = {
-        "stages": len(stages),
-        "requests": requests,
-        "failures": failures,
-        "errorRate": round(failures / requests, 6) if requests else 0.0,
-        "latencyMs": histograms.latency_ms(_merged(artifacts, lambda a: a.get("histogram")), max_ms),
-        "byMethod": by_method,
-        "redisPeakConnections": max(peaks) if peaks else None,
-    }
-    if any(a.get("correctedHistogram") for a in artifacts):
-        aggregate["correctedLatencyMs"] = histograms.latency_ms(
-            _merged(artifacts, lambda a: a.get("correctedHistogram")))
-    return aggregate
+    for method in sorted({m for s in stages for m in s.by_method}):
+        rows = [s.by_method[method] for s in stages if method in s.by_method]
+        n = sum(r.requests for r in rows)
+        merged = _merged([a.method_histograms.get(method) for a in artifacts])
+        mean = sum(r.mean_ms * r.requests for r in rows if r.mean_ms is not None) / n if n else None
+        by_method[method] = method_figures(n, sum(r.failures for r in rows), mean,
+                                           histograms.latency_ms(merged, max_ms)["p99"])
+    peaks = [s.redis_peak_connections for s in stages if s.redis_peak_connections is not None]
+    corrected = [a.corrected_histogram for a in artifacts if a.corrected_histogram]
+    return VariantAggregate(
+        stages=len(stages), requests=requests, failures=failures,
+        error_rate=round(failures / requests, 6) if requests else 0.0,
+        latency=Latency.from_status(histograms.latency_ms(_merged([a.histogram for a in artifacts]), max_ms)),
+        by_method=by_method, redis_peak_connections=max(peaks) if peaks else None,
+        corrected_latency=Latency.from_status(histograms.latency_ms(_merged(corrected))) if corrected else None)
 
 
-def p99_pivot(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def p99_pivot(variants: list[VariantRecord]) -> list[PivotRow]:
     """The ONS "99th percentile timings per load stage": one row per stage, one p99 per variant."""
-    numbers = sorted({s["stage"] for v in variants for s in v["stages"]})
     rows = []
-    for number in numbers:
-        by_variant = [next((s["latencyMs"]["p99"] for s in v["stages"] if s["stage"] == number), None)
-                      for v in variants]
-        first = next(s for v in variants for s in v["stages"] if s["stage"] == number)
-        rows.append({"stage": number, "injectors": first["injectors"], "users": first.get("users"),
-                     "p99MsByVariant": by_variant})
+    for number in sorted({s.stage for v in variants for s in v.stages}):
+        by_variant = tuple(next((s.latency.p99 for s in v.stages if s.stage == number), None) for v in variants)
+        first = next(s for v in variants for s in v.stages if s.stage == number)
+        rows.append(PivotRow(number, first.injectors, first.users, by_variant))
     return rows

@@ -1,0 +1,324 @@
+"""The results as typed values: a stage's result, a variant's aggregate and record, the p99 pivot, and a
+stage's artifact. Each is parsed once from the status (or the artifact) it was written to, and serialised
+once, to the same keys in the same order; everything above this module reads attributes, not keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PERCENTILE_KEYS = ("p50", "p90", "p95", "p99", "p999")
+
+
+def _omit_none(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {k: v for k, v in pairs if v is not None}
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Nearest-rank percentiles and the maximum, in ms, of `n` requests. A p99.9 of fewer than 1,000
+    requests is close to the maximum: `p999_reliable` says so (None where an old status has no flag)."""
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    max: float | None = None
+    n: int | None = None
+    p999_reliable: bool | None = None
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "Latency":
+        return cls(*(d.get(k) for k in (*PERCENTILE_KEYS, "max", "n", "p999Reliable")))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"p50": self.p50, "p90": self.p90, "p95": self.p95, "p99": self.p99, "p999": self.p999,
+                "max": self.max, "n": self.n, "p999Reliable": self.p999_reliable}
+
+    def percentile(self, key: str) -> float | None:
+        return getattr(self, key)
+
+
+@dataclass(frozen=True)
+class MethodFigures:
+    """What the status keeps of a method: its mean (the ONS breakdown's) and its p99."""
+    requests: int
+    failures: int
+    mean_ms: float | None
+    p99_ms: float | None
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "MethodFigures":
+        return cls(d["requests"], d["failures"], d.get("meanMs"), d.get("p99Ms"))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"requests": self.requests, "failures": self.failures, "meanMs": self.mean_ms, "p99Ms": self.p99_ms}
+
+
+@dataclass(frozen=True)
+class TargetFigures:
+    peak_cpu_cores: float | None = None
+    peak_memory_bytes: int | None = None
+    served_requests: int | None = None     # the target's own count of the stage's requests
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "TargetFigures":
+        return cls(d.get("peakCpuCores"), d.get("peakMemoryBytes"), d.get("servedRequests"))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"peakCpuCores": self.peak_cpu_cores, "peakMemoryBytes": self.peak_memory_bytes,
+                "servedRequests": self.served_requests}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    violations: tuple[str, ...] = ()
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "Verdict":
+        return cls(d["passed"], tuple(d.get("violations", ())))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"passed": self.passed, "violations": list(self.violations)}
+
+
+@dataclass(frozen=True)
+class LostInjector:
+    injector: str
+    at: str
+    cause: str
+
+    def to_status(self) -> dict[str, Any]:
+        return {"injector": self.injector, "at": self.at, "cause": self.cause}
+
+
+@dataclass(frozen=True)
+class StageResult:
+    stage: int
+    injectors: int
+    users: int | None
+    duration_seconds: float
+    started_at: str | None
+    finished_at: str | None
+    requests: int
+    failures: int
+    error_rate: float | None
+    rps: float | None
+    mean_ms: float | None
+    latency: Latency
+    by_method: dict[str, MethodFigures]
+    redis_peak_connections: int | None
+    redis_connections_received: int | None
+    target: TargetFigures
+    injector_peak_cpu_percent: float | None
+    injector_bound: bool
+    corrected_latency: Latency | None = None
+    redis_peak_covers: str | None = None        # set when the peak covers less than the stage
+    error_kinds: int | None = None
+    lost_injectors: tuple[LostInjector, ...] = ()
+    verdict: Verdict | None = None
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "StageResult":
+        lost = (d.get("lostInjectors") or {}).get("injectors", [])
+        return cls(
+            stage=d["stage"], injectors=d["injectors"], users=d.get("users"),
+            duration_seconds=d.get("durationSeconds"), started_at=d.get("startedAt"),
+            finished_at=d.get("finishedAt"), requests=d["requests"], failures=d["failures"],
+            error_rate=d.get("errorRate"), rps=d.get("rps"), mean_ms=d.get("meanMs"),
+            latency=Latency.from_status(d["latencyMs"]),
+            by_method={m: MethodFigures.from_status(row) for m, row in d.get("byMethod", {}).items()},
+            redis_peak_connections=d.get("redisPeakConnections"),
+            redis_connections_received=d.get("redisConnectionsReceived"),
+            target=TargetFigures.from_status(d.get("target") or {}),
+            injector_peak_cpu_percent=d.get("injectorPeakCpuPercent"),
+            injector_bound=bool(d.get("injectorBound")),
+            corrected_latency=Latency.from_status(d["correctedLatencyMs"]) if "correctedLatencyMs" in d else None,
+            redis_peak_covers=d.get("redisPeakCovers"), error_kinds=d.get("errorKinds"),
+            lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in lost),
+            verdict=Verdict.from_status(d["verdict"]) if "verdict" in d else None)
+
+    def to_status(self) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "stage": self.stage, "injectors": self.injectors, "users": self.users,
+            "durationSeconds": self.duration_seconds, "startedAt": self.started_at, "finishedAt": self.finished_at,
+            "requests": self.requests, "failures": self.failures, "errorRate": self.error_rate, "rps": self.rps,
+            "meanMs": self.mean_ms, "latencyMs": self.latency.to_status(),
+            "byMethod": {m: row.to_status() for m, row in self.by_method.items()},
+            "redisPeakConnections": self.redis_peak_connections,
+            "redisConnectionsReceived": self.redis_connections_received,
+            "target": self.target.to_status(),
+            "injectorPeakCpuPercent": self.injector_peak_cpu_percent,
+            "injectorBound": self.injector_bound,
+        }
+        if self.corrected_latency is not None:
+            result["correctedLatencyMs"] = self.corrected_latency.to_status()
+        if self.redis_peak_covers is not None:
+            result["redisPeakCovers"] = self.redis_peak_covers
+        if self.error_kinds:
+            result["errorKinds"] = self.error_kinds
+        if self.lost_injectors:
+            result["lostInjectors"] = {"count": len(self.lost_injectors),
+                                       "injectors": [e.to_status() for e in self.lost_injectors]}
+        if self.verdict is not None:
+            result["verdict"] = self.verdict.to_status()
+        return result
+
+    def load(self, by_users: bool) -> int:
+        """What the ladder climbs: the stage's users, or its injectors."""
+        return self.users if by_users else self.injectors
+
+
+@dataclass(frozen=True)
+class VariantAggregate:
+    """A variant over all its stages: percentiles of the merged histograms, totals, its Redis peak."""
+    stages: int
+    requests: int
+    failures: int
+    error_rate: float | None
+    latency: Latency
+    by_method: dict[str, MethodFigures]
+    redis_peak_connections: int | None
+    corrected_latency: Latency | None = None
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "VariantAggregate":
+        return cls(d["stages"], d["requests"], d["failures"], d.get("errorRate"),
+                   Latency.from_status(d["latencyMs"]),
+                   {m: MethodFigures.from_status(row) for m, row in d.get("byMethod", {}).items()},
+                   d.get("redisPeakConnections"),
+                   Latency.from_status(d["correctedLatencyMs"]) if "correctedLatencyMs" in d else None)
+
+    def to_status(self) -> dict[str, Any]:
+        result = {"stages": self.stages, "requests": self.requests, "failures": self.failures,
+                  "errorRate": self.error_rate, "latencyMs": self.latency.to_status(),
+                  "byMethod": {m: row.to_status() for m, row in self.by_method.items()},
+                  "redisPeakConnections": self.redis_peak_connections}
+        if self.corrected_latency is not None:
+            result["correctedLatencyMs"] = self.corrected_latency.to_status()
+        return result
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The knee: the last stage before the first that failed a threshold, injector-bound stages excluded."""
+    stage: int
+    injectors: int
+    users: int | None
+    rps: float | None
+    first_failed_stage: int | None
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "Capacity":
+        return cls(d["stage"], d["injectors"], d.get("users"), d.get("rps"), d.get("firstFailedStage"))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"stage": self.stage, "injectors": self.injectors, "users": self.users, "rps": self.rps,
+                "firstFailedStage": self.first_failed_stage}
+
+
+@dataclass
+class VariantRecord:
+    """One variant in the status: its settings, its finished stages, and what they add up to. `judged`:
+    the experiment has thresholds, so the record has a capacity (which may be None: no stage qualified)."""
+    index: int
+    settings: dict[str, Any]
+    stages: list[StageResult] = field(default_factory=list)
+    warmed_up: bool = False
+    aggregate: VariantAggregate | None = None
+    judged: bool = False
+    capacity: Capacity | None = None
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "VariantRecord":
+        return cls(d["index"], dict(d.get("settings") or {}), [StageResult.from_status(s) for s in d.get("stages", [])],
+                   bool(d.get("warmedUp")),
+                   VariantAggregate.from_status(d["aggregate"]) if d.get("aggregate") else None,
+                   "capacity" in d, Capacity.from_status(d["capacity"]) if d.get("capacity") else None)
+
+    def to_status(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"index": self.index, "settings": self.settings,
+                                  "stages": [s.to_status() for s in self.stages]}
+        if self.warmed_up:
+            result["warmedUp"] = True
+        if self.aggregate is not None:
+            result["aggregate"] = self.aggregate.to_status()
+        if self.judged:
+            result["capacity"] = None if self.capacity is None else self.capacity.to_status()
+        return result
+
+
+@dataclass(frozen=True)
+class PivotRow:
+    """The ONS study's "99th percentile timings per load stage": one stage, one p99 per variant."""
+    stage: int
+    injectors: int
+    users: int | None
+    p99_ms_by_variant: tuple[float | None, ...]
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "PivotRow":
+        return cls(d["stage"], d["injectors"], d.get("users"), tuple(d["p99MsByVariant"]))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"stage": self.stage, "injectors": self.injectors, "users": self.users,
+                "p99MsByVariant": list(self.p99_ms_by_variant)}
+
+
+@dataclass(frozen=True)
+class RunResults:
+    """What the reports read of a status: the phase and its words, when it ran, and every variant."""
+    phase: str
+    message: str
+    started_at: str | None
+    finished_at: str | None
+    variants: list[VariantRecord]
+    p99_by_stage: list[PivotRow]
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "RunResults":
+        return cls(d.get("phase", "Pending"), d.get("message", ""), d.get("startedAt"), d.get("finishedAt"),
+                   [VariantRecord.from_status(v) for v in d.get("variants", [])],
+                   [PivotRow.from_status(r) for r in d.get("p99ByStage", [])])
+
+    def has_stages(self) -> bool:
+        return any(v.stages for v in self.variants)
+
+
+@dataclass(frozen=True)
+class Window:
+    """One second of a stage's time series: its requests, their rate, p50 and p99."""
+    start: float
+    seconds: float
+    requests: int
+    rps: float
+    p50_ms: float | None
+    p99_ms: float | None
+
+    @classmethod
+    def from_artifact(cls, d: dict[str, Any]) -> "Window":
+        return cls(d["start"], d["seconds"], d["requests"], d["rps"], d.get("p50Ms"), d.get("p99Ms"))
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A stage's artifact: its merged histogram and each method's (HdrHistogram's compressed encoding,
+    in ns), the endpoint and error rows as the master wrote them, and the time series."""
+    histogram: str | None = None
+    corrected_histogram: str | None = None
+    method_histograms: dict[str, str] = field(default_factory=dict)
+    corrected_method_histograms: dict[str, str] = field(default_factory=dict)
+    endpoints: tuple[dict[str, Any], ...] = ()
+    errors: tuple[dict[str, Any], ...] = ()
+    series: tuple[Window, ...] = ()
+
+    @classmethod
+    def from_artifact(cls, d: dict[str, Any] | None) -> "Artifact":
+        d = d or {}
+        by_method = d.get("byMethod", {})
+        return cls(d.get("histogram"), d.get("correctedHistogram"),
+                   {m: h["histogram"] for m, h in by_method.items() if h.get("histogram")},
+                   {m: h["correctedHistogram"] for m, h in by_method.items() if h.get("correctedHistogram")},
+                   tuple(d.get("endpoints", ())), tuple(d.get("errors", ())),
+                   tuple(Window.from_artifact(w) for w in d.get("series") or ()))
