@@ -4,6 +4,7 @@ the termination message a real local Locust master produced."""
 
 import asyncio
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -19,8 +20,8 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from loadstage.api.load import parse_experiment
-from loadstage.kube.backend import KubernetesBackend
-from loadstage.kube.manifests import Images
+from loadstage.kube.children import Children
+from loadstage.kube.context import ExperimentContext
 from support.kube import (
     apply,
     children,
@@ -504,13 +505,12 @@ def test_a_child_of_a_kind_installed_moments_ago_is_created_once_the_api_server_
         async def on_message(message):
             messages.append(message)
         child = blocking_child("through-the-backend", owner)
-        backend = KubernetesBackend(
-            parse_experiment(example("cluster-ladder")), namespace, api=api, images=Images("r", "i", "redis"),
-            owner_uid=owner["metadata"]["uid"], stopped=False, pod_watches=lambda namespace: None,
-            adopt=lambda manifest: None, on_event=lambda reason, message: events.append(reason),
+        context = ExperimentContext(
+            parse_experiment(example("cluster-ladder")), namespace, api, owner_uid=owner["metadata"]["uid"],
+            adopt=lambda manifest: None, stopped=False, on_event=lambda reason, message: events.append(reason),
             on_message=on_message)
         started = time.monotonic()
-        assert asyncio.run(backend._create(child)) is True
+        assert asyncio.run(Children(context).create(child)) is True
         waited = time.monotonic() - started
         created = cluster.core.read_namespaced_config_map("through-the-backend", namespace)
         assert [r.uid for r in created.metadata.owner_references] == [owner["metadata"]["uid"]]
@@ -758,6 +758,7 @@ def _fullest_status(variants, stages_per_variant, real_stage):
     from loadstage.api.load import parse_experiment
     from loadstage.api.types import MAX_VARIANT_STAGES
     from loadstage.results.measurement import StageMeasurement
+    from loadstage.results.model import Artifact, Latency, VariantRecord
     from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
     assert variants * stages_per_variant == MAX_VARIANT_STAGES
     doc = example("cluster-ladder")
@@ -779,15 +780,15 @@ def _fullest_status(variants, stages_per_variant, real_stage):
         redis_peak_connections=2_000_000, redis_connections_received=2_000_000,
         redis_peak_covers="from 2026-11-22T12:00:00Z: the operator restarted mid-stage",
         target_peak_cpu_cores=1000.123, target_peak_memory_bytes=10**15)
-    status = {"phase": "Running", "message": "m" * 300, "variants": []}
+    records = []
     for v in experiment.variants():
         stages = [stage_result(experiment, n, s, measurement) for n, s in enumerate(experiment.spec.stages, 1)]
-        aggregate = variant_aggregate(stages, [{}] * len(stages))
-        aggregate["latencyMs"], aggregate["correctedLatencyMs"] = row, row
-        status["variants"].append({"index": v.index, "settings": v.settings(), "stages": stages,
-                                   "aggregate": aggregate, "capacity": None})
-    status["p99ByStage"] = p99_pivot(status["variants"])
-    return status
+        full = Latency.from_status(row)
+        aggregate = dataclasses.replace(variant_aggregate(stages, [Artifact()] * len(stages)), latency=full,
+                                        corrected_latency=full)
+        records.append(VariantRecord(v.index, v.settings(), stages, aggregate=aggregate, judged=True))
+    return {"phase": "Running", "message": "m" * 300, "variants": [r.to_status() for r in records],
+            "p99ByStage": [r.to_status() for r in p99_pivot(records)]}
 
 
 @pytest.mark.parametrize("variants,stages", [(100, 5), (10, 50)])

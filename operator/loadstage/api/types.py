@@ -43,9 +43,13 @@ class Target:
 
 
 @dataclass(frozen=True)
-class SecretKey:
+class KeyRef:
+    """A key in a named Secret or ConfigMap."""
     name: str
     key: str
+
+
+SecretKey = ConfigMapKey = KeyRef
 
 
 @dataclass(frozen=True)
@@ -64,12 +68,6 @@ class Redis:
 class WaitTime:
     min: float
     max: float
-
-
-@dataclass(frozen=True)
-class ConfigMapKey:
-    name: str
-    key: str
 
 
 @dataclass(frozen=True)
