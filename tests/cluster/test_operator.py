@@ -813,14 +813,15 @@ def test_a_status_the_api_server_refuses_for_size_ends_the_experiment_failed(clu
     from loadstage.kube.status import StatusWriter
     assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
     writer = StatusWriter(cluster.api, namespace, "cluster-ladder", 1, [], lambda *event: None)
-    writer({"phase": "Running", "message": "stage 1", "variants": [{"index": 0, "stages": [{"stage": 1}]}]})
+    stage = {"stage": 1, "injectors": 2, "requests": 10, "failures": 0, "latencyMs": {"p99": 5.0}}
+    writer({"phase": "Running", "message": "stage 1", "variants": [{"index": 0, "stages": [stage]}]})
     with pytest.raises(ExperimentFailed) as failed:
         writer({"phase": "Running", "message": "x" * 2_000_000, "variants": []})
     assert failed.value.reason == "StatusTooLarge"
     status = cluster.status(namespace, "cluster-ladder")
     assert status["phase"] == "Failed" and status["reason"] == "StatusTooLarge"
     assert "the API server refused a status of 6,00" in status["message"] and "too large" in status["message"]
-    assert status["variants"] == [{"index": 0, "stages": [{"stage": 1}]}]   # what was written before is kept
+    assert status["variants"] == [{"index": 0, "stages": [stage]}]   # what was written before is kept
     assert {c["type"]: c["status"] for c in status["conditions"]}["Failed"] == "True"
     writer({"phase": "Failed", "reason": "StatusTooLarge", "message": "y" * 2_000_000, "variants": []})
     assert cluster.status(namespace, "cluster-ladder")["message"] == status["message"]
