@@ -13,8 +13,8 @@
   --summary-file and its artifact (every histogram, endpoint and error row, the time series) to
   --artifact-file; `-` prints the artifact as one line on stdout, for a pod's log.
 - While the stage runs the master rewrites --progress-file every second.
-- With --target-metrics, the master reads the target's own request count from every instance's
-  /metrics when the stage starts and when it ends (servedRequests).
+- With --target-metrics, the master reads the target's own request count (--target-counter) from every
+  instance's metrics when the stage starts and when it ends (servedRequests).
 - With --stage-seconds, the master ends the stage itself: it asks every worker to stop its users
   (letting requests in flight finish) and send its last report at once, waits for each worker's
   acknowledgement, which comes after that report (at most one report interval, should a worker be
@@ -37,7 +37,7 @@ from locust import User, events
 
 from loadstage.locust import compat, summary
 from loadstage.locust.recorder import REPORT_KEY, WINDOW_SECONDS, WINDOW_SETTLE_SECONDS, StageRecorder
-from loadstage.locust.served_count import scrape_served_requests, served_between
+from loadstage.locust.served_count import REQUEST_METRIC, scrape_served_requests, served_between
 from loadstage.results.artifact import artifact_line, encode
 
 CPU_SAMPLE_SECONDS = 2.0
@@ -54,6 +54,8 @@ def _add_options(parser):
     option("--artifact-file", "where the master writes the stage's histograms and rows (JSON; - for stdout)",
            default="")
     option("--progress-file", "where the master writes progress every second", default="")
+    option("--target-counter", "the Prometheus counter (or histogram) of the requests the target served",
+           default=REQUEST_METRIC)
     option("--target-metrics", "comma-separated /metrics URLs of the target; a host with several addresses "
                                "(a headless Service) means every address", default="")
     option("--stage-seconds", "stop the users after this long, collect the last reports, quit", type=float,
@@ -216,7 +218,8 @@ def _on_test_start(environment, **_kwargs):
         return
     if options.target_metrics:
         # fired before any user is dispatched: nothing of this stage has reached the target yet
-        environment.loadstage_served_before = scrape_served_requests(_target_metrics(options))
+        environment.loadstage_served_before = scrape_served_requests(_target_metrics(options),
+                                                                     options.target_counter)
     gevent.spawn(_settle_windows, environment)
     if options.stage_seconds:
         gevent.spawn(_end_stage, environment, options.stage_seconds)
@@ -245,7 +248,7 @@ def _write_results(environment):
     served = None
     if options.target_metrics:
         served = served_between(getattr(environment, "loadstage_served_before", None),
-                                scrape_served_requests(_target_metrics(options)))
+                                scrape_served_requests(_target_metrics(options), options.target_counter))
     recorder = environment.loadstage
     if not compat.is_master(environment.runner):
         recorder.keep_unsent()

@@ -577,6 +577,43 @@ def test_with_on_lost_continue_the_stage_finishes_and_records_the_lost_injector(
     assert lost["injector"] == victim and lost["cause"] == "was deleted" and lost["at"] <= stage["finishedAt"]
 
 
+def test_an_app_of_your_own_runs_with_its_probes_and_no_redis(cluster, namespace, operator, real_stage):
+    operator()
+    doc = one_stage_ladder()
+    doc["spec"]["target"] = {"app": "httpbin:app", "image": "example.org/httpbin:1", "pods": 2,
+                             "readinessProbe": {"httpGet": {"path": "/status/200"}, "failureThreshold": 6},
+                             "metrics": {"path": "/prometheus", "counter": "flask_http_request_total"}}
+    doc["spec"]["redis"] = {"deploy": False}
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    (container,) = cluster.apps.read_namespaced_deployment(
+        "cluster-ladder-runner", namespace).spec.template.spec.containers
+    assert container.image == "example.org/httpbin:1"
+    assert (container.readiness_probe.http_get.path, container.readiness_probe.http_get.port) == ("/status/200", "http")
+    assert container.readiness_probe.failure_threshold == 6 and container.liveness_probe is None
+    assert not {e.name for e in container.env or []} & {"REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"}
+    assert [d.metadata.name for d in cluster.apps.list_namespaced_deployment(namespace).items] == [
+        "cluster-ladder-runner"]                      # no Redis deployed
+    master = cluster.batch.read_namespaced_job("cluster-ladder-v1-s1-master", namespace)
+    args = master.spec.template.spec.containers[0].args
+    assert args[args.index("--target-counter") + 1] == "flask_http_request_total"
+    assert all(url.endswith(":8000/prometheus") for url in args[args.index("--target-metrics") + 1].split(","))
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert stage["redisPeakConnections"] is None and stage["requests"] == real_stage.summary["requests"]
+
+
+def test_the_api_server_refuses_a_probe_with_two_handlers_and_the_runner_app_without_redis(cluster, namespace):
+    doc = one_stage_ladder()
+    doc["spec"]["target"]["readinessProbe"] = {"httpGet": {"path": "/ok"}, "tcpSocket": {"port": 80}}
+    refused = apply(cluster, namespace, doc)
+    assert refused.returncode != 0 and "set exactly one of httpGet, tcpSocket or exec" in refused.stderr
+    doc = one_stage_ladder()
+    doc["spec"]["redis"] = {"deploy": False}
+    refused = apply(cluster, namespace, doc)
+    assert refused.returncode != 0 and "the bundled runner app keeps its sessions in Redis" in refused.stderr
+
+
 def test_an_injector_lost_before_an_operator_restart_is_still_recorded_once(cluster, namespace, operator,
                                                                           real_stage):
     first = operator()

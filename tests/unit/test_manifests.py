@@ -118,11 +118,43 @@ def test_runner_deployment():
                          "runner_app.app:app"]
     env = {x["name"]: x["value"] for x in c["env"]}
     assert env["REDIS_URL"] == "redis://demo-redis:6379/0" and env["X"] == "1"
+    assert c["readinessProbe"] == {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2}
+    assert c["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]}}
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+def test_an_app_of_your_own_gets_its_probes_its_metrics_and_no_redis():
+    exp = experiment(target={"app": "httpbin:app", "readinessProbe": {
+                         "httpGet": {"path": "/status/200", "port": 9000}, "timeoutSeconds": 3, "failureThreshold": 5},
+                         "metrics": {"path": "/prometheus", "counter": "flask_http_request_total"}},
+                     redis={"deploy": False})
+    (container,) = manifests.runner_deployment(exp, exp.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"] == {"httpGet": {"path": "/status/200", "port": 9000}, "timeoutSeconds": 3,
+                                           "failureThreshold": 5}
+    assert "livenessProbe" not in container
+    assert not {"REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"} & {e["name"] for e in container.get("env", [])}
+    assert container["args"][:3] == ["gunicorn", "--bind", "0.0.0.0:8000"]   # no runner-app config
+    step = Step(exp.variants()[0], 1, exp.spec.stages[0], 1, 1)
+    args = manifests.master_job(exp, step, IMAGES, ["10.0.0.7"])["spec"]["template"]["spec"]["containers"][0]["args"]
+    opts = dict(zip(args, args[1:]))
+    assert opts["--target-metrics"] == "http://10.0.0.7:8000/prometheus"
+    assert opts["--target-counter"] == "flask_http_request_total"
+    plain = experiment(target={"app": "httpbin:app"}, redis={"deploy": False})
+    (container,) = manifests.runner_deployment(plain, plain.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"] == {"tcpSocket": {"port": "http"}, "periodSeconds": 2}
+
+
+def test_an_exec_probe_is_a_cluster_probe_and_refused_locally():
+    from loadstage.local.target import local_problems
+    exp = experiment(target={"livenessProbe": {"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 5}})
+    (container,) = manifests.runner_deployment(exp, exp.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    assert container["livenessProbe"] == {"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 5}
+    assert local_problems(exp) == [("spec.target.livenessProbe.exec", "the local engine runs no command in a "
+                                    "target; use httpGet or tcpSocket, which it checks on the instance's own port")]
 
 
 def test_the_runner_pods_service_is_headless_over_the_runner_pods():
@@ -133,7 +165,7 @@ def test_the_runner_pods_service_is_headless_over_the_runner_pods():
     assert headless["metadata"]["name"] == "demo-runner-pods"
     assert headless["spec"]["selector"] == balanced["spec"]["selector"]
     assert headless["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
-    assert manifests.runner_metrics_urls(["10.244.0.7", "fd00::7"]) == ["http://10.244.0.7:8000/metrics",
+    assert manifests.runner_metrics_urls(experiment(), ["10.244.0.7", "fd00::7"]) == ["http://10.244.0.7:8000/metrics",
                                                                        "http://[fd00::7]:8000/metrics"]
 
 

@@ -84,6 +84,23 @@ def test_the_largest_experiments_the_status_bound_allows():
     assert len(grid.variants()) * len(grid.spec.stages) == len(ladder.variants()) * len(ladder.spec.stages) == 500
 
 
+def test_the_runner_app_gets_its_probes_and_metrics_and_any_other_app_a_port_check_and_no_liveness():
+    runner = parse_experiment(with_spec()).spec.target
+    assert runner.readiness().http_get.path == "/readyz" and runner.liveness().http_get.path == "/healthz"
+    assert (runner.metrics.path, runner.metrics.counter) == ("/metrics", "runner_request_duration_seconds")
+    other = parse_experiment(with_spec(target={"app": "httpbin:app"}, redis={"deploy": False})).spec
+    assert other.target.readiness().tcp_socket is not None and other.target.readiness().http_get is None
+    assert other.target.liveness() is None
+    assert not other.redis.used and not other.redis.deployed
+    own = parse_experiment(with_spec(target={
+        "app": "httpbin:app", "readinessProbe": {"httpGet": {"path": "/status/200"}, "periodSeconds": 3},
+        "livenessProbe": {"exec": {"command": ["true"]}},
+        "metrics": {"path": "/prometheus", "counter": "flask_http_request_total"}})).spec.target
+    assert own.readiness().http_get.path == "/status/200" and own.readiness().period_seconds == 3
+    assert own.liveness().exec.command == ["true"]
+    assert (own.metrics.path, own.metrics.counter) == ("/prometheus", "flask_http_request_total")
+
+
 def test_pacing_is_an_optional_open_model():
     assert parse_experiment(with_spec()).spec.injectors.pacing is None
     assert parse_experiment(with_spec(injectors={"pacing": "250ms"})).spec.injectors.pacing == 0.25
@@ -125,7 +142,22 @@ BAD = [
     ({"target": {"app": "not an app"}}, "spec.target.app: must be module:callable, got 'not an app'"),
     ({"target": {"env": {"1BAD": "x"}}}, "spec.target.env.1BAD: key must be an environment variable name"),
     ({"redis": {"deploy": True, "url": "redis://x:6379"}}, "spec.redis: set either deploy: true or url, not both"),
-    ({"redis": {"deploy": False}}, "spec.redis: deploy: false needs a url"),
+    ({"redis": {"deploy": False}},
+     "spec.redis.deploy: the bundled runner app (runner_app.app:app) keeps its sessions in Redis: deploy one, or "
+     "give a url; deploy: false without a url is for an app of your own that uses no Redis"),
+    ({"target": {"app": "mine:app"}, "redis": {"deploy": False, "passwordSecret": {"name": "s"}}},
+     "spec.redis: passwordSecret needs a Redis: deploy one, or give a url"),
+    ({"target": {"readinessProbe": {"httpGet": {"path": "/ok"}, "tcpSocket": {}}}},
+     "spec.target.readinessProbe: set exactly one of httpGet, tcpSocket or exec"),
+    ({"target": {"livenessProbe": {"periodSeconds": 5}}},
+     "spec.target.livenessProbe: set exactly one of httpGet, tcpSocket or exec"),
+    ({"target": {"readinessProbe": {"httpGet": {"path": "ok"}}}},
+     "spec.target.readinessProbe.httpGet.path: must be a path starting with /, got 'ok'"),
+    ({"target": {"readinessProbe": {"tcpSocket": {"port": 70000}}}},
+     "spec.target.readinessProbe.tcpSocket.port: must be <= 65535, got 70000"),
+    ({"target": {"readinessProbe": {"httpGet": {}}}}, "spec.target.readinessProbe.httpGet.path: is required"),
+    ({"target": {"metrics": {"counter": "requests-total"}}},
+     "spec.target.metrics.counter: must be a Prometheus metric name, got 'requests-total'"),
     ({"redis": {"url": "http://x"}}, "spec.redis.url: must be a redis:// or rediss:// URL, got 'http://x'"),
     ({"injectors": {"waitTime": {"min": "3s", "max": "1s"}}}, "spec.injectors.waitTime: min must be <= max"),
     ({"injectors": {"usersPerInjector": -5}}, "spec.injectors.usersPerInjector: must be >= 1, got -5"),

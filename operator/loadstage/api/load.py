@@ -15,6 +15,7 @@ from loadstage.api.spec import METADATA, SPEC
 from loadstage.api.types import (
     COMMAND_PLACEHOLDERS,
     CUSTOM_SERVER,
+    DEFAULT_RUNNER_APP,
     SINGLE_PROCESS_SERVERS,
     Experiment,
     Spec,
@@ -49,6 +50,10 @@ def server_problems(spec: Spec) -> list[tuple[str, str]]:
             if value:
                 problems.append((name, "spec.target.command replaces the server: set one of them, not both"))
         problems += _command_problems(t.command)
+    if t.runner_app and not spec.redis.used:
+        problems.append(("spec.redis.deploy", f"the bundled runner app ({DEFAULT_RUNNER_APP}) keeps its sessions in "
+                                              f"Redis: deploy one, or give a url; deploy: false without a url is for "
+                                              f"an app of your own that uses no Redis"))
     return problems
 
 

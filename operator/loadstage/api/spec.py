@@ -9,7 +9,9 @@ from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
 from loadstage.api.types import (
     CLEANUP_POLICIES,
     COMMAND_PLACEHOLDERS,
+    DEFAULT_COUNTER,
     DEFAULT_MAX_USERS_PER_INJECTOR,
+    DEFAULT_METRICS_PATH,
     DEFAULT_RUNNER_APP,
     MAX_INJECTORS,
     MAX_STAGE_USERS,
@@ -21,15 +23,20 @@ from loadstage.api.types import (
     SINGLE_PROCESS_SERVERS,
     WORKER_CLASSES,
     ConfigMapKey,
+    Exec,
+    HttpGet,
     Injectors,
     Locustfile,
     Matrix,
     Metadata,
+    Probe,
     Redis,
     SecretKey,
     Spec,
     Stage,
     Target,
+    TargetMetrics,
+    TcpSocket,
     Thresholds,
     WaitTime,
     injectors_of,
@@ -54,6 +61,30 @@ _CEL_WORKERS = "(has(self.matrix) && has(self.matrix.workers) ? self.matrix.work
 
 
 _image = Str("Container image; defaults to the image the operator was installed with.")
+_port = Int("Port; defaults to the port loadstage gives the server.", minimum=1, maximum=65535)
+
+
+def _probe(which: str, default: str) -> Obj:
+    return Obj(Probe, f"The target container's {which} probe, as in a pod spec: exactly one of httpGet, tcpSocket "
+                      f"or exec (exec in a cluster only; the local engine checks httpGet and tcpSocket readiness "
+                      f"on each instance's own port). {default}", {
+        "httpGet": Obj(HttpGet, "An HTTP GET that must answer 200 to 399.", {
+            "path": Str("Path, e.g. /healthz.", pattern=r"/.*", pattern_hint="a path starting with /",
+                        max_length=1024),
+            "port": _port,
+        }, required=["path"]),
+        "tcpSocket": Obj(TcpSocket, "A TCP connection that must open.", {"port": _port}),
+        "exec": Obj(Exec, "A command run in the container (cluster only).", {
+            "command": ListOf("The command and its arguments.", Str("One argument.", max_length=1024),
+                              min_items=1, max_items=50)}, required=["command"]),
+        "initialDelaySeconds": Int("Seconds before the first probe.", minimum=0, maximum=3600),
+        "periodSeconds": Int("Seconds between probes.", minimum=1, maximum=3600),
+        "timeoutSeconds": Int("Seconds a probe may take.", minimum=1, maximum=3600),
+        "successThreshold": Int("Successes in a row that count as success.", minimum=1, maximum=100),
+        "failureThreshold": Int("Failures in a row that count as failure.", minimum=1, maximum=100),
+    }, rules=[Rule(lambda p: sum(h is not None for h in (p.http_get, p.tcp_socket, p.exec)) == 1,
+                   "set exactly one of httpGet, tcpSocket or exec",
+                   cel="(has(self.httpGet) ? 1 : 0) + (has(self.tcpSocket) ? 1 : 0) + (has(self.exec) ? 1 : 0) == 1")])
 
 TARGET = Obj(Target, "The system under test: a WSGI app, served by the server you choose.", {
     "image": _image,
@@ -77,10 +108,24 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
                  key_pattern=r"[A-Za-z_][A-Za-z0-9_]*", key_hint="an environment variable name", default={}),
     "readyTimeout": Duration("How long the target may take to become ready before the experiment fails.",
                              minimum="1s", maximum="1h", default="5m"),
+    "readinessProbe": _probe("readiness", "Defaults to the runner app's httpGet /readyz, and for any other app "
+                                          "to tcpSocket on its port: ready once it accepts connections."),
+    "livenessProbe": _probe("liveness", "Defaults to the runner app's httpGet /healthz, and to none for any "
+                                        "other app."),
+    "metrics": Obj(TargetMetrics, "Where the target counts the requests it served, for the server-side count of "
+                                  "each stage: a Prometheus counter (or the _count of a histogram) on a path. An "
+                                  "app without it has no server-side count, and nothing fails.", {
+        "path": Str("Path of the Prometheus metrics.", pattern=r"/.*", pattern_hint="a path starting with /",
+                    max_length=1024, default=DEFAULT_METRICS_PATH),
+        "counter": Str("Name of the counter (or histogram) of served requests, e.g. flask_http_request_total.",
+                       pattern=r"[a-zA-Z_:][a-zA-Z0-9_:]*", pattern_hint="a Prometheus metric name",
+                       max_length=200, default=DEFAULT_COUNTER),
+    }, default={}),
 }, default={})
 
-REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per variant, or external.", {
-    "deploy": Bool("Deploy a fresh Redis for each variant (the default when no url is given)."),
+REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per variant, external, or none.", {
+    "deploy": Bool("Deploy a fresh Redis for each variant (the default when no url is given); false without a "
+                   "url: the target uses no Redis, and none is sampled."),
     "url": Str("URL of an external Redis, e.g. redis://redis.example:6379/0.",
                pattern=r"rediss?://.+", pattern_hint="a redis:// or rediss:// URL"),
     "image": _image,
@@ -92,8 +137,8 @@ REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per var
 }, rules=[
     Rule(lambda r: not (r.deploy and r.url), "set either deploy: true or url, not both",
          cel="!(has(self.deploy) && self.deploy && has(self.url))"),
-    Rule(lambda r: not (r.deploy is False and r.url is None), "deploy: false needs a url",
-         cel="!has(self.deploy) || self.deploy || has(self.url)"),
+    Rule(lambda r: r.used or r.password_secret is None, "passwordSecret needs a Redis: deploy one, or give a url",
+         cel="!has(self.passwordSecret) || !has(self.deploy) || self.deploy || has(self.url)"),
 ], default={})
 
 WAIT_TIME = Obj(WaitTime, "Wait between one user's tasks, drawn uniformly from [min, max].", {
@@ -186,6 +231,10 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          f"at most {MAX_VARIANT_STAGES} stages in all (variants x stages), so that the status stays small",
          cel=f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * size(self.stages) "
              f"<= {MAX_VARIANT_STAGES}"),
+    Rule(None, "the bundled runner app keeps its sessions in Redis: spec.redis.deploy: false without a url is for "
+               "an app of your own (spec.target.app)",
+         cel=f"!has(self.redis) || !has(self.redis.deploy) || self.redis.deploy || has(self.redis.url) || "
+             f"(has(self.target) && has(self.target.app) && self.target.app != '{DEFAULT_RUNNER_APP}')"),
     # the API server's side of server_problems()
     Rule(None, "a worker class (spec.target.workerClass or spec.matrix.workerClass) is a gunicorn setting: "
                "every server must be gunicorn", cel=f"!({_CEL_HAS_WORKER_CLASS}) || {_CEL_SERVERS}.all(s, s == 'gunicorn')"),

@@ -18,6 +18,8 @@ DEFAULT_SERVER = "gunicorn"
 CUSTOM_SERVER = "command"                           # the server of a target given as spec.target.command
 COMMAND_PLACEHOLDERS = ("app", "host", "port", "bind", "workers", "threads")
 DEFAULT_RUNNER_APP = "runner_app.app:app"
+DEFAULT_METRICS_PATH = "/metrics"
+DEFAULT_COUNTER = "runner_request_duration_seconds"   # the runner app's request histogram
 PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
 MAX_VARIANTS = 100
 MAX_VARIANT_STAGES = 500    # variants x stages: what keeps the status well under etcd's object limit
@@ -26,6 +28,46 @@ MAX_STAGE_USERS = 1_000_000
 DEFAULT_MAX_USERS_PER_INJECTOR = 100
 CLEANUP_POLICIES = ("Delete", "Keep", "KeepOnFailure")
 ON_LOST = ("Fail", "Continue")
+
+
+@dataclass(frozen=True)
+class HttpGet:
+    path: str
+    port: int | None          # None: the target's own port
+
+
+@dataclass(frozen=True)
+class TcpSocket:
+    port: int | None
+
+
+@dataclass(frozen=True)
+class Exec:
+    command: list[str]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A Kubernetes probe of the target's container, as the pod spec takes it; exactly one handler."""
+    http_get: HttpGet | None
+    tcp_socket: TcpSocket | None
+    exec: Exec | None
+    initial_delay_seconds: int | None
+    period_seconds: int | None
+    timeout_seconds: int | None
+    success_threshold: int | None
+    failure_threshold: int | None
+
+
+def _probe(*, http_get: HttpGet | None = None, tcp_socket: TcpSocket | None = None, period_seconds: int = 2) -> Probe:
+    return Probe(http_get, tcp_socket, None, None, period_seconds, None, None, None)
+
+
+@dataclass(frozen=True)
+class TargetMetrics:
+    """Where the target's own request count is read: a Prometheus counter (or histogram) on a path."""
+    path: str
+    counter: str
 
 
 @dataclass(frozen=True)
@@ -40,6 +82,26 @@ class Target:
     command: list[str] | None
     env: dict[str, str]
     ready_timeout: float
+    readiness_probe: Probe | None = None
+    liveness_probe: Probe | None = None
+    metrics: TargetMetrics = TargetMetrics(DEFAULT_METRICS_PATH, DEFAULT_COUNTER)
+
+    @property
+    def runner_app(self) -> bool:
+        """The bundled runner app: it serves /readyz, /healthz and /metrics, and needs Redis."""
+        return self.app == DEFAULT_RUNNER_APP
+
+    def readiness(self) -> Probe:
+        """The spec's readiness probe; else the runner app's /readyz, or for any other app its port open."""
+        if self.readiness_probe is not None:
+            return self.readiness_probe
+        return _probe(http_get=HttpGet("/readyz", None)) if self.runner_app else _probe(tcp_socket=TcpSocket(None))
+
+    def liveness(self) -> Probe | None:
+        """The spec's liveness probe; else the runner app's /healthz, and none for any other app."""
+        if self.liveness_probe is not None or not self.runner_app:
+            return self.liveness_probe
+        return _probe(http_get=HttpGet("/healthz", None), period_seconds=10)
 
 
 @dataclass(frozen=True)
@@ -61,7 +123,12 @@ class Redis:
 
     @property
     def deployed(self) -> bool:
-        return self.url is None
+        return self.url is None and self.deploy is not False
+
+    @property
+    def used(self) -> bool:
+        """False for `deploy: false` without a url: the target uses no Redis."""
+        return self.deployed or self.url is not None
 
 
 @dataclass(frozen=True)

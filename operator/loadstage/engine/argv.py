@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from loadstage.api.types import Experiment, Stage, Variant
+from loadstage.api.types import DEFAULT_RUNNER_APP, Experiment, Stage, Variant
 
 RUNNER_PORT = 8000
 REDIS_PORT = 6379
@@ -43,8 +43,9 @@ def _split(bind: str) -> tuple[str, str]:
 
 def gunicorn_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
     # no control socket: gunicorn would put it under $HOME, read-only in a pod and shared between
-    # the local engine's instances
-    return ["gunicorn", "--config", "python:runner_app.gunicorn_conf", *_each("--bind", binds),
+    # the local engine's instances; the runner app's hooks keep its multiprocess metrics right
+    config = ["--config", "python:runner_app.gunicorn_conf"] if app == DEFAULT_RUNNER_APP else []
+    return ["gunicorn", *config, *_each("--bind", binds),
             "--workers", str(variant.workers), "--threads", str(variant.threads),
             "--worker-class", variant.worker_class, "--no-control-socket",
             *(["--reuse-port"] if reuse_port else []), app]
@@ -105,9 +106,13 @@ def runner_command(experiment: Experiment, variant: Variant, *, binds: list[str]
     return SERVER_COMMANDS[variant.server](target.app, variant, binds, reuse_port)
 
 
-def runner_env(experiment: Experiment, *, redis_url: str, metrics_dir: str) -> dict[str, str]:
-    """Environment of one target instance: the app's Redis and where its processes keep /metrics."""
-    return {**experiment.spec.target.env, "REDIS_URL": redis_url, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
+def runner_env(experiment: Experiment, *, redis_url: str | None, metrics_dir: str) -> dict[str, str]:
+    """Environment of one target instance: the app's Redis (if it uses one), and where the runner app's
+    processes keep their Prometheus metrics."""
+    target = experiment.spec.target
+    # PROMETHEUS_MULTIPROC_DIR switches prometheus_client into multiprocess mode: the runner app's only
+    return {**target.env, **({"REDIS_URL": redis_url} if redis_url else {}),
+            **({"PROMETHEUS_MULTIPROC_DIR": metrics_dir} if target.runner_app else {})}
 
 
 def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) -> str:
@@ -122,7 +127,8 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
                           bind_host: str = "*", bind_port: int = LOCUST_MASTER_PORT,
                           custom_locustfile: str | None = None, start_file: str | None = None) -> list[str]:
     """`summary_file` gets the stage's headline, `artifact_file` its histograms and rows (`-`: stdout);
-    `target_metrics`: the target's /metrics URLs, for its own count of the stage's requests;
+    `target_metrics`: the target's metrics URLs (spec.target.metrics.path), for its own count of the stage's
+    requests (spec.target.metrics.counter);
     `start_file`: the load starts when it exists (the local engine starts a stage ahead)."""
     injectors = experiment.spec.injectors
     users, spawn_rate = injectors.users_for(stage), injectors.spawn_rate_for(stage)
@@ -138,7 +144,7 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
             "--host", host, "--only-summary",
             "--wait-min", f"{wait.min:g}", "--wait-max", f"{wait.max:g}",
             "--summary-file", summary_file, "--artifact-file", artifact_file,
-            "--target-metrics", ",".join(target_metrics)]
+            "--target-metrics", ",".join(target_metrics), "--target-counter", experiment.spec.target.metrics.counter]
     if injectors.pacing:
         argv += ["--pacing", f"{injectors.pacing:g}"]
     if progress_file:

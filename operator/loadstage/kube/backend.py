@@ -46,10 +46,10 @@ class KubernetesBackend:
         self.redis_password: str | None = None
         self.runner_ips: list[str] = []   # of the current variant's ready runner pods
 
-    def _in_cluster_redis_url(self) -> str:
+    def _in_cluster_redis_url(self) -> str | None:
         experiment = self.context.experiment
         if not experiment.spec.redis.deployed:
-            return experiment.spec.redis.url
+            return experiment.spec.redis.url   # None: the target uses no Redis
         return f"redis://{manifests.redis_name(experiment)}.{self.context.namespace}.svc:{REDIS_PORT}/0"
 
     async def prepare_variant(self, variant: Variant) -> None:
@@ -74,7 +74,8 @@ class KubernetesBackend:
                    f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
         sampling_from = now()
         selector = f"{LABEL_EXPERIMENT}={exp.name},{LABEL_COMPONENT}=runner"
-        async with AsyncRedisSampler(self.redis_sample_url, password=self.redis_password) as redis_sampler, \
+        redis_url = self.redis_sample_url if c.experiment.spec.redis.used else None
+        async with AsyncRedisSampler(redis_url, password=self.redis_password) as redis_sampler, \
                 PodMetricsSampler(c.custom, c.namespace, selector,
                                   metrics_interval(step.stage.duration)) as pod_metrics:
             pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
@@ -84,8 +85,7 @@ class KubernetesBackend:
         return StageMeasurement(
             summary=summary, artifact=artifact,
             started_at=terminated.get("startedAt") or now(), finished_at=terminated.get("finishedAt") or now(),
-            redis_peak_connections=sample.peak_connections if sample.samples else None,
-            redis_connections_received=sample.connections_received if sample.samples else None,
+            redis_peak_connections=sample.peak, redis_connections_received=sample.received,
             redis_peak_covers="stage" if created else f"from {sampling_from}: the operator restarted mid-stage",
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory,
             lost_injectors=lost)

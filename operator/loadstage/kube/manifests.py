@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadstage.api.names import ANNOTATION_VARIANT, ARTIFACT_KEY, LABEL_COMPONENT, LABEL_EXPERIMENT, LABEL_RUN
-from loadstage.api.types import Experiment, Variant
+from loadstage.api.types import Experiment, Probe, Variant
 from loadstage.engine import argv
 from loadstage.engine.steps import Step
 
@@ -55,9 +55,25 @@ def workers_name(experiment: Experiment, step: Step) -> str:
     return f"{experiment.name}-{run_id(step)}-workers"
 
 
-def redis_url(experiment: Experiment) -> str:
+def redis_url(experiment: Experiment) -> str | None:
+    """The Redis the target uses: the deployed one's Service, an external URL, or None (no Redis)."""
     spec = experiment.spec.redis
     return f"redis://{redis_name(experiment)}:{argv.REDIS_PORT}/0" if spec.deployed else spec.url
+
+
+def probe(spec: Probe) -> dict[str, Any]:
+    """A probe of the spec as a container takes it; a handler without a port probes the server's port."""
+    handler: dict[str, Any]
+    if spec.http_get is not None:
+        handler = {"httpGet": {"path": spec.http_get.path, "port": spec.http_get.port or "http"}}
+    elif spec.tcp_socket is not None:
+        handler = {"tcpSocket": {"port": spec.tcp_socket.port or "http"}}
+    else:
+        handler = {"exec": {"command": list(spec.exec.command)}}
+    timing = {"initialDelaySeconds": spec.initial_delay_seconds, "periodSeconds": spec.period_seconds,
+              "timeoutSeconds": spec.timeout_seconds, "successThreshold": spec.success_threshold,
+              "failureThreshold": spec.failure_threshold}
+    return {**handler, **{k: v for k, v in timing.items() if v is not None}}
 
 
 def labels(experiment: Experiment, component: str, **extra: str) -> dict[str, str]:
@@ -147,14 +163,15 @@ def redis_service(experiment: Experiment) -> dict[str, Any]:
 
 
 def runner_deployment(experiment: Experiment, variant: Variant, images: Images) -> dict[str, Any]:
+    target = experiment.spec.target
     env = argv.runner_env(experiment, redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
     args = argv.runner_command(experiment, variant, binds=[f"0.0.0.0:{argv.RUNNER_PORT}"])
     container = _container(
-        "runner", experiment.spec.target.image or images.runner, args, env=env,
+        "runner", target.image or images.runner, args, env=env,
         secret_env=_password_env(experiment),
         ports=[{"name": "http", "containerPort": argv.RUNNER_PORT, "protocol": "TCP"}],
-        readinessProbe={"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2},
-        livenessProbe={"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10})
+        readinessProbe=probe(target.readiness()),
+        **({"livenessProbe": probe(target.liveness())} if target.liveness() else {}))
     pod = _pod_spec([container], APP_UID)
     # the pause container is PID 1, so a server without a SIGTERM handler (waitress, cheroot) still stops on it
     pod["shareProcessNamespace"] = True
@@ -176,10 +193,11 @@ def runner_pods_service(experiment: Experiment) -> dict[str, Any]:
     return service
 
 
-def runner_metrics_urls(pod_ips: list[str]) -> list[str]:
+def runner_metrics_urls(experiment: Experiment, pod_ips: list[str]) -> list[str]:
     """By pod IP, not by the headless Service: DNS caches (CoreDNS: 30 s) still name the previous
     variant's pods for a while."""
-    return [f"http://{f'[{ip}]' if ':' in ip else ip}:{argv.RUNNER_PORT}/metrics" for ip in pod_ips]
+    path = experiment.spec.target.metrics.path
+    return [f"http://{f'[{ip}]' if ':' in ip else ip}:{argv.RUNNER_PORT}{path}" for ip in pod_ips]
 
 
 def _locustfile_volume(experiment: Experiment) -> tuple[list[dict], list[dict], str | None]:
@@ -207,7 +225,7 @@ def master_job(experiment: Experiment, step: Step, images: Images, runner_ips: l
     volumes, mounts, custom = _locustfile_volume(experiment)
     args = argv.locust_master_command(
         experiment, step.stage, host=f"http://{runner_name(experiment)}:{argv.RUNNER_PORT}",
-        summary_file=TERMINATION_LOG, artifact_file="-", target_metrics=runner_metrics_urls(runner_ips),
+        summary_file=TERMINATION_LOG, artifact_file="-", target_metrics=runner_metrics_urls(experiment, runner_ips),
         custom_locustfile=custom)
     container = _container(
         "locust-master", experiment.spec.injectors.image or images.injector, args, mounts=mounts,

@@ -112,7 +112,7 @@ class LocalBackend:
                 self.experiment, step.stage, host=f"http://{LOOPBACK}:{target.shared_port}",
                 summary_file=str(sdir / "summary.json"), artifact_file=str(sdir / "artifact.json"),
                 progress_file=str(sdir / "progress.json"),
-                target_metrics=[f"{url}/metrics" for url in target.admin_urls],
+                target_metrics=[f"{url}{self.experiment.spec.target.metrics.path}" for url in target.admin_urls],
                 bind_host=LOOPBACK, bind_port=master_port, custom_locustfile=custom_path,
                 start_file=str(start_file)),
             log_path=sdir / "master.log", cwd=self.root)
@@ -171,8 +171,8 @@ class LocalBackend:
         return StageMeasurement(
             summary=summary, started_at=started_at, finished_at=finished_at,
             artifact=json.loads(artifact_file.read_text()),
-            redis_peak_connections=redis_sampler.result.peak_connections,
-            redis_connections_received=redis_sampler.result.connections_received,
+            redis_peak_connections=redis_sampler.result.peak,
+            redis_connections_received=redis_sampler.result.received,
             target_peak_cpu_cores=resource_sampler.result.peak_cpu_cores,
             target_peak_memory_bytes=resource_sampler.result.peak_memory_bytes,
             lost_injectors=lost)

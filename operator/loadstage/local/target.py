@@ -1,5 +1,6 @@
-"""A variant's target on this machine: a redis-server (unless the experiment names an external Redis) and
-one server instance per pod, started with the command lines the pods run, and ready when they answer.
+"""A variant's target on this machine: a redis-server (unless the experiment names an external Redis, or the
+target uses none) and one server instance per pod, started with the command lines the pods run, and ready
+when each passes the target's readiness probe (httpGet or tcpSocket, on its own loopback port).
 
 One instance listens on one loopback port. Several instances (gunicorn and uWSGI only) listen on one
 shared loopback port with SO_REUSEPORT, so the kernel spreads the injectors' connections across them
@@ -8,21 +9,22 @@ the way a Service spreads them across pods; each also listens on a port of its o
 
 from __future__ import annotations
 
+import http.client
 import socket
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import redis
 
-from loadstage.api.types import Experiment, Variant
+from loadstage.api.types import Experiment, Probe, Variant
 from loadstage.engine import argv
 from loadstage.engine.errors import ExperimentFailed
 from loadstage.local.processes import Child, Supervisor
 
-READY_TIMEOUT_SECONDS = 30
+REDIS_READY_SECONDS = 30
+PROBE_TIMEOUT_SECONDS = 2
 LOOPBACK = "127.0.0.1"
 
 
@@ -48,6 +50,12 @@ def local_problems(experiment: Experiment) -> list[tuple[str, str]]:
     if experiment.spec.redis.password_secret is not None:
         problems.append(("spec.redis.passwordSecret", "Secrets exist only in a cluster; the local engine's "
                                                       "Redis listens on loopback without a password"))
+    target = experiment.spec.target
+    for field, probe in (("readinessProbe", target.readiness_probe), ("livenessProbe", target.liveness_probe)):
+        if probe is not None and probe.exec is not None:
+            problems.append((f"spec.target.{field}.exec", "the local engine runs no command in a target; use "
+                                                          "httpGet or tcpSocket, which it checks on the instance's "
+                                                          "own port"))
     m = experiment.spec.matrix
     pods_field = "spec.matrix.pods" if m and m.pods else "spec.target.pods"
     for server in dict.fromkeys(v.server for v in experiment.variants() if v.pods > 1):
@@ -72,7 +80,7 @@ def check_alive(process: Child) -> None:
 
 @dataclass
 class LocalTarget:
-    redis_url: str
+    redis_url: str | None         # None: the target uses no Redis
     redis_process: Child | None
     shared_port: int
     pods: list[Child]
@@ -81,7 +89,7 @@ class LocalTarget:
     @classmethod
     def start(cls, experiment: Experiment, variant: Variant, directory: Path, supervisor: Supervisor, root: Path,
               check_cancel: Callable[[], None]) -> "LocalTarget":
-        """Starts the variant's target and waits until every instance is ready."""
+        """Starts the variant's target and waits until every instance passes its readiness probe."""
         redis_process = None
         if experiment.spec.redis.deployed:
             port = free_port()
@@ -92,7 +100,7 @@ class LocalTarget:
         else:
             redis_url = experiment.spec.redis.url
         shared = free_port()
-        pods, admin_urls = [], []
+        pods, admin_ports = [], []
         for p in range(variant.pods):
             admin = free_port() if variant.pods > 1 else shared
             binds = [f"{LOOPBACK}:{port}" for port in dict.fromkeys([shared, admin])]
@@ -100,10 +108,11 @@ class LocalTarget:
             command = argv.runner_command(experiment, variant, binds=binds, reuse_port=variant.pods > 1)
             pods.append(supervisor.start(f"{variant.server} pod {p + 1}", command,
                                          log_path=directory / f"pod-{p + 1}.log", env=env, cwd=root))
-            admin_urls.append(f"http://{LOOPBACK}:{admin}")
-        target = cls(redis_url, redis_process, shared, pods, admin_urls)
-        for pod, url in zip(pods, admin_urls):
-            _wait_until_ready(pod, f"{url}/readyz", check_cancel)
+            admin_ports.append(admin)
+        target = cls(redis_url, redis_process, shared, pods, [f"http://{LOOPBACK}:{port}" for port in admin_ports])
+        deadline = time.monotonic() + experiment.spec.target.ready_timeout
+        for pod, port in zip(pods, admin_ports):
+            _wait_until_ready(pod, experiment.spec.target.readiness(), port, deadline, check_cancel)
         return target
 
     def stop(self, supervisor: Supervisor) -> None:
@@ -115,7 +124,7 @@ class LocalTarget:
 
 def _wait_for_redis(url: str, process: Child, check_cancel: Callable[[], None]) -> None:
     client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    deadline = time.monotonic() + REDIS_READY_SECONDS
     try:
         while True:
             check_cancel()
@@ -126,24 +135,50 @@ def _wait_for_redis(url: str, process: Child, check_cancel: Callable[[], None]) 
                 pass
             check_alive(process)
             if time.monotonic() > deadline:
-                raise LocalRunError(f"redis-server did not answer within {READY_TIMEOUT_SECONDS}s")
+                raise LocalRunError(f"redis-server did not answer within {REDIS_READY_SECONDS}s")
             time.sleep(0.1)
     finally:
         client.close()
 
 
-def _wait_until_ready(process: Child, url: str, check_cancel: Callable[[], None]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+def probe_once(probe: Probe, port: int) -> str | None:
+    """None if the probe passes on this loopback port (the probe's own port, if it names one), else why not:
+    httpGet wants a status from 200 to 399 (a redirect is not followed), tcpSocket an open connection."""
+    timeout = probe.timeout_seconds or PROBE_TIMEOUT_SECONDS
+    try:
+        if probe.http_get is not None:
+            connection = http.client.HTTPConnection(LOOPBACK, probe.http_get.port or port, timeout=timeout)
+            try:
+                connection.request("GET", probe.http_get.path)
+                status = connection.getresponse().status
+            finally:
+                connection.close()
+            return None if 200 <= status < 400 else f"GET {probe.http_get.path} answered {status}"
+        with socket.create_connection((LOOPBACK, probe.tcp_socket.port or port), timeout=timeout):
+            return None
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def _describe(probe: Probe, port: int) -> str:
+    if probe.http_get is not None:
+        return f"http://{LOOPBACK}:{probe.http_get.port or port}{probe.http_get.path}"
+    return f"tcp {LOOPBACK}:{probe.tcp_socket.port or port}"
+
+
+def _wait_until_ready(process: Child, probe: Probe, port: int, deadline: float,
+                      check_cancel: Callable[[], None]) -> None:
+    start = time.monotonic()
+    while time.monotonic() - start < (probe.initial_delay_seconds or 0):   # the probe's initialDelaySeconds
+        check_cancel()
+        time.sleep(0.2)
     while True:
         check_cancel()
         check_alive(process)
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
+        why = probe_once(probe, port)
+        if why is None:
+            return
         if time.monotonic() > deadline:
-            raise LocalRunError(f"{process.name} was not ready within {READY_TIMEOUT_SECONDS}s "
-                                f"({url}); end of {process.log_path}:\n{process.tail()}")
+            raise LocalRunError(f"{process.name} was not ready within spec.target.readyTimeout (readiness probe "
+                                f"{_describe(probe, port)}: {why}); end of {process.log_path}:\n{process.tail()}")
         time.sleep(0.2)

@@ -1,4 +1,5 @@
-"""The target's own count of served requests, read from its Prometheus /metrics.
+"""The target's own count of served requests, read from its Prometheus metrics: a counter, or the count of
+a histogram or summary (the runner app's is runner_request_duration_seconds).
 
 The Locust master reads it from every target instance when a stage starts and when it ends. A URL
 whose host resolves to several addresses (a headless Service) stands for one instance per address."""
@@ -14,13 +15,15 @@ from prometheus_client.parser import text_string_to_metric_families
 REQUEST_METRIC = "runner_request_duration_seconds"
 
 
-def served_requests(metrics_text: str) -> int:
-    """Requests the app served on instrumented routes (health and metrics routes excluded)."""
-    total = 0.0
-    for family in text_string_to_metric_families(metrics_text):
-        if family.name == REQUEST_METRIC:
-            total += sum(s.value for s in family.samples if s.name == f"{REQUEST_METRIC}_count")
-    return int(total)
+def served_requests(metrics_text: str, counter: str = REQUEST_METRIC) -> int | None:
+    """What `counter` counts, summed over its labels; None if the metrics have no such family. A counter
+    may be named with or without its _total; a histogram or summary counts its observations."""
+    name = counter.removesuffix("_total")
+    found = [f for f in text_string_to_metric_families(metrics_text) if f.name == name]
+    if not found:
+        return None
+    wanted = {f"{name}_total", f"{name}_count"} if found[0].type in ("counter", "histogram", "summary") else {name}
+    return int(sum(s.value for f in found for s in f.samples if s.name in wanted))
 
 
 def instance_urls(url: str) -> list[str]:
@@ -32,14 +35,18 @@ def instance_urls(url: str) -> list[str]:
             for a in addresses]
 
 
-def scrape_served_requests(metrics_urls: list[str], timeout: float = 5.0) -> dict[str, int] | None:
-    """Served requests by instance URL; None if any instance cannot be read."""
+def scrape_served_requests(metrics_urls: list[str], counter: str = REQUEST_METRIC,
+                           timeout: float = 5.0) -> dict[str, int] | None:
+    """Served requests by instance URL; None if any instance cannot be read or has no such counter."""
     counts = {}
     try:
         for url in metrics_urls:
             for instance in instance_urls(url):
                 with urllib.request.urlopen(instance, timeout=timeout) as response:
-                    counts[instance] = served_requests(response.read().decode())
+                    count = served_requests(response.read().decode(), counter)
+                if count is None:
+                    return None
+                counts[instance] = count
     except (OSError, ValueError):
         return None
     return counts

@@ -121,7 +121,7 @@ def profile(experiment: Experiment, run: RunResults) -> list[Option]:
                 Option("Users per stage", users, ", ".join(f"{u:,}" for u in users)),
                 Option("Warm-up", warmup, f"{spec.warmup.injectors} injector(s) for "
                                           f"{format_duration(spec.warmup.duration)}, not counted" if warmup else "none"),
-                Option("Redis", spec.redis.deployed, "deployed for each variant" if spec.redis.deployed else "external")]
+                Option("Redis", _redis(spec.redis), _redis(spec.redis))]
     if target.env:
         env = tuple(sorted(target.env.items()))
         options.append(Option("Target environment", env, ", ".join(f"{k}={v}" for k, v in env)))
@@ -132,6 +132,10 @@ def profile(experiment: Experiment, run: RunResults) -> list[Option]:
             limits.append(f"error rate <= {t.error_rate:.2%}")
         options.append(Option("Thresholds", (tuple(t.latency_limits_ms().items()), t.error_rate), ", ".join(limits)))
     return options
+
+
+def _redis(redis) -> str:
+    return "deployed for each variant" if redis.deployed else "external" if redis.url else "none (the app uses no Redis)"
 
 
 def profile_rows(experiment: Experiment, run: RunResults) -> list[list[str]]:

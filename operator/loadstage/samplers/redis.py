@@ -23,6 +23,15 @@ class RedisSample:
     samples: int
     errors: int
 
+    @property
+    def peak(self) -> int | None:
+        """The peak, or None if no sample was taken (no Redis, or none answered)."""
+        return self.peak_connections if self.samples else None
+
+    @property
+    def received(self) -> int | None:
+        return self.connections_received if self.samples else None
+
 
 class _Peaks:
     def __init__(self):
@@ -47,10 +56,11 @@ class _Peaks:
 
 
 class RedisSampler:
-    """Use as a context manager around a stage; `result` is set on exit."""
+    """Use as a context manager around a stage; `result` is set on exit. Without a url (the target uses no
+    Redis) it takes no sample."""
 
-    def __init__(self, url: str, *, password: str | None = None, interval: float = SAMPLE_INTERVAL_SECONDS):
-        self._client = redis.Redis.from_url(url, password=password, **CLIENT_OPTIONS)
+    def __init__(self, url: str | None, *, password: str | None = None, interval: float = SAMPLE_INTERVAL_SECONDS):
+        self._client = redis.Redis.from_url(url, password=password, **CLIENT_OPTIONS) if url else None
         self._loop = PeriodicThread(self._sample, interval, "redis-sampler")
         self._peaks = _Peaks()
         self.result: RedisSample | None = None
@@ -62,22 +72,25 @@ class RedisSampler:
             self._peaks.add(None)
 
     def __enter__(self) -> "RedisSampler":
-        self._sample()
-        self._loop.start()
+        if self._client is not None:
+            self._sample()
+            self._loop.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._loop.stop()
-        self._sample()
-        self._client.close()
+        if self._client is not None:
+            self._loop.stop()
+            self._sample()
+            self._client.close()
         self.result = self._peaks.result()
 
 
 class AsyncRedisSampler:
-    """Use as an async context manager around a stage; `result` is set on exit."""
+    """Use as an async context manager around a stage; `result` is set on exit. Without a url (the target
+    uses no Redis) it takes no sample."""
 
-    def __init__(self, url: str, *, password: str | None = None, interval: float = SAMPLE_INTERVAL_SECONDS):
-        self._client = redis.asyncio.Redis.from_url(url, password=password, **CLIENT_OPTIONS)
+    def __init__(self, url: str | None, *, password: str | None = None, interval: float = SAMPLE_INTERVAL_SECONDS):
+        self._client = redis.asyncio.Redis.from_url(url, password=password, **CLIENT_OPTIONS) if url else None
         self._loop = PeriodicTask(self._sample, interval)
         self._peaks = _Peaks()
         self.result: RedisSample | None = None
@@ -89,12 +102,14 @@ class AsyncRedisSampler:
             self._peaks.add(None)
 
     async def __aenter__(self) -> "AsyncRedisSampler":
-        await self._sample()
-        self._loop.start()
+        if self._client is not None:
+            await self._sample()
+            self._loop.start()
         return self
 
     async def __aexit__(self, *exc) -> None:
-        await self._loop.stop()
-        await self._sample()
-        await self._client.aclose()
+        if self._client is not None:
+            await self._loop.stop()
+            await self._sample()
+            await self._client.aclose()
         self.result = self._peaks.result()
