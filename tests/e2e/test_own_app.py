@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 from support.documents import BASE
@@ -47,7 +48,7 @@ def run(path, tmp_path):
         for p in descendants(proc.pid):
             try:
                 p.argv = " ".join(p.cmdline())
-            except OSError:
+            except psutil.Error:
                 p.argv = ""
             seen.setdefault(p.pid, p)
         return proc.poll() is not None
