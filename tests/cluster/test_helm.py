@@ -332,7 +332,8 @@ def test_cleanup_survives_a_refused_delete_and_an_operator_killed_in_that_window
     wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
     # the API server refuses the cleanup; the operator dies while it is pending
     wait_for(lambda: "CleanupFailed" in event_reasons(cluster, namespace, "cluster-ladder"), timeout=30)
-    cleanup = cluster.status(namespace, "cluster-ladder")["cleanup"]
+    # the Event is posted before the status records the refusal
+    cleanup = wait_for(lambda: cluster.status(namespace, "cluster-ladder").get("cleanup"), timeout=30)
     assert cleanup["done"] is False and "403" in cleanup["message"], cleanup
     first.kill(signal.SIGKILL)
     assert cluster.batch.list_namespaced_job(namespace).items

@@ -585,8 +585,7 @@ def test_an_app_of_your_own_runs_with_its_probes_and_no_redis(cluster, namespace
                              "metrics": {"path": "/prometheus", "counter": "flask_http_request_total"}}
     doc["spec"]["redis"] = {"deploy": False}
     assert apply(cluster, namespace, doc).returncode == 0
-    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
-    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-master")
     (container,) = cluster.apps.read_namespaced_deployment(
         "cluster-ladder-runner", namespace).spec.template.spec.containers
     assert container.image == "example.org/httpbin:1"
@@ -598,7 +597,10 @@ def test_an_app_of_your_own_runs_with_its_probes_and_no_redis(cluster, namespace
     master = cluster.batch.read_namespaced_job("cluster-ladder-v1-s1-master", namespace)
     args = master.spec.template.spec.containers[0].args
     assert args[args.index("--target-counter") + 1] == "flask_http_request_total"
-    assert all(url.endswith(":8000/prometheus") for url in args[args.index("--target-metrics") + 1].split(","))
+    urls = args[args.index("--target-metrics") + 1].split(",")
+    assert len(urls) == 2 and all(url.endswith(":8000/prometheus") for url in urls), urls
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
     (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
     assert stage["redisPeakConnections"] is None and stage["requests"] == real_stage.summary["requests"]
 
@@ -732,7 +734,12 @@ INVALID = [
     (_variant(injectors__waitTime={"min": "3s", "max": "1s"}), "spec.injectors.waitTime: Invalid value: \"object\": min must be <= max"),
     (_variant(injectors__usersPerInjector=-1), "spec.injectors.usersPerInjector: Invalid value: -1"),
     (_variant(redis={"deploy": True, "url": "redis://x:6379"}), "spec.redis: Invalid value: \"object\": set either deploy: true or url, not both"),
-    (_variant(redis={"deploy": False}), "spec.redis: Invalid value: \"object\": deploy: false needs a url"),
+    (_variant(redis={"deploy": False}), "spec: Invalid value: \"object\": the bundled runner app keeps its sessions in "
+                                        "Redis: spec.redis.deploy: false without a url is for an app of your own"),
+    (_variant(target={"app": "mine:app"}, redis={"deploy": False, "passwordSecret": {"name": "s"}}),
+     "spec.redis: Invalid value: \"object\": passwordSecret needs a Redis: deploy one, or give a url"),
+    (_variant(target={"readinessProbe": {"exec": {"command": ["true"]}, "httpGet": {"path": "/"}}}),
+     "spec.target.readinessProbe: Invalid value: \"object\": set exactly one of httpGet, tcpSocket or exec"),
     (_variant(redis={"url": "http://x"}), "spec.redis.url: Invalid value: \"http://x\""),
     (_variant(matrix={"threads": [2, 2]}), "spec.matrix.threads[1]: Duplicate value: 2"),
     (_variant(matrix={"threads": []}), "spec.matrix.threads: Invalid value: 0"),

@@ -14,28 +14,14 @@ from support.waiting import ROOT, wait_for
 
 pytestmark = pytest.mark.e2e
 APPS = ROOT / ".venv" / "test-apps"
-LOCUSTFILE = '''
-from locust import HttpUser, task
 
 
-class HttpbinUser(HttpUser):
-    @task(3)
-    def get(self):
-        self.client.get("/get")
-
-    @task
-    def post(self):
-        self.client.post("/post", json={"answer": 42})
-'''
-
-
-def httpbin_experiment(write_experiment, tmp_path, **target):
-    (tmp_path / "httpbin_users.py").write_text(LOCUSTFILE)
+def httpbin_experiment(write_experiment, **target):
     return write_experiment({**BASE, "spec": {
         "target": {"app": "httpbin:app", "env": {"PYTHONPATH": str(APPS)}, **target},
         "redis": {"deploy": False},
         "injectors": {"usersPerInjector": 10, "waitTime": {"min": "10ms", "max": "50ms"},
-                      "locustfile": {"path": "httpbin_users.py"}},
+                      "locustfile": {"path": str(ROOT / "examples" / "own-app-locustfile.py")}},
         "stages": [{"injectors": 1, "duration": "5s"}]}})
 
 
@@ -58,7 +44,7 @@ def run(path, tmp_path):
 
 
 def test_a_third_party_app_serves_a_stage_with_its_own_readiness_path_and_no_redis(write_experiment, tmp_path):
-    path = httpbin_experiment(write_experiment, tmp_path, readinessProbe={"httpGet": {"path": "/status/200"}})
+    path = httpbin_experiment(write_experiment, readinessProbe={"httpGet": {"path": "/status/200"}})
     code, out, err, started = run(path, tmp_path)
     assert code == 0, err
     stage = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"][0]
@@ -74,7 +60,7 @@ def test_a_third_party_app_serves_a_stage_with_its_own_readiness_path_and_no_red
 
 
 def test_a_readiness_path_the_app_does_not_pass_fails_naming_the_probe_and_its_answer(write_experiment, tmp_path):
-    path = httpbin_experiment(write_experiment, tmp_path, readyTimeout="3s",
+    path = httpbin_experiment(write_experiment, readyTimeout="3s",
                               readinessProbe={"httpGet": {"path": "/status/503"}})
     code, out, err, started = run(path, tmp_path)
     assert code == 1

@@ -1,7 +1,7 @@
 """The target's own count of served requests, read from its Prometheus text: the runner app's histogram, a
 counter of another app, and an app that has neither."""
 
-from loadstage.locust.served_count import served_requests
+from loadstage.locust.served_count import served_between, served_requests
 
 RUNNER = """# HELP runner_request_duration_seconds Request latency.
 # TYPE runner_request_duration_seconds histogram
@@ -33,3 +33,9 @@ def test_a_counter_is_found_with_or_without_its_total_suffix():
 def test_an_app_without_the_counter_has_no_count_rather_than_zero():
     assert served_requests(FLASK_EXPORTER) is None
     assert served_requests("", "flask_http_request_total") is None
+
+
+def test_a_counter_absent_before_the_first_request_counted_zero_and_one_absent_throughout_counts_nothing():
+    assert served_between({"a": None, "b": 3}, {"a": 5, "b": 10}) == 12
+    assert served_between({"a": None}, {"a": None}) is None
+    assert served_between({"a": 1}, None) is None and served_between({"a": 1}, {"b": 2}) is None

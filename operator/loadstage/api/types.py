@@ -1,5 +1,6 @@
 """The experiment as typed, immutable values: what the spec parses into, and the variants a matrix
-expands to. Every layer above reads these, never the YAML."""
+expands to. Every layer above reads these, never the YAML. (It is over 300 lines because it holds every type
+of the spec, one dataclass per object of the schema, beside the defaults they share.)"""
 
 from __future__ import annotations
 

@@ -36,25 +36,27 @@ def instance_urls(url: str) -> list[str]:
 
 
 def scrape_served_requests(metrics_urls: list[str], counter: str = REQUEST_METRIC,
-                           timeout: float = 5.0) -> dict[str, int] | None:
-    """Served requests by instance URL; None if any instance cannot be read or has no such counter."""
+                           timeout: float = 5.0) -> dict[str, int | None] | None:
+    """Served requests by instance URL (None for an instance without the counter: it may have counted
+    nothing yet); None if any instance cannot be read."""
     counts = {}
     try:
         for url in metrics_urls:
             for instance in instance_urls(url):
                 with urllib.request.urlopen(instance, timeout=timeout) as response:
-                    count = served_requests(response.read().decode(), counter)
-                if count is None:
-                    return None
-                counts[instance] = count
+                    counts[instance] = served_requests(response.read().decode(), counter)
     except (OSError, ValueError):
         return None
     return counts
 
 
-def served_between(before: dict[str, int] | None, after: dict[str, int] | None) -> int | None:
-    """Requests served between two readings of the same instances; None if they are not comparable
-    (an instance could not be read, or the set of instances changed)."""
+def served_between(before: dict[str, int | None] | None, after: dict[str, int | None] | None) -> int | None:
+    """Requests served between two readings of the same instances; None if they are not comparable (an
+    instance could not be read, or the set of instances changed) or no instance has the counter even at the
+    end (the app does not count that way). A counter with labels appears with its first request: absent
+    before, it counted 0."""
     if before is None or after is None or before.keys() != after.keys():
         return None
-    return sum(after[i] - before[i] for i in after)
+    if all(count is None for count in after.values()):
+        return None
+    return sum((after[i] or 0) - (before[i] or 0) for i in after)
