@@ -345,11 +345,11 @@ def test_an_injector_that_saturates_its_cpu_marks_the_stage_and_gets_no_capacity
         "import hashlib\n"
         "from locust import FastHttpUser, constant, task\n\n"
         "class HeavyClient(FastHttpUser):\n"
-        "    wait_time = constant(0.01)\n\n"
+        "    wait_time = constant(0)\n\n"
         "    @task\n"
         "    def page(self):\n"
         "        self.client.get('/surveys/none/pages/1', name='/page')\n"
-        "        hashlib.sha256(b'x' * 2_000_000).digest()  # as parsing a large page would\n")
+        "        hashlib.sha256(b'x' * 8_000_000).digest()  # as parsing a large page would\n")
     path = write_experiment(spec_doc(
         target={"pods": 1, "workers": 1, "threads": 4},
         injectors={"usersPerInjector": 20, "locustfile": {"path": "heavy.py"}},
