@@ -171,7 +171,7 @@ def runner_deployment(experiment: Experiment, variant: Variant, images: Images) 
         secret_env=_password_env(experiment),
         ports=[{"name": "http", "containerPort": argv.RUNNER_PORT, "protocol": "TCP"}],
         readinessProbe=probe(target.readiness()),
-        **({"livenessProbe": probe(target.liveness())} if target.liveness() else {}))
+        **({"livenessProbe": probe(liveness)} if (liveness := target.liveness()) else {}))
     pod = _pod_spec([container], APP_UID)
     # the pause container is PID 1, so a server without a SIGTERM handler (waitress, cheroot) still stops on it
     pod["shareProcessNamespace"] = True

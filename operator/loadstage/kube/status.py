@@ -14,7 +14,7 @@ from loadstage.engine.clock import now
 from loadstage.engine.errors import ExperimentFailed
 from loadstage.kube import metrics
 from loadstage.kube.client import api_message
-from loadstage.results.model import RunResults
+from loadstage.results.model import StageResult
 
 # phase -> (TargetReady, Running, Succeeded, Failed); None keeps the previous value
 _CONDITIONS_BY_PHASE = {
@@ -100,12 +100,12 @@ class StatusWriter:
             kind = "Warning" if status["phase"] == "Failed" else "Normal"
             self.post_event(kind, status.get("reason") or status["phase"], transition[1])
             self.last = transition
-        run = RunResults.from_status(status)
-        stages = [(v, s) for v in run.variants for s in v.stages]
+        stages = [(v["index"], s) for v in status.get("variants", []) for s in v["stages"]]
         if self.stages_seen is not None:
-            for variant, stage in stages[self.stages_seen:]:
+            for index, finished in stages[self.stages_seen:]:   # only the stages new since the last write
+                stage = StageResult.from_status(finished)
                 metrics.STAGES_FINISHED.labels(self.namespace).inc()
                 self.post_event("Normal", "StageFinished",
-                                f"variant {variant.index + 1} stage {stage.stage}: {stage.requests:,} requests, "
+                                f"variant {index + 1} stage {stage.stage}: {stage.requests:,} requests, "
                                 f"p99 {stage.latency.p99} ms, Redis peak {stage.redis_peak_connections}")
         self.stages_seen = len(stages)
