@@ -62,7 +62,8 @@ VALUE_SETS = {
     "no-metrics-existing-account": ["--set", "metrics.enabled=false", "--set", "serviceAccount.create=false",
                                     "--set", "serviceAccount.name=default"],
     "custom-images": ["--set", "image.repository=registry.example/ls/operator", "--set", "image.tag=1.2.3",
-                      "--set-string", "runnerImage.tag=9", "--set", "resources.limits.memory=1Gi"],
+                      "--set-string", "runnerImage.tag=9", "--set", "resources.limits.memory=1Gi",
+                      "--set", "experimentResources.target.limits.cpu=2"],
 }
 
 
@@ -88,6 +89,9 @@ def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, 
         container = deploy["spec"]["template"]["spec"]["containers"][0]
         assert container["image"] == "registry.example/ls/operator:1.2.3"
         assert {"name": "LOADSTAGE_RUNNER_IMAGE", "value": "loadstage/runner-app:9"} in container["env"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert json.loads(env["LOADSTAGE_EXPERIMENT_RESOURCES"])["target"] == {
+            "requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": 2}}
 
 
 @pytest.mark.parametrize("bad,message", [
@@ -97,6 +101,10 @@ def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, 
     (["--set", "watch.namespaces={Bad_NS}"], "watch.namespaces.0: Does not match pattern"),
     (["--set", "replicas=0"], "replicas: Must be greater than or equal to 1"),
     (["--set", "replicas=6"], "replicas: Must be less than or equal to 5"),
+    (["--set", "experimentResources.target.requests.cpu=lots"],
+     "experimentResources.target.requests.cpu: Does not match pattern"),
+    (["--set", "experimentResources.locustWorker.limit.memory=1Gi"],
+     "experimentResources.locustWorker: Additional property limit is not allowed"),
 ])
 def test_wrong_values_fail_at_install_naming_the_value(cluster, namespace, bad, message):
     result = cluster.helm("install", "bad", CHART, "-n", namespace, *bad)

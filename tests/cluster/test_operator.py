@@ -232,7 +232,7 @@ def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, nam
     operator()
     doc = example("threads-at-scale")
     doc["spec"]["target"]["pods"] = 5
-    doc["spec"]["matrix"] = {"threads": [2, 7]}
+    doc["spec"]["matrix"] = {"threads": [2, 7], "cpu": ["500m"]}
     doc["spec"]["stages"] = doc["spec"]["stages"][:2]
     assert apply(cluster, namespace, doc).returncode == 0
     seen_threads = []
@@ -240,9 +240,14 @@ def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, nam
         for number, injectors in enumerate([10, 15], 1):
             run = f"v{variant}-s{number}"
             running_pods_of_job(cluster, namespace, f"threads-at-scale-{run}-master")
-            args = cluster.apps.read_namespaced_deployment(
-                "threads-at-scale-runner", namespace).spec.template.spec.containers[0].args
+            runner = cluster.apps.read_namespaced_deployment("threads-at-scale-runner", namespace)
+            args = runner.spec.template.spec.containers[0].args
             seen_threads.append(args[args.index("--threads") + 1])
+            # the matrix's cpu is the request and the limit; every other pod gets the operator's requests
+            resources = runner.spec.template.spec.containers[0].resources
+            assert (resources.requests, resources.limits) == ({"cpu": "500m", "memory": "128Mi"}, {"cpu": "500m"})
+            for pod in cluster.core.list_namespaced_pod(namespace).items:
+                assert pod.status.qos_class in ("Burstable", "Guaranteed"), pod.metadata.name
             play_stage(cluster, namespace, "threads-at-scale", run, injectors, real_stage)
             wait_for(lambda: stages_done(cluster, namespace, "threads-at-scale", variant - 1) == number)
     wait_phase(cluster, namespace, "threads-at-scale", "Succeeded")
@@ -771,6 +776,14 @@ INVALID = [
      "gunicorn setting"),
     (_variant(target__command=["hypercorn", "{port}"], matrix={"server": ["uwsgi"]}),
      "spec: Invalid value: \"object\": spec.target.command replaces the server"),
+    (_variant(target__resources={"limits": {"cpu": "2 cores"}}),
+     "spec.target.resources.limits.cpu: Invalid value: \"2 cores\""),
+    (_variant(target__resources={"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}),
+     "spec.target.resources: Invalid value: \"object\": a request must not be above its limit"),
+    (_variant(matrix={"cpu": ["5m"]}), "spec.matrix.cpu[0]: Invalid value: \"\": must be at least 10m"),
+    (_variant(matrix={"cpu": [0.5]}), "spec.matrix.cpu[0]: Invalid value: \"number\""),
+    (_variant(injectors__resources={"limits": {"cpu": "500m"}}),
+     "spec.injectors.resources.limits.cpu: Invalid value: \"\": must be at least 1"),
     (_variant(target__command=["hypercorn", "--bind", "{bind}", "{prot}"]),
      "spec: Invalid value: \"object\": spec.target.command must listen on {port} or {bind}, and use only the "
      "placeholders"),

@@ -1,13 +1,18 @@
 """An app the project did not write as a local target: httpbin (from PyPI), importable only through
-spec.target.env.PYTHONPATH, with its own readiness path, no Redis, and no request counter of its own."""
+spec.target.env.PYTHONPATH, with its own readiness path, no Redis, no request counter of its own, and CPU
+limits that its cgroups enforce."""
 
 import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 import pytest
 
+from loadstage.local.cgroups import Cgroups
 from support.documents import BASE
 from support.processes import alive, descendants
 from support.waiting import ROOT, wait_for
@@ -16,9 +21,10 @@ pytestmark = pytest.mark.e2e
 APPS = ROOT / ".venv" / "test-apps"
 
 
-def httpbin_experiment(write_experiment, **target):
+def httpbin_experiment(write_experiment, matrix=None, **target):
     return write_experiment({**BASE, "spec": {
         "target": {"app": "httpbin:app", "env": {"PYTHONPATH": str(APPS)}, **target},
+        **({"matrix": matrix} if matrix else {}),
         "redis": {"deploy": False},
         "injectors": {"usersPerInjector": 10, "waitTime": {"min": "10ms", "max": "50ms"},
                       "locustfile": {"path": str(ROOT / "examples" / "own-app-locustfile.py")}},
@@ -34,28 +40,51 @@ def run(path, tmp_path):
         for p in descendants(proc.pid):
             try:
                 p.argv = " ".join(p.cmdline())
-            except psutil.Error:
-                p.argv = ""
-            seen.setdefault(p.pid, p)
+                p.cgroups = Path(f"/proc/{p.pid}/cgroup").read_text()
+            except (psutil.Error, OSError):
+                p.argv = p.cgroups = ""
+            if p.argv:
+                seen[p.pid] = p
         return proc.poll() is not None
     wait_for(record, timeout=120, interval=0.2)
     out, err = proc.communicate()
     return proc.returncode, out, err, list(seen.values())
 
 
-def test_a_third_party_app_serves_a_stage_with_its_own_readiness_path_and_no_redis(write_experiment, tmp_path):
-    path = httpbin_experiment(write_experiment, readinessProbe={"httpGet": {"path": "/status/200"}})
+def test_a_third_party_app_serves_a_stage_with_its_own_readiness_path_no_redis_and_enforced_cpu_limits(
+        write_experiment, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the local engine enforces limits through the cgroup filesystem, which needs root")
+    path = httpbin_experiment(write_experiment, readinessProbe={"httpGet": {"path": "/status/200"}},
+                              resources={"limits": {"memory": "256Mi"}}, matrix={"cpu": ["250m", "500m"]})
     code, out, err, started = run(path, tmp_path)
     assert code == 0, err
-    stage = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"][0]
-    assert stage["requests"] > 100 and stage["failures"] == 0, stage
-    assert set(stage["byMethod"]) == {"GET", "POST"}
-    assert stage["redisPeakConnections"] is None and stage["redisConnectionsReceived"] is None
-    assert stage["target"]["servedRequests"] is None        # httpbin counts nothing the way loadstage reads
+    variants = json.loads((tmp_path / "r.json").read_text())["status"]["variants"]
+    for variant, limit in zip(variants, (0.25, 0.5)):
+        (stage,) = variant["stages"]
+        assert stage["requests"] > 100 and stage["failures"] == 0, stage
+        assert set(stage["byMethod"]) == {"GET", "POST"}
+        assert stage["redisPeakConnections"] is None and stage["redisConnectionsReceived"] is None
+        assert stage["target"]["servedRequests"] is None        # httpbin counts nothing the way loadstage reads
+        # 10 users without think time want more than either limit. CFS hands out quota in 5 ms slices per CPU,
+        # so a 100 ms period may overrun by up to 5 ms per CPU: 0.1 core on this 2-CPU machine.
+        peak = stage["target"]["peakCpuCores"]
+        assert 0.8 * limit <= peak <= limit + 0.05 * os.cpu_count(), (variant["settings"], peak)
+    assert [v["settings"]["cpu"] for v in variants] == ["250m", "500m"]
+    assert all(v["settings"]["memory"] == "256Mi" for v in variants)
     assert not [p for p in started if "redis-server" in p.argv]
-    assert any("httpbin:app" in p.argv and "gunicorn" in p.argv for p in started)
-    header, _, row = (line.split("|") for line in out.splitlines()[:3])
-    assert row[[h.strip() for h in header].index("Redis peak")].strip() == "-"
+    servers = [p for p in started if "httpbin:app" in p.argv and "gunicorn" in p.argv]
+    assert servers and all(re.search(r"cpu:/.*loadstage-\d+/v[12]-pod-1", p.cgroups) for p in servers), \
+        [(p.argv, p.cgroups) for p in servers]
+    # every cgroup of the run is gone (they sit beside the ones this test process would get)
+    assert not [d for base in Cgroups.plan().bases.values() for d in base.parent.glob("loadstage-*")]
+    lines = out.splitlines()
+    header = lines[lines.index(next(line for line in lines if line.startswith("Variant  | Injectors | Users | "
+                                                                             "Requests")))].split("|")
+    rows = [line.split("|") for line in lines if line.startswith("cpu=")][-2:]
+    column = [h.strip() for h in header].index("Target CPU (cores, % of limit)")
+    assert all(re.fullmatch(r"\d\.\d\d \(\d+%\)", row[column].strip()) for row in rows), rows
+    assert all(row[[h.strip() for h in header].index("Redis peak")].strip() == "-" for row in rows)
     assert not alive(started)
 
 

@@ -13,7 +13,7 @@ import urllib3
 
 from loadstage.engine.stages import StageEngine
 from loadstage.kube import handlers
-from loadstage.kube.manifests import Images
+from loadstage.kube.manifests import Defaults
 from support.documents import BASE
 
 
@@ -63,7 +63,7 @@ def test_an_api_error_that_is_not_an_api_exception_is_retried_with_a_message(mon
         raise error
     monkeypatch.setattr(handlers, "StatusWriter", Recorder)
     monkeypatch.setattr(StageEngine, "run", fail)
-    memo = kopf.Memo(config=handlers.OperatorConfig(images=Images("r", "i", "redis")), api=None,
+    memo = kopf.Memo(config=handlers.OperatorConfig(defaults=Defaults("r", "i", "redis")), api=None,
                      pod_watches=lambda namespace: None)
     with pytest.raises(kopf.TemporaryError):
         asyncio.run(handlers.run({**BASE, "metadata": {"name": "demo", "uid": "u1"}}, {}, "ns", 1, stopped=False,

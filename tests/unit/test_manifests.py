@@ -1,13 +1,18 @@
 """Child manifests, the CRD and conditions: pure functions, no cluster."""
 
 import copy
+import json
+from dataclasses import replace
+
+import yaml
 
 import pytest
 
-from loadstage.api.crd import build_crd, render_crd
-from loadstage.api.load import parse_experiment
-from loadstage.api.schema import Obj
+from loadstage.api.crd import build_crd, experiment_resources_values_schema, render_crd
+from loadstage.api.load import parse_experiment, parse_pod_resources
+from loadstage.api.schema import Obj, ValidationError
 from loadstage.api.spec import SPEC
+from loadstage.api.types import DEFAULT_POD_RESOURCES, ResourceList, Resources
 from loadstage.engine import argv as commands
 from loadstage.engine.steps import Step
 from loadstage.kube import manifests
@@ -15,7 +20,7 @@ from loadstage.kube.status import conditions_for
 from support.documents import BASE
 from support.waiting import ROOT
 
-IMAGES = manifests.Images(runner="r:1", injector="i:1", redis="redis:7")
+DEFAULTS = manifests.Defaults(runner="r:1", injector="i:1", redis="redis:7")
 
 
 def experiment(**spec):
@@ -82,7 +87,7 @@ SERVER_ARGS = {
 def test_each_server_maps_workers_and_threads_onto_its_own_settings(server):
     workers = 1 if server in ("waitress", "cheroot") else 3
     e = experiment(target={"server": server, "workers": workers, "threads": 4})
-    (c,) = manifests.runner_deployment(e, e.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    (c,) = manifests.runner_deployment(e, e.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
     assert c["args"] == SERVER_ARGS[server]
     assert {x["name"]: x["value"] for x in c["env"]}["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/metrics"
 
@@ -90,7 +95,7 @@ def test_each_server_maps_workers_and_threads_onto_its_own_settings(server):
 def test_a_command_target_gets_its_placeholders_filled():
     e = experiment(target={"command": ["hypercorn", "--bind", "{bind}", "--workers", "{workers}", "{app}",
                                        "--x={{literal}}", "{host}", "{port}", "{threads}"], "workers": 3})
-    (c,) = manifests.runner_deployment(e, e.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    (c,) = manifests.runner_deployment(e, e.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
     assert c["args"] == ["hypercorn", "--bind", "0.0.0.0:8000", "--workers", "3", "runner_app.app:app",
                          "--x={literal}", "0.0.0.0", "8000", "2"]
 
@@ -106,7 +111,7 @@ def test_local_instances_that_share_a_port_also_listen_on_their_own():
 def test_runner_deployment():
     e = experiment(target={"pods": 50, "workers": 7, "threads": 3, "env": {"X": "1"}},
                    matrix={"threads": [2, 3]})
-    d = manifests.runner_deployment(e, e.variants()[1], IMAGES)
+    d = manifests.runner_deployment(e, e.variants()[1], DEFAULTS)
     assert d["metadata"]["name"] == "demo-runner" and d["spec"]["replicas"] == 50
     pod = d["spec"]["template"]
     assert pod["metadata"]["annotations"] == {"loadstage.io/variant": "2"}
@@ -132,34 +137,83 @@ def test_an_app_of_your_own_gets_its_probes_its_metrics_and_no_redis():
                          "httpGet": {"path": "/status/200", "port": 9000}, "timeoutSeconds": 3, "failureThreshold": 5},
                          "metrics": {"path": "/prometheus", "counter": "flask_http_request_total"}},
                      redis={"deploy": False})
-    (container,) = manifests.runner_deployment(exp, exp.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    (container,) = manifests.runner_deployment(exp, exp.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
     assert container["readinessProbe"] == {"httpGet": {"path": "/status/200", "port": 9000}, "timeoutSeconds": 3,
                                            "failureThreshold": 5}
     assert "livenessProbe" not in container
     assert not {"REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"} & {e["name"] for e in container.get("env", [])}
     assert container["args"][:3] == ["gunicorn", "--bind", "0.0.0.0:8000"]   # no runner-app config
     step = Step(exp.variants()[0], 1, exp.spec.stages[0], 1, 1)
-    args = manifests.master_job(exp, step, IMAGES, ["10.0.0.7"])["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = manifests.master_job(exp, step, DEFAULTS, ["10.0.0.7"])["spec"]["template"]["spec"]["containers"][0]["args"]
     opts = dict(zip(args, args[1:]))
     assert opts["--target-metrics"] == "http://10.0.0.7:8000/prometheus"
     assert opts["--target-counter"] == "flask_http_request_total"
     plain = experiment(target={"app": "httpbin:app"}, redis={"deploy": False})
-    (container,) = manifests.runner_deployment(plain, plain.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    (container,) = manifests.runner_deployment(plain, plain.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
     assert container["readinessProbe"] == {"tcpSocket": {"port": "http"}, "periodSeconds": 2}
 
 
 def test_an_exec_probe_is_a_cluster_probe_and_refused_locally():
     from loadstage.local.target import local_problems
     exp = experiment(target={"livenessProbe": {"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 5}})
-    (container,) = manifests.runner_deployment(exp, exp.variants()[0], IMAGES)["spec"]["template"]["spec"]["containers"]
+    (container,) = manifests.runner_deployment(exp, exp.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
     assert container["livenessProbe"] == {"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 5}
     assert local_problems(exp) == [("spec.target.livenessProbe.exec", "the local engine runs no command in a "
                                     "target; use httpGet or tcpSocket, which it checks on the instance's own port")]
 
 
+def test_every_pod_gets_requests_and_the_spec_overrides_the_operators_defaults():
+    plain = experiment()
+    v = plain.variants()[0]
+
+    def resources(e, variant, defaults=DEFAULTS):
+        step = Step(variant, 1, e.spec.stages[0], 1, 1)
+        pods = {"runner": manifests.runner_deployment(e, variant, defaults),
+                "redis": manifests.redis_deployment(e, variant, defaults),
+                "master": manifests.master_job(e, step, defaults, ["10.0.0.7"]),
+                "worker": manifests.workers_job(e, step, defaults)}
+        return {k: d["spec"]["template"]["spec"]["containers"][0]["resources"] for k, d in pods.items()}
+
+    assert resources(plain, v) == {
+        "runner": {"requests": {"cpu": "100m", "memory": "128Mi"}}, "redis": {"requests": {"cpu": "50m", "memory": "32Mi"}},
+        "master": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+        "worker": {"requests": {"cpu": "100m", "memory": "128Mi"}}}
+    sized = experiment(target={"resources": {"limits": {"memory": "1Gi"}}}, matrix={"cpu": ["250m", "500m"]},
+                       redis={"resources": {"requests": {"memory": "64Mi"}}},
+                       injectors={"resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+                                  "masterResources": {"requests": {"cpu": "200m"}}})
+    got = resources(sized, sized.variants()[1])
+    assert got["runner"] == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "1Gi"}}
+    assert got["redis"] == {"requests": {"cpu": "50m", "memory": "64Mi"}}
+    assert got["worker"] == {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    assert got["master"] == {"requests": {"cpu": "200m", "memory": "128Mi"}}
+    assert manifests.resource_problems(sized, DEFAULTS.resources) == []
+    # the chart may give limits; a spec request above one is refused, naming the field to set
+    limited = replace(DEFAULTS.resources, locust_worker=Resources(ResourceList("100m"), ResourceList("1", "256Mi")))
+    assert resources(plain, v, replace(DEFAULTS, resources=limited))["worker"] == {
+        "requests": {"cpu": "100m"}, "limits": {"cpu": "1", "memory": "256Mi"}}
+    big = experiment(injectors={"resources": {"requests": {"memory": "512Mi"}}})
+    assert manifests.resource_problems(big, limited) == [(
+        "spec.injectors.resources.requests.memory", "512Mi is above the limit 256Mi (a limit from the operator's "
+        "defaults, the chart's experimentResources); set spec.injectors.resources.limits.memory too")]
+
+
+def test_the_charts_experiment_resources_are_the_operators_defaults_and_checked_by_the_same_schema():
+    values = yaml.safe_load((ROOT / "charts" / "loadstage" / "values.yaml").read_text())
+    assert parse_pod_resources(json.dumps(values["experimentResources"])) == DEFAULT_POD_RESOURCES
+    schema = json.loads((ROOT / "charts" / "loadstage" / "values.schema.json").read_text())
+    assert schema["properties"]["experimentResources"] == experiment_resources_values_schema()
+    with pytest.raises(ValidationError) as refused:
+        parse_pod_resources('{"target": {"requests": {"cpu": "lots"}}, "redis": {}, "locustMaster": {}, '
+                            '"locustWorker": {"limits": {"cpu": "100m"}}}')
+    assert refused.value.problems == [
+        ("experimentResources.target.requests.cpu", "must be a CPU quantity such as 500m or 2, got 'lots'"),
+        ("experimentResources.locustWorker.limits.cpu", "must be at least 1, got 100m")]
+
+
 def test_the_runner_pods_service_is_headless_over_the_runner_pods():
     e = experiment()
-    deployment = manifests.runner_deployment(e, e.variants()[0], IMAGES)
+    deployment = manifests.runner_deployment(e, e.variants()[0], DEFAULTS)
     balanced, headless = manifests.runner_service(e), manifests.runner_pods_service(e)
     assert balanced["spec"].get("clusterIP") is None and headless["spec"]["clusterIP"] == "None"
     assert headless["metadata"]["name"] == "demo-runner-pods"
@@ -171,7 +225,7 @@ def test_the_runner_pods_service_is_headless_over_the_runner_pods():
 
 def test_external_redis_is_used_as_given_and_not_deployed():
     e = experiment(redis={"url": "redis://cache:6379/3"}, target={"image": "mine:2"})
-    d = manifests.runner_deployment(e, e.variants()[0], IMAGES)
+    d = manifests.runner_deployment(e, e.variants()[0], DEFAULTS)
     env = {x["name"]: x["value"] for x in d["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["REDIS_URL"] == "redis://cache:6379/3"
     assert d["spec"]["template"]["spec"]["containers"][0]["image"] == "mine:2"
@@ -181,8 +235,8 @@ def test_stage_jobs_and_master_service():
     e = experiment(stages=[{"injectors": 10, "duration": "20m"}], warmup={"injectors": 2, "duration": "1m"})
     v = e.variants()[0]
     step = Step(v, 1, e.spec.stages[0], 1, 1)
-    master = manifests.master_job(e, step, IMAGES, ["10.244.0.7", "10.244.0.8"])
-    workers = manifests.workers_job(e, step, IMAGES)
+    master = manifests.master_job(e, step, DEFAULTS, ["10.244.0.7", "10.244.0.8"])
+    workers = manifests.workers_job(e, step, DEFAULTS)
     service = manifests.master_service(e, step)
     assert master["metadata"]["name"] == service["metadata"]["name"] == "demo-v1-s1-master"
     assert workers["metadata"]["name"] == "demo-v1-s1-workers"
@@ -202,15 +256,15 @@ def test_stage_jobs_and_master_service():
     assert workers["spec"]["backoffLimit"] == 0    # onLost: Fail
     tolerant = experiment(stages=[{"injectors": 10, "duration": "20m"}], injectors={"onLost": "Continue"})
     step = Step(tolerant.variants()[0], 1, tolerant.spec.stages[0], 1, 1)
-    assert manifests.workers_job(tolerant, step, IMAGES)["spec"]["backoffLimit"] == 10
+    assert manifests.workers_job(tolerant, step, DEFAULTS)["spec"]["backoffLimit"] == 10
     warm = Step(v, 1, e.spec.warmup, None, 1)
-    assert manifests.workers_job(e, warm, IMAGES)["metadata"]["name"] == "demo-v1-warmup-workers"
+    assert manifests.workers_job(e, warm, DEFAULTS)["metadata"]["name"] == "demo-v1-warmup-workers"
 
 
 def test_custom_locustfile_comes_from_a_configmap_on_master_and_workers():
     e = experiment(injectors={"locustfile": {"configMap": {"name": "my-test", "key": "scenario.py"}}})
     step = Step(e.variants()[0], 1, e.spec.stages[0], 1, 1)
-    for job in (manifests.master_job(e, step, IMAGES, ["10.244.0.7"]), manifests.workers_job(e, step, IMAGES)):
+    for job in (manifests.master_job(e, step, DEFAULTS, ["10.244.0.7"]), manifests.workers_job(e, step, DEFAULTS)):
         pod = job["spec"]["template"]["spec"]
         assert {"name": "locustfile", "configMap": {
             "name": "my-test", "items": [{"key": "scenario.py", "path": "locustfile.py"}]}} in pod["volumes"]
@@ -246,13 +300,13 @@ def test_metrics_server_quantities():
 def test_redis_password_comes_from_the_secret_for_redis_and_the_target():
     e = experiment(redis={"passwordSecret": {"name": "redis-auth"}})
     v = e.variants()[0]
-    redis_container = manifests.redis_deployment(e, v, IMAGES)["spec"]["template"]["spec"]["containers"][0]
+    redis_container = manifests.redis_deployment(e, v, DEFAULTS)["spec"]["template"]["spec"]["containers"][0]
     assert "readinessProbe" not in redis_container and "livenessProbe" not in redis_container  # probes are clients
     assert redis_container["args"][-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
     secret_ref = {"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "redis-auth", "key": "password"}}}
     assert secret_ref in redis_container["env"]
-    runner = manifests.runner_deployment(e, v, IMAGES)["spec"]["template"]["spec"]["containers"][0]
+    runner = manifests.runner_deployment(e, v, DEFAULTS)["spec"]["template"]["spec"]["containers"][0]
     assert secret_ref in runner["env"]
     plain = experiment()
-    assert "--requirepass" not in manifests.redis_deployment(plain, plain.variants()[0], IMAGES)[
+    assert "--requirepass" not in manifests.redis_deployment(plain, plain.variants()[0], DEFAULTS)[
         "spec"]["template"]["spec"]["containers"][0]["args"]

@@ -3,7 +3,7 @@ import copy
 import pytest
 
 from loadstage.api.load import load_experiment_file, parse_experiment
-from loadstage.api.quantities import format_duration, parse_duration
+from loadstage.api.quantities import cpu_cores, format_duration, memory_bytes, parse_duration
 from loadstage.api.schema import ValidationError
 from support.documents import BASE
 from support.waiting import ROOT
@@ -99,6 +99,32 @@ def test_the_runner_app_gets_its_probes_and_metrics_and_any_other_app_a_port_che
     assert own.readiness().http_get.path == "/status/200" and own.readiness().period_seconds == 3
     assert own.liveness().exec.command == ["true"]
     assert (own.metrics.path, own.metrics.counter) == ("/prometheus", "flask_http_request_total")
+
+
+def test_resources_and_a_cpu_and_memory_matrix_make_variants_with_requests_and_limits():
+    e = parse_experiment(with_spec(target={"resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
+                                                         "limits": {"memory": "512Mi"}}},
+                                   matrix={"cpu": ["1", 2], "workers": [3, 5]}))
+    assert [v.label() for v in e.variants()] == [
+        "gunicorn pods=1 workers=3 threads=2 gthread cpu=1 memory=512Mi",
+        "gunicorn pods=1 workers=3 threads=2 gthread cpu=2 memory=512Mi",
+        "gunicorn pods=1 workers=5 threads=2 gthread cpu=1 memory=512Mi",
+        "gunicorn pods=1 workers=5 threads=2 gthread cpu=2 memory=512Mi"]
+    # each matrix value is the request and the limit; the spec's other values stand
+    assert e.variants()[1].resources.manifest() == {"requests": {"cpu": "2", "memory": "256Mi"},
+                                                    "limits": {"cpu": "2", "memory": "512Mi"}}
+    assert e.variants()[1].settings()["cpu"] == "2" and e.variants()[1].settings()["memory"] == "512Mi"
+    plain = parse_experiment(with_spec())
+    assert "cpu" not in plain.variants()[0].settings() and "cpu" not in plain.variants()[0].label()
+    assert parse_experiment(with_spec(matrix={"memory": ["256Mi", "1Gi"]})).variants()[0].resources.manifest() == \
+        {"requests": {"memory": "256Mi"}, "limits": {"memory": "256Mi"}}
+
+
+def test_quantities():
+    assert [cpu_cores(q) for q in ("250m", "1", "0.5", "2")] == [0.25, 1.0, 0.5, 2.0]
+    assert [memory_bytes(q) for q in ("512Mi", "1Gi", "500M", "1024")] == [512 * 2**20, 2**30, 500 * 10**6, 1024]
+    with pytest.raises(ValueError):
+        cpu_cores("1.5 cores")
 
 
 def test_pacing_is_an_optional_open_model():
@@ -213,6 +239,27 @@ BAD = [
      "spec.target.command: must listen on {port} or {bind}: the target's port comes from loadstage"),
     ({"target": {"command": []}}, "spec.target.command: must have at least 1 item(s), got 0"),
     ({"matrix": {"server": ["uwsgi", "uwsgi"]}}, "spec.matrix.server[1]: duplicate value 'uwsgi'"),
+    ({"target": {"resources": {"limits": {"cpu": "2 cores"}}}},
+     "spec.target.resources.limits.cpu: must be a CPU quantity such as 500m or 2, got '2 cores'"),
+    ({"target": {"resources": {"requests": {"cpu": 0.5}}}},
+     "spec.target.resources.requests.cpu: must be a CPU quantity such as 500m or 2 (write a fraction as a string, "
+     "e.g. '0.5'), got 0.5"),
+    ({"target": {"resources": {"limits": {"memory": "512MB"}}}},
+     "spec.target.resources.limits.memory: must be a memory quantity such as 512Mi or 1Gi, got '512MB'"),
+    ({"target": {"resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}, "limits": {"cpu": 1}}}},
+     "spec.target.resources: a request must not be above its limit"),
+    ({"target": {"resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}}},
+     "spec.target.resources: a request must not be above its limit"),
+    ({"target": {"resources": {"limit": {"cpu": 1}}}},
+     "spec.target.resources.limit: unknown field (did you mean 'limits'?)"),
+    ({"matrix": {"cpu": ["5m"]}}, "spec.matrix.cpu[0]: must be at least 10m, got 5m"),
+    ({"matrix": {"memory": ["4Ti"]}}, "spec.matrix.memory[0]: must be at most 1Ti, got 4Ti"),
+    ({"injectors": {"resources": {"limits": {"cpu": "500m"}}}},
+     "spec.injectors.resources.limits.cpu: must be at least 1, got 500m"),
+    ({"injectors": {"masterResources": {"limits": {"cpu": "200m"}}}},
+     "spec.injectors.masterResources.limits.cpu: must be at least 1, got 200m"),
+    ({"redis": {"resources": {"requests": {"memory": "1Mi"}}}},
+     "spec.redis.resources.requests.memory: must be at least 16Mi, got 1Mi"),
 ]
 
 

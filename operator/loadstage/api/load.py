@@ -11,13 +11,14 @@ import yaml
 
 from loadstage.api.names import API_GROUP, API_VERSION, KIND
 from loadstage.api.schema import Problems, ValidationError
-from loadstage.api.spec import METADATA, SPEC
+from loadstage.api.spec import METADATA, POD_RESOURCES, SPEC
 from loadstage.api.types import (
     COMMAND_PLACEHOLDERS,
     CUSTOM_SERVER,
     DEFAULT_RUNNER_APP,
     SINGLE_PROCESS_SERVERS,
     Experiment,
+    PodResources,
     Spec,
     command_placeholders,
     resolve_injectors,
@@ -133,3 +134,16 @@ def load_experiment_file(path: str | Path) -> Experiment:
         experiment = replace(experiment, spec=replace(experiment.spec, injectors=replace(
             experiment.spec.injectors, locustfile=replace(lf, path=str(resolved)))))
     return experiment
+
+
+def parse_pod_resources(raw: Any, path: str = "experimentResources") -> PodResources:
+    """The operator's default resources of each kind of pod (the chart's experimentResources, as JSON)."""
+    if isinstance(raw, str):
+        try:
+            raw = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise ValidationError([(path, f"is not JSON or YAML: {e}")]) from None
+    problems = Problems()
+    resources = POD_RESOURCES.parse(raw, path, problems)
+    problems.raise_if_any()
+    return resources

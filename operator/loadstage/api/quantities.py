@@ -77,3 +77,60 @@ class Percent(Node):
 
     def openapi(self):
         return self._with_meta({"type": "string", "pattern": f"^{PERCENT_PATTERN}$", "maxLength": 10})
+
+
+CPU_PATTERN = r"\d+(\.\d+)?m?"
+MEMORY_PATTERN = r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?"
+_MEMORY_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+                 "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def cpu_cores(text: str) -> float:
+    """Cores in a Kubernetes CPU quantity: '250m' is 0.25, '2' is 2."""
+    if not re.fullmatch(CPU_PATTERN, text):
+        raise ValueError(f"not a CPU quantity: {text!r}")
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def memory_bytes(text: str) -> int:
+    """Bytes in a Kubernetes memory quantity: '512Mi', '1Gi', '500M' or a plain number of bytes."""
+    match = re.fullmatch(MEMORY_PATTERN, text)
+    if not match:
+        raise ValueError(f"not a memory quantity: {text!r}")
+    number, unit = re.fullmatch(r"([\d.]+)(\D*)", text).groups()
+    return int(float(number) * _MEMORY_UNITS[unit])
+
+
+class Quantity(Node):
+    """A Kubernetes quantity of CPU ('500m', 2) or memory ('512Mi'), written as a string or a number;
+    parses to its string form, as a pod spec takes it."""
+
+    KINDS = {"cpu": (CPU_PATTERN, cpu_cores, "a CPU quantity such as 500m or 2"),
+             "memory": (MEMORY_PATTERN, memory_bytes, "a memory quantity such as 512Mi or 1Gi")}
+
+    def __init__(self, description, kind: str, *, minimum: str, maximum: str):
+        self.description, self.kind, self.minimum, self.maximum = description, kind, minimum, maximum
+
+    def parse(self, value, path, problems):
+        pattern, amount, hint = self.KINDS[self.kind]
+        text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        if not isinstance(text, str) or not re.fullmatch(pattern, text):
+            quote = " (write a fraction as a string, e.g. '0.5')" if isinstance(value, float) else ""
+            problems.add(path, f"must be {hint}{quote}, got {show(value)}")
+            return None
+        if amount(text) < amount(self.minimum):
+            problems.add(path, f"must be at least {self.minimum}, got {text}")
+        elif amount(text) > amount(self.maximum):
+            problems.add(path, f"must be at most {self.maximum}, got {text}")
+        return text
+
+    def openapi(self):
+        pattern = self.KINDS[self.kind][0]
+        return self._with_meta({
+            "anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True,
+            "pattern": f"^{pattern}$", "maxLength": 20,
+            "x-kubernetes-validations": [
+                {"rule": f"quantity(string(self)).compareTo(quantity('{self.minimum}')) >= 0",
+                 "message": f"must be at least {self.minimum}"},
+                {"rule": f"quantity(string(self)).compareTo(quantity('{self.maximum}')) <= 0",
+                 "message": f"must be at most {self.maximum}"}]})

@@ -4,13 +4,14 @@ OpenAPI schema and CEL rules, and the field reference in docs/."""
 from __future__ import annotations
 
 from loadstage.api.names import NAME_MAX, NAME_PATTERN
-from loadstage.api.quantities import Duration, Percent
+from loadstage.api.quantities import Duration, Percent, Quantity, cpu_cores, memory_bytes
 from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
 from loadstage.api.types import (
     CLEANUP_POLICIES,
     COMMAND_PLACEHOLDERS,
     DEFAULT_COUNTER,
     DEFAULT_MAX_USERS_PER_INJECTOR,
+    DEFAULT_POD_RESOURCES,
     DEFAULT_METRICS_PATH,
     DEFAULT_RUNNER_APP,
     MAX_INJECTORS,
@@ -29,8 +30,11 @@ from loadstage.api.types import (
     Locustfile,
     Matrix,
     Metadata,
+    PodResources,
     Probe,
     Redis,
+    ResourceList,
+    Resources,
     SecretKey,
     Spec,
     Stage,
@@ -49,7 +53,8 @@ _CEL_USERS_FIT = "!has({s}.users) || ({s}.users + %s - 1) / %s <= %d" % (_CEL_MA
                                                                           MAX_INJECTORS)
 _CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1) * (has(self.{m}threads) ? size(self.{m}threads) : 1)"
                  " * (has(self.{m}pods) ? size(self.{m}pods) : 1) * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)"
-                 " * (has(self.{m}server) ? size(self.{m}server) : 1)")
+                 " * (has(self.{m}server) ? size(self.{m}server) : 1) * (has(self.{m}cpu) ? size(self.{m}cpu) : 1)"
+                 " * (has(self.{m}memory) ? size(self.{m}memory) : 1)")
 
 
 _CEL_SERVERS = ("(has(self.matrix) && has(self.matrix.server) ? self.matrix.server : "
@@ -86,6 +91,40 @@ def _probe(which: str, default: str) -> Obj:
                    "set exactly one of httpGet, tcpSocket or exec",
                    cel="(has(self.httpGet) ? 1 : 0) + (has(self.tcpSocket) ? 1 : 0) + (has(self.exec) ? 1 : 0) == 1")])
 
+CPU_RANGE = {"minimum": "10m", "maximum": "64"}          # 10m: CFS's smallest quota (1 ms of each 100 ms)
+MEMORY_RANGE = {"minimum": "16Mi", "maximum": "1Ti"}
+_cpu = Quantity("CPU, e.g. 500m or 2.", "cpu", **CPU_RANGE)
+_memory = Quantity("Memory, e.g. 512Mi or 1Gi.", "memory", **MEMORY_RANGE)
+
+
+def _not_above(resources: Resources) -> bool:
+    r, l = resources.requests, resources.limits
+    return (not (r.cpu and l.cpu) or cpu_cores(r.cpu) <= cpu_cores(l.cpu)) and \
+        (not (r.memory and l.memory) or memory_bytes(r.memory) <= memory_bytes(l.memory))
+
+
+_CEL_NOT_ABOVE = " && ".join(
+    f"(!has(self.requests) || !has(self.requests.{r}) || !has(self.limits) || !has(self.limits.{r}) || "
+    f"quantity(string(self.requests.{r})).compareTo(quantity(string(self.limits.{r}))) <= 0)"
+    for r in ("cpu", "memory"))
+
+
+def resources(what: str, *, cpu_limit_minimum: str | None = None, default=None) -> Obj:
+    """Requests and limits of one kind of pod; unset ones come from the operator's defaults."""
+    limit_cpu = _cpu if cpu_limit_minimum is None else Quantity(
+        f"CPU, at least {cpu_limit_minimum}: {what} is one Locust process, whose CPU-bound check is of a whole "
+        f"core.", "cpu", minimum=cpu_limit_minimum, maximum=CPU_RANGE["maximum"])
+    return Obj(Resources, f"Requests and limits of {what}, as in a pod spec. Each one unset comes from the "
+                          f"operator's defaults (the chart's experimentResources); a limit without its request is "
+                          f"also the request.", {
+        "requests": Obj(ResourceList, "What the scheduler reserves.", {"cpu": _cpu, "memory": _memory},
+                        default={}),
+        "limits": Obj(ResourceList, "The most the container may use: CPU is throttled, memory over it is "
+                                    "OOM-killed.", {"cpu": limit_cpu, "memory": _memory}, default={}),
+    }, rules=[Rule(_not_above, "a request must not be above its limit", cel=_CEL_NOT_ABOVE)],
+        **({} if default is None else {"default": default}))
+
+
 TARGET = Obj(Target, "The system under test: a WSGI app, served by the server you choose.", {
     "image": _image,
     "app": Str("WSGI application that the server serves (module:callable).",
@@ -121,6 +160,8 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
                        pattern=r"[a-zA-Z_:][a-zA-Z0-9_:]*", pattern_hint="a Prometheus metric name",
                        max_length=200, default=DEFAULT_COUNTER),
     }, default={}),
+    "resources": resources("each target pod's server container (the local engine: a cgroup per instance, "
+                           "which enforces the limits)", default={}),
 }, default={})
 
 REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per variant, external, or none.", {
@@ -134,6 +175,7 @@ REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per var
         "name": Str("Secret name.", max_length=253),
         "key": Str("Key in the Secret.", default="password", max_length=253),
     }, required=["name"]),
+    "resources": resources("the deployed Redis pod", default={}),
 }, rules=[
     Rule(lambda r: not (r.deploy and r.url), "set either deploy: true or url, not both",
          cel="!(has(self.deploy) && self.deploy && has(self.url))"),
@@ -174,6 +216,8 @@ INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per 
     "onLost": Str("What an injector that dies, is deleted or is evicted mid-stage does to its stage: Fail it "
                   "(naming the injector), or Continue with the remaining injectors and record the loss.",
                   enum=ON_LOST, default="Fail"),
+    "resources": resources("each injector pod (a Locust worker)", cpu_limit_minimum="1", default={}),
+    "masterResources": resources("each stage's Locust master pod", cpu_limit_minimum="1", default={}),
 }, rules=[Rule(lambda i: not (i.scenario and i.locustfile), "set either scenario or locustfile, not both",
                cel="!(has(self.scenario) && has(self.locustfile))")], default={})
 
@@ -197,6 +241,10 @@ MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these va
                    min_items=1, max_items=20, unique=True),
     "workerClass": ListOf("Gunicorn worker classes.", Str("", enum=WORKER_CLASSES),
                           min_items=1, max_items=3, unique=True),
+    "cpu": ListOf("Target CPU: each value is every target pod's CPU request and limit, so that workers per core "
+                  "is one experiment.", Quantity("", "cpu", **CPU_RANGE), min_items=1, max_items=10, unique=True),
+    "memory": ListOf("Target memory: each value is every target pod's memory request and limit.",
+                     Quantity("", "memory", **MEMORY_RANGE), min_items=1, max_items=10, unique=True),
 }, rules=[Rule(lambda m: variant_count(m) <= MAX_VARIANTS,
                f"at most {MAX_VARIANTS} variants (the product of all list lengths)",
                cel=f"{_CEL_VARIANTS.format(m='')} <= {MAX_VARIANTS}")])
@@ -255,6 +303,16 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
              "a.replace('{{', '').replace('}}', '').findAll('\\\\{[^{}]*\\\\}').all(p, p in "
              f"{[f'{{{p}}}' for p in COMMAND_PLACEHOLDERS]})))"),
 ])
+
+POD_RESOURCES = Obj(PodResources, "The resources of each kind of pod an experiment creates, where its spec sets none "
+                                   "(the chart's experimentResources).", {
+    "target": resources("each target pod", default=DEFAULT_POD_RESOURCES.target.manifest()),
+    "redis": resources("the deployed Redis pod", default=DEFAULT_POD_RESOURCES.redis.manifest()),
+    "locustMaster": resources("each Locust master pod", cpu_limit_minimum="1",
+                              default=DEFAULT_POD_RESOURCES.locust_master.manifest()),
+    "locustWorker": resources("each injector pod", cpu_limit_minimum="1",
+                              default=DEFAULT_POD_RESOURCES.locust_worker.manifest()),
+})
 
 METADATA = Obj(Metadata, "", {
     "name": Str("", pattern=NAME_PATTERN, pattern_hint="a lowercase DNS label starting with a letter", max_length=NAME_MAX),

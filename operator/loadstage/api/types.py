@@ -65,6 +65,58 @@ def _probe(*, http_get: HttpGet | None = None, tcp_socket: TcpSocket | None = No
 
 
 @dataclass(frozen=True)
+class ResourceList:
+    cpu: str | None = None      # a Kubernetes quantity, as written: "500m", "2"
+    memory: str | None = None   # "512Mi"
+
+    def items(self) -> dict[str, str]:
+        return {k: v for k, v in (("cpu", self.cpu), ("memory", self.memory)) if v is not None}
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A container's requests and limits, in Kubernetes syntax."""
+    requests: ResourceList = ResourceList()
+    limits: ResourceList = ResourceList()
+
+    def with_value(self, resource: str, value: str | None) -> Resources:
+        """A matrix value sets both the request and the limit."""
+        if value is None:
+            return self
+        return Resources(replace(self.requests, **{resource: value}), replace(self.limits, **{resource: value}))
+
+    def over(self, defaults: Resources) -> Resources:
+        """These resources, each unset one taken from `defaults`; a limit given without its request is also
+        the request, as in a pod spec."""
+        requests, limits = {}, {}
+        for name in ("cpu", "memory"):
+            limits[name] = getattr(self.limits, name) or getattr(defaults.limits, name)
+            requests[name] = getattr(self.requests, name) or getattr(self.limits, name) or \
+                getattr(defaults.requests, name)
+        return Resources(ResourceList(**requests), ResourceList(**limits))
+
+    def manifest(self) -> dict[str, dict[str, str]]:
+        return {k: v for k, v in (("requests", self.requests.items()), ("limits", self.limits.items())) if v}
+
+
+NO_RESOURCES = Resources()
+
+
+@dataclass(frozen=True)
+class PodResources:
+    """The operator's resources for each kind of pod it creates, where an experiment's spec sets none."""
+    target: Resources
+    redis: Resources
+    locust_master: Resources
+    locust_worker: Resources
+
+
+DEFAULT_POD_RESOURCES = PodResources(
+    target=Resources(ResourceList("100m", "128Mi")), redis=Resources(ResourceList("50m", "32Mi")),
+    locust_master=Resources(ResourceList("100m", "128Mi")), locust_worker=Resources(ResourceList("100m", "128Mi")))
+
+
+@dataclass(frozen=True)
 class TargetMetrics:
     """Where the target's own request count is read: a Prometheus counter (or histogram) on a path."""
     path: str
@@ -86,6 +138,7 @@ class Target:
     readiness_probe: Probe | None = None
     liveness_probe: Probe | None = None
     metrics: TargetMetrics = TargetMetrics(DEFAULT_METRICS_PATH, DEFAULT_COUNTER)
+    resources: Resources = NO_RESOURCES
 
     @property
     def runner_app(self) -> bool:
@@ -121,6 +174,7 @@ class Redis:
     url: str | None
     image: str | None
     password_secret: SecretKey | None
+    resources: Resources = NO_RESOURCES
 
     @property
     def deployed(self) -> bool:
@@ -155,16 +209,18 @@ class Injectors:
     locustfile: Locustfile | None
     on_lost: str = "Fail"
     max_users_per_injector: int = 100
+    resources: Resources = NO_RESOURCES          # each injector (Locust worker) pod
+    master_resources: Resources = NO_RESOURCES   # each stage's Locust master pod
 
     @property
     def spawn_rate(self) -> float:
         return self.spawn_rate_per_injector or float(self.users_per_injector)
 
-    def users_for(self, stage: "Stage") -> int:
+    def users_for(self, stage: Stage) -> int:
         """Total users of a stage: its own, or usersPerInjector on each of its injectors."""
         return stage.users if stage.users is not None else stage.injectors * self.users_per_injector
 
-    def spawn_rate_for(self, stage: "Stage") -> float:
+    def spawn_rate_for(self, stage: Stage) -> float:
         return stage.injectors * self.spawn_rate
 
 
@@ -182,6 +238,8 @@ class Matrix:
     threads: list[int] | None
     pods: list[int] | None
     worker_class: list[str] | None
+    cpu: list[str] | None = None      # each sets the target's CPU request and limit
+    memory: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -224,14 +282,25 @@ class Variant:
     workers: int
     threads: int
     worker_class: str | None   # gunicorn's; None for every other server
+    resources: Resources = NO_RESOURCES   # the target container's: the spec's, with the matrix's cpu and memory
+
+    @property
+    def cpu(self) -> str | None:
+        """Each target pod's CPU limit, where one is set."""
+        return self.resources.limits.cpu
+
+    @property
+    def memory(self) -> str | None:
+        return self.resources.limits.memory
 
     def settings(self) -> dict:
         return {"server": self.server, "pods": self.pods, "workers": self.workers, "threads": self.threads,
-                "workerClass": self.worker_class}
+                "workerClass": self.worker_class, **self.resources.limits.items()}
 
     def label(self) -> str:
         return " ".join([self.server, f"pods={self.pods}", f"workers={self.workers}", f"threads={self.threads}",
-                         *([self.worker_class] if self.worker_class else [])])
+                         *([self.worker_class] if self.worker_class else []),
+                         *(f"{k}={v}" for k, v in self.resources.limits.items().items())])
 
 
 @dataclass(frozen=True)
@@ -252,6 +321,8 @@ class Experiment:
             "threads": (m and m.threads) or [t.threads],
             "pods": (m and m.pods) or [t.pods],
             "worker_class": (m and m.worker_class) or [t.worker_class],
+            "cpu": (m and m.cpu) or [None],
+            "memory": (m and m.memory) or [None],
         }
         variants = []
         for i, combo in enumerate(itertools.product(*axes.values())):
@@ -260,11 +331,12 @@ class Experiment:
                 v["workers"] = 1 if v["server"] in SINGLE_PROCESS_SERVERS else 2
             if v["server"] == "gunicorn":
                 v["worker_class"] = v["worker_class"] or "gthread"
+            v["resources"] = t.resources.with_value("cpu", v.pop("cpu")).with_value("memory", v.pop("memory"))
             variants.append(Variant(index=i, **v))
         return variants
 
     def scaled(self, *, stage_duration: float | None = None, warmup_duration: float | None = None,
-               users_scale: float | None = None) -> "Experiment":
+               users_scale: float | None = None) -> Experiment:
         """Shrinks an experiment to a machine: every stage lasts `stage_duration`; users and spawn rate
         per injector, and the users of a stage given in users, are multiplied by `users_scale`. The
         source says so too, so that a result file's spec is what ran."""
@@ -310,7 +382,7 @@ def resolve_injectors(spec: Spec) -> Spec:
 
 def variant_count(m: Matrix | None) -> int:
     n = 1
-    for axis in (m.server, m.workers, m.threads, m.pods, m.worker_class) if m else ():
+    for axis in (m.server, m.workers, m.threads, m.pods, m.worker_class, m.cpu, m.memory) if m else ():
         n *= len(axis or [1])
     return n
 

@@ -10,8 +10,12 @@ import threading
 
 from loadstage.api.crd import render_crd
 from loadstage.api.reference import render_reference
+from loadstage.api.load import parse_pod_resources
+from loadstage.api.types import DEFAULT_POD_RESOURCES
+from loadstage.api.load import parse_pod_resources
+from loadstage.api.types import DEFAULT_POD_RESOURCES
 from loadstage.cli.parser import EXIT_OK
-from loadstage.kube.manifests import Images
+from loadstage.kube.manifests import Defaults
 
 
 def cmd_crd(_args) -> int:
@@ -33,8 +37,11 @@ def cmd_operator(args) -> int:
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    resources = parse_pod_resources(args.experiment_resources) if args.experiment_resources else \
+        DEFAULT_POD_RESOURCES   # refused with the value's path (e.g. experimentResources.target.limits.cpu)
     config = handlers.OperatorConfig(
-        images=Images(runner=args.runner_image, injector=args.injector_image, redis=args.redis_image),
+        defaults=Defaults(runner=args.runner_image, injector=args.injector_image, redis=args.redis_image,
+                          resources=resources),
         namespaces=tuple(args.namespaces or ()), redis_sample_url=args.redis_sample_url,
         metrics_port=args.metrics_port or None, listen_address=args.listen_address)
     liveness = f"http://{args.listen_address}:{args.liveness_port}/healthz" if args.liveness_port else None

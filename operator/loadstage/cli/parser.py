@@ -6,14 +6,14 @@ import argparse
 import os
 
 from loadstage.api.quantities import parse_duration
-from loadstage.kube.manifests import Images
+from loadstage.kube.manifests import Defaults
 from loadstage.reports import compare
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS, EXIT_REGRESSION = 0, 1, 2, 3, 4
 REPORT_FORMATS = ("table", "markdown", "csv", "html")
 SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html",
                   ".txt": "table"}
-DEFAULT_IMAGES = Images(runner="loadstage/runner-app:0.1.0", injector="loadstage/injector:0.1.0",
+DEFAULT_IMAGES = Defaults(runner="loadstage/runner-app:0.1.0", injector="loadstage/injector:0.1.0",
                         redis="redis:7.2-alpine")
 
 
@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--injector-image",
                     default=os.environ.get("LOADSTAGE_INJECTOR_IMAGE", DEFAULT_IMAGES.injector))
     op.add_argument("--redis-image", default=os.environ.get("LOADSTAGE_REDIS_IMAGE", DEFAULT_IMAGES.redis))
+    op.add_argument("--experiment-resources", default=os.environ.get("LOADSTAGE_EXPERIMENT_RESOURCES"),
+                    metavar="JSON", help="requests and limits of each kind of pod, where an experiment sets none: "
+                                         "{target, redis, locustMaster, locustWorker} (the chart's "
+                                         "experimentResources; default: requests only, 50m-100m CPU)")
     op.add_argument("--redis-sample-url", default=os.environ.get("LOADSTAGE_REDIS_SAMPLE_URL"),
                     help="sample Redis connections at this URL instead of the experiment's Redis Service "
                          "(for an operator outside the cluster, e.g. through kubectl port-forward)")

@@ -19,7 +19,7 @@ from loadstage.engine.steps import Step
 from loadstage.kube import manifests
 from loadstage.kube.children import Children
 from loadstage.kube.context import ExperimentContext
-from loadstage.kube.manifests import Images
+from loadstage.kube.manifests import Defaults
 from loadstage.kube.pod_metrics import PodMetricsSampler, metrics_interval
 from loadstage.kube.pod_watch import PodWatches
 from loadstage.kube.stage_watch import StageWatch, parse_summary
@@ -33,14 +33,14 @@ class KubernetesBackend:
     """Every method is a coroutine: waiting on pods costs no thread (the namespace's PodWatches do),
     and each API request runs on the shared pool of loadstage.kube.client."""
 
-    def __init__(self, context: ExperimentContext, *, images: Images, pod_watches: PodWatches,
+    def __init__(self, context: ExperimentContext, *, defaults: Defaults, pod_watches: PodWatches,
                  redis_sample_url: str | None = None):
         self.context = context
-        self.images = images
+        self.defaults = defaults
         pods = pod_watches(context.namespace)
         self.children = Children(context)
         self.stored = StoredResults(context, self.children)
-        self.target = Target(context, self.children, pods, images)
+        self.target = Target(context, self.children, pods, defaults)
         self.stage_watch = StageWatch(context, pods, self.stored)
         self.redis_sample_url = redis_sample_url or self._in_cluster_redis_url()
         self.redis_password: str | None = None
@@ -68,8 +68,8 @@ class KubernetesBackend:
         exp = c.experiment
         master = manifests.master_name(exp, step)
         created = await self.children.create(manifests.master_service(exp, step))
-        created = await self.children.create(manifests.master_job(exp, step, self.images, self.runner_ips)) or created
-        created = await self.children.create(manifests.workers_job(exp, step, self.images)) or created
+        created = await self.children.create(manifests.master_job(exp, step, self.defaults, self.runner_ips)) or created
+        created = await self.children.create(manifests.workers_job(exp, step, self.defaults)) or created
         c.on_event("StageStarted" if created else "StageResumed",
                    f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
         sampling_from = now()

@@ -36,7 +36,7 @@ from loadstage.kube.client import (
     retry_message,
 )
 from loadstage.kube.context import ExperimentContext
-from loadstage.kube.manifests import Images
+from loadstage.kube.manifests import Defaults, resource_problems
 from loadstage.kube.pod_watch import PodWatches
 from loadstage.kube.status import StatusWriter
 
@@ -47,7 +47,7 @@ API_NOT_SERVING = {404: "the LoadExperiment CRD is not installed", 429: "the API
 
 @dataclass(frozen=True)
 class OperatorConfig:
-    images: Images
+    defaults: Defaults
     namespaces: tuple[str, ...] = ()     # empty: every namespace
     redis_sample_url: str | None = None
     metrics_port: int | None = None
@@ -145,6 +145,8 @@ async def run(document: dict[str, Any], status: dict[str, Any], namespace: str, 
         await call(writer, current)
     try:
         experiment = parse_experiment(document)
+        if problems := resource_problems(experiment, config.defaults.resources):
+            raise ValidationError(problems)
     except ValidationError as e:
         await write({**status, "phase": "Failed", "reason": "InvalidSpec", "finishedAt": now(),
                      "message": "; ".join(f"{p}: {m}" for p, m in e.problems)})
@@ -157,7 +159,7 @@ async def run(document: dict[str, Any], status: dict[str, Any], namespace: str, 
         adopt=lambda child: kopf.adopt(child, owner=owner), stopped=stopped,
         on_event=lambda reason, message: post_event("Normal", reason, message),
         on_message=lambda message: write({**status, "message": message}))
-    backend = KubernetesBackend(context, images=config.images, pod_watches=memo.pod_watches,
+    backend = KubernetesBackend(context, defaults=config.defaults, pod_watches=memo.pod_watches,
                                 redis_sample_url=config.redis_sample_url)
     try:
         await StageEngine(experiment, backend, on_update=write).run(status)

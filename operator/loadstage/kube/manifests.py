@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadstage.api.names import ANNOTATION_VARIANT, ARTIFACT_KEY, LABEL_COMPONENT, LABEL_EXPERIMENT, LABEL_RUN
-from loadstage.api.types import Experiment, Probe, Variant
+from loadstage.api.quantities import cpu_cores, memory_bytes
+from loadstage.api.types import DEFAULT_POD_RESOURCES, Experiment, PodResources, Probe, Resources, Variant
 from loadstage.engine import argv
 from loadstage.engine.steps import Step
 
@@ -23,11 +24,41 @@ STAGE_DEADLINE_GRACE_SECONDS = argv.EXPECT_WORKERS_MAX_WAIT_SECONDS + 300
 
 
 @dataclass(frozen=True)
-class Images:
+class Defaults:
     """Defaults from the operator's installation; an experiment's spec may override them."""
-    runner: str
+    runner: str      # images
     injector: str
     redis: str
+    resources: PodResources = DEFAULT_POD_RESOURCES
+
+
+def pod_resources(experiment: Experiment, variant: Variant, defaults: PodResources) -> PodResources:
+    """What each kind of pod gets: the spec's resources over the operator's defaults."""
+    spec = experiment.spec
+    return PodResources(target=variant.resources.over(defaults.target),
+                        redis=spec.redis.resources.over(defaults.redis),
+                        locust_master=spec.injectors.master_resources.over(defaults.locust_master),
+                        locust_worker=spec.injectors.resources.over(defaults.locust_worker))
+
+
+def resource_problems(experiment: Experiment, defaults: PodResources) -> list[tuple[str, str]]:
+    """A request of the spec above a limit of the operator's defaults (or the reverse), each naming the field:
+    a pod spec the API server would refuse."""
+    amount = {"cpu": cpu_cores, "memory": memory_bytes}
+    fields = {"target": "spec.target.resources", "redis": "spec.redis.resources",
+              "locust_master": "spec.injectors.masterResources", "locust_worker": "spec.injectors.resources"}
+    problems = []
+    for variant in experiment.variants():
+        merged = pod_resources(experiment, variant, defaults)
+        for kind, field in fields.items():
+            resources: Resources = getattr(merged, kind)
+            for name, request in resources.requests.items().items():
+                limit = resources.limits.items().get(name)
+                if limit is not None and amount[name](request) > amount[name](limit):
+                    problems.append((f"{field}.requests.{name}",
+                                     f"{request} is above the limit {limit} (a limit from the operator's "
+                                     f"defaults, the chart's experimentResources); set {field}.limits.{name} too"))
+    return list(dict.fromkeys(problems))
 
 
 def runner_name(experiment: Experiment) -> str:
@@ -115,9 +146,9 @@ def _password_env(experiment: Experiment) -> list[dict]:
 
 def _container(name: str, image: str, args: list[str], *, env: dict[str, str] | None = None,
                secret_env: list[dict] | None = None, ports: list[dict] | None = None,
-               mounts: list[dict] | None = None, **extra) -> dict[str, Any]:
+               mounts: list[dict] | None = None, resources: Resources, **extra) -> dict[str, Any]:
     container = {
-        "name": name, "image": image, "args": args,
+        "name": name, "image": image, "args": args, "resources": resources.manifest(),
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *(mounts or [])],
@@ -143,15 +174,16 @@ def _deployment(name: str, lbls: dict[str, str], selector: dict[str, str], repli
                      "template": {"metadata": {"labels": lbls, "annotations": annotations}, "spec": pod_spec}}}
 
 
-def redis_deployment(experiment: Experiment, variant: Variant, images: Images) -> dict[str, Any]:
-    image = experiment.spec.redis.image or images.redis
+def redis_deployment(experiment: Experiment, variant: Variant, defaults: Defaults) -> dict[str, Any]:
+    image = experiment.spec.redis.image or defaults.redis
     port = {"name": "redis", "containerPort": argv.REDIS_PORT, "protocol": "TCP"}
     require_password = experiment.spec.redis.password_secret is not None
     # No probe: each probe would be a Redis client and count as load. The runners' readiness
     # (/readyz pings Redis) is what tells that Redis serves.
     container = _container("redis", image, argv.redis_command(require_password=require_password),
                            secret_env=_password_env(experiment), ports=[port],
-                           mounts=[{"name": "data", "mountPath": "/data"}])
+                           mounts=[{"name": "data", "mountPath": "/data"}],
+                           resources=pod_resources(experiment, variant, defaults.resources).redis)
     pod = _pod_spec([container], REDIS_UID, volumes=[{"name": "data", "emptyDir": {}}])
     return _deployment(redis_name(experiment), labels(experiment, "redis"), _selector(experiment, "redis"), 1,
                        pod, {ANNOTATION_VARIANT: str(variant.index + 1)})
@@ -162,14 +194,15 @@ def redis_service(experiment: Experiment) -> dict[str, Any]:
                     argv.REDIS_PORT, "redis")
 
 
-def runner_deployment(experiment: Experiment, variant: Variant, images: Images) -> dict[str, Any]:
+def runner_deployment(experiment: Experiment, variant: Variant, defaults: Defaults) -> dict[str, Any]:
     target = experiment.spec.target
     env = argv.runner_env(experiment, redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
     args = argv.runner_command(experiment, variant, binds=[f"0.0.0.0:{argv.RUNNER_PORT}"])
     container = _container(
-        "runner", target.image or images.runner, args, env=env,
+        "runner", target.image or defaults.runner, args, env=env,
         secret_env=_password_env(experiment),
         ports=[{"name": "http", "containerPort": argv.RUNNER_PORT, "protocol": "TCP"}],
+        resources=pod_resources(experiment, variant, defaults.resources).target,
         readinessProbe=probe(target.readiness()),
         **({"livenessProbe": probe(liveness)} if (liveness := target.liveness()) else {}))
     pod = _pod_spec([container], APP_UID)
@@ -221,15 +254,16 @@ def _stage_deadline(step: Step) -> int:
     return int(step.stage.duration) + STAGE_DEADLINE_GRACE_SECONDS
 
 
-def master_job(experiment: Experiment, step: Step, images: Images, runner_ips: list[str]) -> dict[str, Any]:
+def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ips: list[str]) -> dict[str, Any]:
     volumes, mounts, custom = _locustfile_volume(experiment)
     args = argv.locust_master_command(
         experiment, step.stage, host=f"http://{runner_name(experiment)}:{argv.RUNNER_PORT}",
         summary_file=TERMINATION_LOG, artifact_file="-", target_metrics=runner_metrics_urls(experiment, runner_ips),
         custom_locustfile=custom)
     container = _container(
-        "locust-master", experiment.spec.injectors.image or images.injector, args, mounts=mounts,
+        "locust-master", experiment.spec.injectors.image or defaults.injector, args, mounts=mounts,
         ports=[{"name": "master", "containerPort": argv.LOCUST_MASTER_PORT, "protocol": "TCP"}],
+        resources=pod_resources(experiment, step.variant, defaults.resources).locust_master,
         terminationMessagePath=TERMINATION_LOG, terminationMessagePolicy="FallbackToLogsOnError")
     lbls = labels(experiment, "locust-master", **{LABEL_RUN: run_id(step)})
     return _job(master_name(experiment, step), lbls,
@@ -256,12 +290,13 @@ def master_service(experiment: Experiment, step: Step) -> dict[str, Any]:
                     argv.LOCUST_MASTER_PORT, "master")
 
 
-def workers_job(experiment: Experiment, step: Step, images: Images) -> dict[str, Any]:
+def workers_job(experiment: Experiment, step: Step, defaults: Defaults) -> dict[str, Any]:
     volumes, mounts, custom = _locustfile_volume(experiment)
     args = argv.locust_worker_command(experiment, master_host=master_name(experiment, step),
                                           custom_locustfile=custom)
-    container = _container("locust-worker", experiment.spec.injectors.image or images.injector, args,
-                           mounts=mounts, terminationMessagePolicy="FallbackToLogsOnError")
+    container = _container("locust-worker", experiment.spec.injectors.image or defaults.injector, args,
+                           mounts=mounts, terminationMessagePolicy="FallbackToLogsOnError",
+                           resources=pod_resources(experiment, step.variant, defaults.resources).locust_worker)
     lbls = labels(experiment, "locust-worker", **{LABEL_RUN: run_id(step)})
     count = step.stage.injectors
     # onLost Continue: lost workers must not fail the Job (which would stop the others)

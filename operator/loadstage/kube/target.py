@@ -15,24 +15,24 @@ from loadstage.kube import manifests
 from loadstage.kube.children import Children
 from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
-from loadstage.kube.manifests import Images
+from loadstage.kube.manifests import Defaults
 from loadstage.kube.pod_watch import NamespacePods
 from loadstage.kube.pods import Pod, cannot_start, ready
 
 
 class Target:
-    def __init__(self, context: ExperimentContext, children: Children, pods: NamespacePods, images: Images):
-        self.context, self.children, self.pods, self.images = context, children, pods, images
+    def __init__(self, context: ExperimentContext, children: Children, pods: NamespacePods, defaults: Defaults):
+        self.context, self.children, self.pods, self.defaults = context, children, pods, defaults
 
     async def deploy(self, variant: Variant) -> list[str]:
         """Deploys the variant's target and waits until it is ready; returns its runner pods' IPs."""
         exp = self.context.experiment
         components = []
         if exp.spec.redis.deployed:
-            await self.children.apply_deployment(manifests.redis_deployment(exp, variant, self.images))
+            await self.children.apply_deployment(manifests.redis_deployment(exp, variant, self.defaults))
             await self.children.create(manifests.redis_service(exp))
             components.append(manifests.redis_name(exp))
-        await self.children.apply_deployment(manifests.runner_deployment(exp, variant, self.images))
+        await self.children.apply_deployment(manifests.runner_deployment(exp, variant, self.defaults))
         await self.children.create(manifests.runner_service(exp))
         await self.children.create(manifests.runner_pods_service(exp))
         components.append(manifests.runner_name(exp))

@@ -22,8 +22,17 @@ from loadstage.engine.clock import now
 from loadstage.engine.errors import Cancelled
 from loadstage.engine.injectors import LostInjectors
 from loadstage.engine.steps import Step, next_step
+from loadstage.local.cgroups import Cgroups
 from loadstage.local.processes import Child, Supervisor
-from loadstage.local.target import LOOPBACK, LocalRunError, LocalTarget, check_alive, free_port, project_root
+from loadstage.local.target import (
+    LOOPBACK,
+    LocalRunError,
+    LocalTarget,
+    check_alive,
+    free_port,
+    pod_cgroup,
+    project_root,
+)
 from loadstage.results.measurement import StageMeasurement
 from loadstage.samplers.processes import ProcessTreeSampler
 from loadstage.samplers.redis import RedisSampler
@@ -70,12 +79,17 @@ class LocalBackend:
         self.target: LocalTarget | None = None
         self.ahead: _StageProcesses | None = None
         self.retired: list[Child] = []   # masters of finished stages, still quitting
+        spec = experiment.spec
+        # local_problems refused limits this machine cannot enforce
+        self.cgroups = Cgroups.create() if any(r.manifest() for r in (
+            spec.redis.resources, spec.injectors.resources, spec.injectors.master_resources,
+            *(v.resources for v in experiment.variants()))) else None
 
     # -- target -------------------------------------------------------------
 
     def prepare_variant(self, variant: Variant) -> None:
         self.target = LocalTarget.start(self.experiment, variant, self.workdir / f"variant-{variant.index + 1}",
-                                        self.supervisor, self.root, self._check_cancel)
+                                        self.supervisor, self.root, self._check_cancel, self.cgroups)
 
     def _check_cancel(self) -> None:
         if self.cancel.is_set():
@@ -91,6 +105,8 @@ class LocalBackend:
     def close(self) -> None:
         self.supervisor.stop_all()
         self.target = None
+        if self.cgroups is not None:
+            self.cgroups.remove()
 
     def saved_artifacts(self, variant: Variant, count: int) -> list[dict]:
         return []   # a local run is never resumed: there is nothing saved from before
@@ -107,6 +123,8 @@ class LocalBackend:
         master_port = free_port()
         start_file = sdir / START_FILE
         start_file.unlink(missing_ok=True)
+        injectors = self.experiment.spec.injectors
+        run = f"v{step.variant.index + 1}-" + ("warmup" if step.warmup else f"s{step.number}")
         master = self.supervisor.start(
             "locust master", argv.locust_master_command(
                 self.experiment, step.stage, host=f"http://{LOOPBACK}:{target.shared_port}",
@@ -115,11 +133,13 @@ class LocalBackend:
                 target_metrics=[f"{url}{self.experiment.spec.target.metrics.path}" for url in target.admin_urls],
                 bind_host=LOOPBACK, bind_port=master_port, custom_locustfile=custom_path,
                 start_file=str(start_file)),
-            log_path=sdir / "master.log", cwd=self.root)
+            log_path=sdir / "master.log", cwd=self.root,
+            cgroup=pod_cgroup(self.cgroups, f"{run}-master", injectors.master_resources))
         workers = [self.supervisor.start(
             f"locust worker {i + 1}", argv.locust_worker_command(
                 self.experiment, master_host=LOOPBACK, master_port=master_port, custom_locustfile=custom_path),
-            log_path=sdir / f"worker-{i + 1}.log", cwd=self.root)
+            log_path=sdir / f"worker-{i + 1}.log", cwd=self.root,
+            cgroup=pod_cgroup(self.cgroups, f"{run}-worker-{i + 1}", injectors.resources))
             for i in range(step.stage.injectors)]
         return _StageProcesses(_key(step), sdir, master, workers)
 
@@ -145,7 +165,7 @@ class LocalBackend:
         summary_file, artifact_file = sdir / "summary.json", sdir / "artifact.json"
         started_at = now()
         with RedisSampler(target.redis_url) as redis_sampler, \
-                ProcessTreeSampler([p.pid for p in target.pods]) as resource_sampler:
+                ProcessTreeSampler([p.pid for p in target.pods], cpu_seconds=target.cpu_seconds) as resource_sampler:
             launched.start_file.touch()
             try:
                 lost = self._follow_stage(step, master, workers, sdir / "progress.json", summary_file, target)

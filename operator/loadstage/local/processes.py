@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadstage.local.cgroups import PodCgroup
+
 DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "TERM", "--"]
 
 
@@ -29,6 +31,7 @@ class Child:
     argv: list[str]
     process: subprocess.Popen
     log_path: Path
+    cgroup: PodCgroup | None = None
 
     @property
     def pid(self) -> int:
@@ -54,14 +57,16 @@ class Supervisor:
         self.children: list[Child] = []
 
     def start(self, name: str, argv: list[str], *, log_path: Path, env: dict[str, str] | None = None,
-              cwd: Path | None = None) -> Child:
+              cwd: Path | None = None, cgroup: PodCgroup | None = None) -> Child:
+        """Starts `argv` (inside `cgroup`, with its limits, from its first instruction on)."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        join = cgroup.join_argv() if cgroup is not None else []
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
-                [*DIE_WITH_PARENT, resolve_executable(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL,
+                [*DIE_WITH_PARENT, *join, resolve_executable(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd,
                 start_new_session=True)
-        child = Child(name, argv, process, log_path)
+        child = Child(name, argv, process, log_path, cgroup)
         self.children.append(child)
         return child
 
@@ -77,6 +82,8 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 continue
         self._reap_group(child.pid)
+        if child.cgroup is not None:
+            child.cgroup.remove()
         if child in self.children:
             self.children.remove(child)
 

@@ -18,9 +18,11 @@ from typing import Callable
 
 import redis
 
-from loadstage.api.types import Experiment, Probe, Variant
+from loadstage.api.types import Experiment, Probe, Resources, Variant
 from loadstage.engine import argv
 from loadstage.engine.errors import ExperimentFailed
+from loadstage.local import cgroups
+from loadstage.local.cgroups import Cgroups, PodCgroup
 from loadstage.local.processes import Child, Supervisor
 
 REDIS_READY_SECONDS = 30
@@ -44,9 +46,23 @@ def project_root() -> Path:
     return root
 
 
-def local_problems(experiment: Experiment) -> list[tuple[str, str]]:
+def limit_fields(experiment: Experiment) -> list[str]:
+    """The fields that give a local process a resource limit."""
+    spec, m = experiment.spec, experiment.spec.matrix
+    fields = [f"{path}.limits" for path, resources in (
+        ("spec.target.resources", spec.target.resources), ("spec.redis.resources", spec.redis.resources),
+        ("spec.injectors.resources", spec.injectors.resources),
+        ("spec.injectors.masterResources", spec.injectors.master_resources)) if resources.limits.items()]
+    return fields + [f"spec.matrix.{axis}" for axis in ("cpu", "memory") if m and getattr(m, axis)]
+
+
+def local_problems(experiment: Experiment, cgroups_unavailable=cgroups.unavailable) -> list[tuple[str, str]]:
     """What a cluster runs but this machine cannot, each naming the field."""
     problems = []
+    fields = limit_fields(experiment)
+    if fields and (why := cgroups_unavailable()):
+        problems += [(field, f"{why}, so it cannot enforce this limit; run loadstage as root, or the experiment in "
+                             f"a cluster") for field in fields]
     if experiment.spec.redis.password_secret is not None:
         problems.append(("spec.redis.passwordSecret", "Secrets exist only in a cluster; the local engine's "
                                                       "Redis listens on loopback without a password"))
@@ -88,13 +104,16 @@ class LocalTarget:
 
     @classmethod
     def start(cls, experiment: Experiment, variant: Variant, directory: Path, supervisor: Supervisor, root: Path,
-              check_cancel: Callable[[], None]) -> "LocalTarget":
+              check_cancel: Callable[[], None], cgroups: Cgroups | None = None) -> "LocalTarget":
         """Starts the variant's target and waits until every instance passes its readiness probe."""
         redis_process = None
+        prefix = f"v{variant.index + 1}"
         if experiment.spec.redis.deployed:
             port = free_port()
             redis_process = supervisor.start("redis-server", argv.redis_command(port=port, bind=LOOPBACK),
-                                             log_path=directory / "redis.log", cwd=directory)
+                                             log_path=directory / "redis.log", cwd=directory,
+                                             cgroup=pod_cgroup(cgroups, f"{prefix}-redis",
+                                                               experiment.spec.redis.resources))
             redis_url = f"redis://{LOOPBACK}:{port}/0"
             _wait_for_redis(redis_url, redis_process, check_cancel)
         else:
@@ -107,7 +126,8 @@ class LocalTarget:
             env = argv.runner_env(experiment, redis_url=redis_url, metrics_dir=str(directory / f"pod-{p + 1}-metrics"))
             command = argv.runner_command(experiment, variant, binds=binds, reuse_port=variant.pods > 1)
             pods.append(supervisor.start(f"{variant.server} pod {p + 1}", command,
-                                         log_path=directory / f"pod-{p + 1}.log", env=env, cwd=root))
+                                         log_path=directory / f"pod-{p + 1}.log", env=env, cwd=root,
+                                         cgroup=pod_cgroup(cgroups, f"{prefix}-pod-{p + 1}", variant.resources)))
             admin_ports.append(admin)
         target = cls(redis_url, redis_process, shared, pods, [f"http://{LOOPBACK}:{port}" for port in admin_ports])
         deadline = time.monotonic() + experiment.spec.target.ready_timeout
@@ -115,11 +135,22 @@ class LocalTarget:
             _wait_until_ready(pod, experiment.spec.target.readiness(), port, deadline, check_cancel)
         return target
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time of every instance, from their cgroups; None where they run in none."""
+        if any(pod.cgroup is None for pod in self.pods):
+            return None
+        return sum(pod.cgroup.cpu_seconds() for pod in self.pods)
+
     def stop(self, supervisor: Supervisor) -> None:
         for pod in self.pods:
             supervisor.stop(pod)
         if self.redis_process is not None:
             supervisor.stop(self.redis_process)
+
+
+def pod_cgroup(cgroups: Cgroups | None, name: str, resources: Resources) -> PodCgroup | None:
+    """A local pod's own cgroup, where it has resources and this run has cgroups."""
+    return cgroups.pod(name, resources) if cgroups is not None and resources.manifest() else None
 
 
 def _wait_for_redis(url: str, process: Child, check_cancel: Callable[[], None]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from loadstage.api.quantities import cpu_cores
 from loadstage.results.model import Latency, MethodFigures, RunResults, StageResult, VariantRecord
 
 STAGE_COLUMNS = ["Injectors", "Users", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99", "POSTs avg",
@@ -71,16 +72,29 @@ def variant_label(run: RunResults, variant: VariantRecord) -> str:
     return " ".join(f"{k}={settings[k]}" for k in key_settings(run) if settings.get(k) is not None)
 
 
+def cpu_limit_cores(variant: VariantRecord) -> float | None:
+    """The CPU limit of all the variant's target pods together, where it has one."""
+    limit, pods = variant.settings.get("cpu"), variant.settings.get("pods") or 1
+    return None if limit is None else cpu_cores(str(limit)) * pods
+
+
+def target_cpu(variant: VariantRecord, cores: float | None) -> str:
+    """Peak CPU in cores, and as a share of the limit where there is one: '0.24 (97%)'."""
+    limit = cpu_limit_cores(variant)
+    text = number(cores, ".2f")
+    return text if cores is None or limit is None else f"{text} ({cores / limit:.0%})"
+
+
 def _verdict(stage: StageResult) -> str:
     v = stage.verdict
     text = "-" if v is None else ("pass" if v.passed else "FAIL: " + "; ".join(v.violations))
     return text + " (injector-bound)" if stage.injector_bound else text
 
 
-def _per_stage(run: RunResults, columns: list[str], cells: Callable[[StageResult], list[str]]) -> Table:
+def _per_stage(run: RunResults, columns: list[str], cells: Callable[[VariantRecord, StageResult], list[str]]) -> Table:
     """One row per stage and variant, led by the variant's label when there are variants to tell apart."""
     labelled = bool(varying(run))
-    rows = [[*([variant_label(run, variant)] if labelled else []), *cells(s)]
+    rows = [[*([variant_label(run, variant)] if labelled else []), *cells(variant, s)]
             for variant in run.variants for s in variant.stages]
     return (["Variant"] if labelled else []) + columns, rows
 
@@ -88,7 +102,7 @@ def _per_stage(run: RunResults, columns: list[str], cells: Callable[[StageResult
 def stage_rows(run: RunResults) -> Table:
     has_verdicts = any(s.verdict is not None or s.injector_bound for v in run.variants for s in v.stages)
 
-    def cells(s: StageResult) -> list[str]:
+    def cells(_: VariantRecord, s: StageResult) -> list[str]:
         return [str(s.injectors), count(s.users), *percentiles(s.latency),
                 method_cell(s.by_method, "GET", "mean"), method_cell(s.by_method, "GET", "p99"),
                 method_cell(s.by_method, "POST", "mean"), method_cell(s.by_method, "POST", "p99"),
@@ -98,11 +112,13 @@ def stage_rows(run: RunResults) -> Table:
 
 def resource_rows(run: RunResults) -> Table:
     """What each stage cost the target, and what failed: the servers comparison's other columns."""
-    def cells(s: StageResult) -> list[str]:
+    def cells(variant: VariantRecord, s: StageResult) -> list[str]:
         return [str(s.injectors), count(s.users), count(s.requests), number(s.rps, ",.0f"), count(s.failures),
-                number(s.error_rate, ".2%"), number(s.target.peak_cpu_cores, ".2f"),
+                number(s.error_rate, ".2%"), target_cpu(variant, s.target.peak_cpu_cores),
                 number(mib(s.target.peak_memory_bytes), ",.0f"), count(s.redis_peak_connections)]
-    return _per_stage(run, RESOURCE_COLUMNS, cells)
+    limited = any(cpu_limit_cores(v) is not None for v in run.variants)
+    columns = [c.replace("(cores)", "(cores, % of limit)") if limited else c for c in RESOURCE_COLUMNS]
+    return _per_stage(run, columns, cells)
 
 
 def headline_rows(run: RunResults) -> Table:

@@ -16,6 +16,7 @@ from loadstage.reports.tables import (
     render,
     resource_rows,
     stage_rows,
+    target_cpu,
 )
 from loadstage.results.model import RunResults
 
@@ -72,7 +73,7 @@ def render_cross_check(run: RunResults) -> list[str]:
                 continue
             lines.append(f"variant {variant.index + 1} stage {s.stage}: Locust counted {s.requests:,}, "
                          f"the target served {served:,}; target peak CPU "
-                         f"{number(s.target.peak_cpu_cores, '.2f')} cores, peak RSS "
+                         f"{target_cpu(variant, s.target.peak_cpu_cores)} cores, peak RSS "
                          f"{number(mib(s.target.peak_memory_bytes), '.0f')} MiB; "
                          f"Redis connections opened {s.redis_connections_received}; "
                          f"injector peak CPU {format_ms(s.injector_peak_cpu_percent)}%")

@@ -1,8 +1,11 @@
-"""Peak CPU and memory of local process trees (the target's gunicorn instances)."""
+"""Peak CPU and memory of local process trees (the target's gunicorn instances). CPU comes from their
+cgroups where they run in some (exact), else from the processes' own times (clock ticks, 10 ms)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 import psutil
 
@@ -18,8 +21,11 @@ class ResourceSample:
 
 
 class ProcessTreeSampler:
-    def __init__(self, root_pids: list[int], *, interval: float = SAMPLE_INTERVAL_SECONDS):
+    def __init__(self, root_pids: list[int], *, cpu_seconds: Callable[[], float | None] = lambda: None,
+                 interval: float = SAMPLE_INTERVAL_SECONDS):
         self._roots = root_pids
+        self._cpu_seconds = cpu_seconds
+        self._last: tuple[float, float] | None = None   # (CPU seconds, monotonic time) of the last sample
         self._known: dict[int, psutil.Process] = {}
         self._loop = PeriodicThread(lambda: self._sample(record=True), interval, "process-sampler")
         self._cpu = 0.0
@@ -45,6 +51,14 @@ class ProcessTreeSampler:
                 mem += p.memory_info().rss
             except psutil.Error:
                 continue
+        try:
+            used, at = self._cpu_seconds(), time.monotonic()
+        except OSError:
+            used = None
+        if used is not None:
+            if self._last is not None:
+                cpu = (used - self._last[0]) / (at - self._last[1])
+            self._last = (used, at)
         if record:
             self._cpu, self._mem = max(self._cpu, cpu), max(self._mem, mem)
 
