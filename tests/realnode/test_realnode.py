@@ -66,46 +66,67 @@ def runner_ips(node, namespace, name):
         namespace, label_selector=f"loadstage.io/experiment={name},app.kubernetes.io/component=runner").items}
 
 
-def test_a_whole_experiment_runs_in_real_pods_and_reports_real_numbers(node):
+def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_numbers(node):
     namespace = node.restricted_namespace("lx-ladder")
+    # 20 users per injector with 20-80 ms waits want more CPU than either limit
+    doc = experiment("real-ladder", pods=1, stages=((1, "20s"), (2, "20s")), usersPerInjector=20,
+                     spawnRatePerInjector=20, waitTime={"min": "20ms", "max": "80ms"})
+    doc["spec"]["matrix"] = {"cpu": ["250m", "500m"]}
+    doc["spec"]["thresholds"]["p99"] = "5s"    # 250m queues the requests: the verdicts are not what is tested
     with LxWatch(node, namespace, ARTIFACTS / "kubectl-get-lx-w.txt") as lx_watch:
-        apply(node, namespace, experiment("real-ladder"))
+        apply(node, namespace, doc)
         waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/real-ladder",
-                              "--timeout=300s")
+                              "--timeout=420s")
     final = status(node, namespace, "real-ladder")
     (ARTIFACTS / "real-ladder-status.yaml").write_text(yaml.safe_dump(final, sort_keys=False))
     assert waited.returncode == 0, (waited.stderr, final.get("message"))
     assert "real-ladder   Succeeded" in lx_watch.text()
 
-    stages = final["variants"][0]["stages"]
-    assert [(s["stage"], s["injectors"]) for s in stages] == [(1, 1), (2, 2)]
-    for stage in stages:
-        latency = stage["latencyMs"]
-        assert stage["requests"] > 0 and stage["failures"] == 0
-        assert latency["p50"] <= latency["p90"] <= latency["p95"] <= latency["p99"] <= latency["p999"]
-        assert stage["verdict"]["passed"] is True
-        served = stage["target"]["servedRequests"]
-        assert served is not None, "the server-side count is empty"
-        assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (served, stage["requests"])
-        assert stage["target"]["peakCpuCores"] > 0, stage["target"]
-        assert stage["target"]["peakMemoryBytes"] > 20 * 2**20, stage["target"]
+    peaks = []
+    for variant in final["variants"]:
+        stages = variant["stages"]
+        assert [(s["stage"], s["injectors"]) for s in stages] == [(1, 1), (2, 2)]
+        for stage in stages:
+            latency = stage["latencyMs"]
+            assert stage["requests"] > 0 and stage["failures"] == 0
+            assert latency["p50"] <= latency["p90"] <= latency["p95"] <= latency["p99"] <= latency["p999"]
+            assert stage["verdict"]["passed"] is True
+            served = stage["target"]["servedRequests"]
+            assert served is not None, "the server-side count is empty"
+            assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (served, stage["requests"])
+        # metrics-server's first sample of a new pod comes 10-30 s after it starts: one of the two stages has one
+        cpu = [s["target"].get("peakCpuCores") for s in stages]
+        memory = [s["target"].get("peakMemoryBytes") for s in stages]
+        assert any(cpu) and all(m > 20 * 2**20 for m in memory if m), stages
+        peaks.append(max(c for c in cpu if c))
 
-    # the aggregates, and every stage's artifact in its ConfigMap, read from the master pod's real log
-    aggregate = final["variants"][0]["aggregate"]
-    assert aggregate["requests"] == sum(s["requests"] for s in stages) == aggregate["latencyMs"]["n"]
+        # the aggregates, and every stage's artifact in its ConfigMap, read from the master pod's real log
+        aggregate = variant["aggregate"]
+        assert aggregate["requests"] == sum(s["requests"] for s in stages) == aggregate["latencyMs"]["n"]
+        for number, stage in enumerate(stages, 1):
+            kept = node.core.read_namespaced_config_map(
+                f"real-ladder-v{variant['index'] + 1}-s{number}-results", namespace)
+            artifact = json.loads(kept.data["artifact.json"])
+            assert histograms.decode(artifact["histogram"]).get_total_count() == stage["requests"]
+            assert not stage["injectorBound"] and 0 < stage["injectorPeakCpuPercent"] < 90
     assert [row["stage"] for row in final["p99ByStage"]] == [1, 2]
-    for number, stage in enumerate(stages, 1):
-        kept = node.core.read_namespaced_config_map(f"real-ladder-v1-s{number}-results", namespace)
-        artifact = json.loads(kept.data["artifact.json"])
-        assert histograms.decode(artifact["histogram"]).get_total_count() == stage["requests"]
-        assert not stage["injectorBound"] and 0 < stage["injectorPeakCpuPercent"] < 90
+    # Each variant's CPU stays at its limit: CFS may overrun a 100 ms period by its 5 ms slice per CPU (0.1 core
+    # here), and metrics-server averages 10 s. The kept runner (the last variant's) got the matrix's value.
+    assert [v["settings"]["cpu"] for v in final["variants"]] == ["250m", "500m"]
+    for peak, limit in zip(peaks, (0.25, 0.5)):
+        assert 0.75 * limit <= peak <= limit + 0.1, (peaks, limit)
+    runner = node.apps.read_namespaced_deployment("real-ladder-runner", namespace).spec.template.spec.containers[0]
+    assert (runner.resources.requests, runner.resources.limits) == ({"cpu": "500m", "memory": "128Mi"},
+                                                                   {"cpu": "500m"})
+    print(f"\nreal node CPU peaks (metrics-server) against limits 250m and 500m: {peaks}")
 
     # What the runner pods hold, counted by Redis itself: their pools never close a connection, so at
     # the end every connection they ever opened is still listed, and none of it came from probes.
+    stages = final["variants"][-1]["stages"]
     ips = runner_ips(node, namespace, "real-ladder")
     held = [c for c in node.redis_clients(namespace, "real-ladder-redis") if c["addr"].rsplit(":", 1)[0] in ips]
     assert stages[-1]["redisPeakConnections"] == len(held), (stages[-1], held)
-    assert 0 < len(held) <= 2 * 2 * 2
+    assert 0 < len(held) <= 2 * 2
     assert sum(s["redisConnectionsReceived"] for s in stages) <= len(held), stages
 
     logs = {**node.all_logs(namespace), **node.all_logs(OPERATOR_NAMESPACE)}
