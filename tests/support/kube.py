@@ -61,6 +61,9 @@ class Cluster:
         return subprocess.run([self.bin / "kubectl", "--kubeconfig", self.kubeconfig, *args], input=input,
                               capture_output=True, text=True, check=check)
 
+    def api_autoscaling(self):
+        return client.AutoscalingV2Api(self.api)
+
     def api_rbac(self):
         return client.RbacAuthorizationV1Api(self.api)
 

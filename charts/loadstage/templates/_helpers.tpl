@@ -60,6 +60,11 @@ app.kubernetes.io/component: operator
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [get, list, create, patch, delete]
+# InPlace targets: every HorizontalPodAutoscaler that scales the target Deployment is pinned while the
+# experiment runs, and restored.
+- apiGroups: [autoscaling]
+  resources: [horizontalpodautoscalers]
+  verbs: [get, list, patch]
 # Whether the target is ready.
 - apiGroups: [apps]
   resources: [deployments/status]

@@ -64,6 +64,14 @@ def status_schema() -> dict[str, Any]:
                             "at": _string("When they were deleted."),
                             "message": _string("What was deleted, or why it is still pending."),
                         }},
+            "inPlace": {"type": "object", "description": "Whether an InPlace target (spec.target.deployment) is "
+                                                         "restored.",
+                        "properties": {
+                            "restored": {"type": "boolean", "description": "The Deployment and its HPAs are as "
+                                                                           "they were before."},
+                            "at": _string("When they were restored."),
+                            "message": _string("What was restored."),
+                        }},
             "variants": {"type": "array", "description": "One entry per variant, with its stage results.",
                          "items": open_object},
             "p99ByStage": {"type": "array", "description": "The p99 latency of every stage, per variant.",

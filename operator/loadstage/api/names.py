@@ -17,3 +17,5 @@ LABEL_RUN = "loadstage.io/run"
 ANNOTATION_VARIANT = "loadstage.io/variant"
 ANNOTATION_LOST_INJECTORS = "loadstage.io/lost-injectors"   # on a worker Job: JSON list
 ARTIFACT_KEY = "artifact.json"                              # in a stage's results ConfigMap
+NAME_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+ANNOTATION_IN_PLACE = "loadstage.io/in-place"   # on a Deployment or HPA held InPlace: what to restore (JSON)

@@ -3,7 +3,7 @@ OpenAPI schema and CEL rules, and the field reference in docs/."""
 
 from __future__ import annotations
 
-from loadstage.api.names import NAME_MAX, NAME_PATTERN
+from loadstage.api.names import NAME_MAX, NAME_PATTERN, NAME_SUBDOMAIN
 from loadstage.api.quantities import Duration, Percent, Quantity, cpu_cores, memory_bytes
 from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
 from loadstage.api.types import (
@@ -14,6 +14,7 @@ from loadstage.api.types import (
     DEFAULT_POD_RESOURCES,
     DEFAULT_METRICS_PATH,
     DEFAULT_RUNNER_APP,
+    DEPLOYMENT_MODES,
     MAX_INJECTORS,
     MAX_STAGE_USERS,
     MAX_VARIANT_STAGES,
@@ -24,6 +25,7 @@ from loadstage.api.types import (
     SINGLE_PROCESS_SERVERS,
     WORKER_CLASSES,
     ConfigMapKey,
+    DeploymentTarget,
     Exec,
     HttpGet,
     Injectors,
@@ -137,7 +139,8 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
     "workers": Int("Worker processes per pod (gunicorn, uwsgi and granian; waitress and cheroot run one "
                    "process). Defaults to 2, or 1 for waitress and cheroot.", minimum=1, maximum=64),
     "threads": Int("Threads per worker process (gunicorn's gthread class, uwsgi's threads, granian's blocking "
-                   "threads, waitress's and cheroot's thread pool).", minimum=1, maximum=64, default=2),
+                   "threads, waitress's and cheroot's thread pool). Defaults to 2; a Deployment target keeps its "
+                   "own unless this is set.", minimum=1, maximum=64),
     "workerClass": Str("Gunicorn worker class (gunicorn only); defaults to gthread.", enum=WORKER_CLASSES),
     "command": ListOf("Any other server: its command line, instead of server. Placeholders: "
                       + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS)
@@ -162,7 +165,29 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
     }, default={}),
     "resources": resources("each target pod's server container (the local engine: a cgroup per instance, "
                            "which enforces the limits)", default={}),
-}, default={})
+    "deployment": Obj(DeploymentTarget, "An existing Deployment as the target (cluster only), instead of image, "
+                                        "app and command. server, workers, threads and resources are set on its "
+                                        "container the way the server reads them; what is not set stays as it is.", {
+        "name": Str("Name of the Deployment, in the experiment's namespace.", pattern=NAME_SUBDOMAIN,
+                    pattern_hint="a Kubernetes object name", max_length=253),
+        "container": Str("The container that runs the server; defaults to the first.", pattern=r"[a-z0-9]([-a-z0-9]*[a-z0-9])?",
+                         pattern_hint="a container name", max_length=63),
+        "mode": Str("Copy: each variant runs in a Deployment of its own, made from this one's pod template (the "
+                    "original is never written). InPlace: this Deployment is patched (replicas, server settings, "
+                    "resources; an HPA that scales it is pinned) and restored exactly at the end, after a "
+                    "failure, and when the experiment is deleted.", enum=DEPLOYMENT_MODES, default="Copy"),
+        "port": Int("The port the server listens on; defaults to the container's first TCP containerPort.",
+                    minimum=1, maximum=65535),
+        "namespace": Str("Must be the experiment's own namespace, where the operator may act; a Deployment "
+                         "elsewhere is refused.", max_length=63),
+    }, required=["name"]),
+}, rules=[Rule(lambda t: t.deployment is None or (
+        t.image is None and t.command is None and t.app == DEFAULT_RUNNER_APP and t.readiness_probe is None
+        and t.liveness_probe is None),
+    "spec.target.deployment runs the Deployment's own container, with its own probes: set none of image, app, "
+    "command, readinessProbe or livenessProbe",
+    cel=f"!has(self.deployment) || (!has(self.image) && !has(self.command) && (!has(self.app) || self.app == "
+        f"'{DEFAULT_RUNNER_APP}') && !has(self.readinessProbe) && !has(self.livenessProbe))")], default={})
 
 REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per variant, external, or none.", {
     "deploy": Bool("Deploy a fresh Redis for each variant (the default when no url is given); false without a "
@@ -282,7 +307,13 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     Rule(None, "the bundled runner app keeps its sessions in Redis: spec.redis.deploy: false without a url is for "
                "an app of your own (spec.target.app)",
          cel=f"!has(self.redis) || !has(self.redis.deploy) || self.redis.deploy || has(self.redis.url) || "
-             f"(has(self.target) && has(self.target.app) && self.target.app != '{DEFAULT_RUNNER_APP}')"),
+             f"(has(self.target) && ((has(self.target.app) && self.target.app != '{DEFAULT_RUNNER_APP}') || "
+             f"has(self.target.deployment)))"),
+    Rule(lambda s: s.target.deployment is None or not s.redis.deployed,
+         "spec.target.deployment brings its own Redis settings: give spec.redis.url to sample its Redis, or "
+         "spec.redis.deploy: false",
+         cel="!has(self.target) || !has(self.target.deployment) || (has(self.redis) && (has(self.redis.url) || "
+             "(has(self.redis.deploy) && !self.redis.deploy)))"),
     # the API server's side of server_problems()
     Rule(None, "a worker class (spec.target.workerClass or spec.matrix.workerClass) is a gunicorn setting: "
                "every server must be gunicorn", cel=f"!({_CEL_HAS_WORKER_CLASS}) || {_CEL_SERVERS}.all(s, s == 'gunicorn')"),

@@ -28,6 +28,8 @@ MAX_INJECTORS = 1000
 MAX_STAGE_USERS = 1_000_000
 DEFAULT_MAX_USERS_PER_INJECTOR = 100
 CLEANUP_POLICIES = ("Delete", "Keep", "KeepOnFailure")
+DEPLOYMENT_MODES = ("Copy", "InPlace")
+DEFAULT_THREADS = 2
 ON_LOST = ("Fail", "Continue")
 
 
@@ -124,13 +126,24 @@ class TargetMetrics:
 
 
 @dataclass(frozen=True)
+class DeploymentTarget:
+    """An existing Deployment of the experiment's namespace as the target: copied per variant, or patched in
+    place and restored."""
+    name: str
+    container: str | None     # None: the first container
+    mode: str                 # Copy | InPlace
+    port: int | None          # None: the container's first TCP containerPort
+    namespace: str | None = None   # refused unless it is the experiment's own
+
+
+@dataclass(frozen=True)
 class Target:
     image: str | None
     app: str
     pods: int
     server: str | None
     workers: int | None       # None: the server's default (1 for a single-process server, else 2)
-    threads: int
+    threads: int | None       # None: 2, or a Deployment target's own
     worker_class: str | None  # gunicorn only; None: gthread
     command: list[str] | None
     env: dict[str, str]
@@ -139,11 +152,12 @@ class Target:
     liveness_probe: Probe | None = None
     metrics: TargetMetrics = TargetMetrics(DEFAULT_METRICS_PATH, DEFAULT_COUNTER)
     resources: Resources = NO_RESOURCES
+    deployment: DeploymentTarget | None = None
 
     @property
     def runner_app(self) -> bool:
         """The bundled runner app: it serves /readyz, /healthz and /metrics, and needs Redis."""
-        return self.app == DEFAULT_RUNNER_APP
+        return self.app == DEFAULT_RUNNER_APP and self.deployment is None
 
     def readiness(self) -> Probe:
         """The spec's readiness probe; else the runner app's /readyz, or for any other app its port open."""
@@ -279,8 +293,8 @@ class Variant:
     index: int
     server: str
     pods: int
-    workers: int
-    threads: int
+    workers: int | None        # None: a Deployment target's own, left as it is
+    threads: int | None
     worker_class: str | None   # gunicorn's; None for every other server
     resources: Resources = NO_RESOURCES   # the target container's: the spec's, with the matrix's cpu and memory
 
@@ -298,7 +312,8 @@ class Variant:
                 "workerClass": self.worker_class, **self.resources.limits.items()}
 
     def label(self) -> str:
-        return " ".join([self.server, f"pods={self.pods}", f"workers={self.workers}", f"threads={self.threads}",
+        return " ".join([self.server, f"pods={self.pods}",
+                         *(f"{k}={v}" for k, v in (("workers", self.workers), ("threads", self.threads)) if v),
                          *([self.worker_class] if self.worker_class else []),
                          *(f"{k}={v}" for k, v in self.resources.limits.items().items())])
 
@@ -327,10 +342,12 @@ class Experiment:
         variants = []
         for i, combo in enumerate(itertools.product(*axes.values())):
             v = dict(zip(axes, combo))
-            if v["workers"] is None:
-                v["workers"] = 1 if v["server"] in SINGLE_PROCESS_SERVERS else 2
-            if v["server"] == "gunicorn":
-                v["worker_class"] = v["worker_class"] or "gthread"
+            if t.deployment is None:   # a Deployment target keeps what it is not told
+                if v["workers"] is None:
+                    v["workers"] = 1 if v["server"] in SINGLE_PROCESS_SERVERS else 2
+                v["threads"] = v["threads"] or DEFAULT_THREADS
+                if v["server"] == "gunicorn":
+                    v["worker_class"] = v["worker_class"] or "gthread"
             v["resources"] = t.resources.with_value("cpu", v.pop("cpu")).with_value("memory", v.pop("memory"))
             variants.append(Variant(index=i, **v))
         return variants

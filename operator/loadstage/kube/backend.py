@@ -68,7 +68,8 @@ class KubernetesBackend:
         exp = c.experiment
         master = manifests.master_name(exp, step)
         created = await self.children.create(manifests.master_service(exp, step))
-        created = await self.children.create(manifests.master_job(exp, step, self.defaults, self.runner_ips)) or created
+        created = await self.children.create(manifests.master_job(
+            exp, step, self.defaults, self.runner_ips, self.target.server_port)) or created
         created = await self.children.create(manifests.workers_job(exp, step, self.defaults)) or created
         c.on_event("StageStarted" if created else "StageResumed",
                    f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")

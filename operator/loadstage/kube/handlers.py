@@ -22,7 +22,7 @@ from loadstage.api.schema import ValidationError
 from loadstage.engine.clock import now
 from loadstage.engine.errors import Cancelled, ExperimentFailed
 from loadstage.engine.stages import StageEngine, new_status
-from loadstage.kube import metrics
+from loadstage.kube import in_place, metrics
 from loadstage.kube.backend import KubernetesBackend
 from loadstage.kube.children import delete_children
 from loadstage.kube.client import (
@@ -176,6 +176,48 @@ async def run(document: dict[str, Any], status: dict[str, Any], namespace: str, 
     except ExperimentFailed as e:
         logger.warning("failed: %s: %s", e.reason, e.message)
         await write({**status, "phase": "Failed", "reason": e.reason, "message": e.message, "finishedAt": now()})
+
+
+def _in_place(spec) -> str | None:
+    """The Deployment an InPlace experiment holds, or None."""
+    deployment = (spec.get("target") or {}).get("deployment") or {}
+    return deployment.get("name") if deployment.get("mode") == "InPlace" else None
+
+
+def _restore_due(spec, status, **_) -> bool:
+    return status.get("phase") in FINISHED and _in_place(spec) is not None and \
+        not (status.get("inPlace") or {}).get("restored")
+
+
+@kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="restore", when=_restore_due, backoff=API_RETRY_SECONDS,
+             cancellation_timeout=10)
+def restore_in_place(body: kopf.Body, namespace: str, name: str, spec, memo: kopf.Memo, logger: logging.Logger,
+                     **_):
+    """An InPlace target restored once the experiment has ended, however it ended; also after an operator
+    restart, from the snapshot on the Deployment, until it succeeds."""
+    try:
+        restored = in_place.restore(memo.api, namespace, _in_place(spec), body.metadata.uid)
+    except API_ERRORS as e:
+        message = f"restoring {_in_place(spec)}: {retry_message(e)}"
+        logger.warning(message)
+        kopf.event(body, type="Warning", reason="RestoreFailed", message=message)
+        raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
+    message = f"restored {', '.join(restored)}" if restored else f"nothing of {_in_place(spec)} was held"
+    kubernetes.client.CustomObjectsApi(memo.api).patch_namespaced_custom_object_status(
+        API_GROUP, API_VERSION, namespace, PLURAL, name,
+        {"status": {"inPlace": {"restored": True, "at": now(), "message": message}}})
+    kopf.event(body, type="Normal", reason="TargetRestored", message=message)
+    logger.info(message)
+
+
+@kopf.on.delete(API_GROUP, API_VERSION, PLURAL, id="restore-on-delete")
+def restore_on_delete(body: kopf.Body, namespace: str, spec, memo: kopf.Memo, logger: logging.Logger, **_):
+    """An experiment deleted while it holds its target InPlace restores it first (Kopf's finalizer waits)."""
+    if _in_place(spec) is None:
+        return
+    restored = in_place.restore(memo.api, namespace, _in_place(spec), body.metadata.uid)
+    if restored:
+        logger.info("deleted while holding its target: restored %s", ", ".join(restored))
 
 
 def _cleanup_due(spec, status, **_) -> bool:

@@ -117,6 +117,10 @@ def _selector(experiment: Experiment, component: str, **extra: str) -> dict[str,
     return {LABEL_EXPERIMENT: experiment.name, LABEL_COMPONENT: component, **extra}
 
 
+def runner_selector(experiment: Experiment) -> dict[str, str]:
+    return _selector(experiment, "runner")
+
+
 def _meta(name: str, lbls: dict[str, str]) -> dict[str, Any]:
     return {"name": name, "labels": lbls}
 
@@ -161,10 +165,12 @@ def _container(name: str, image: str, args: list[str], *, env: dict[str, str] | 
     return container
 
 
-def _service(name: str, lbls: dict[str, str], selector: dict[str, str], port: int, port_name: str) -> dict:
+def _service(name: str, lbls: dict[str, str], selector: dict[str, str], port: int, port_name: str,
+             target_port: int | str | None = None) -> dict:
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, lbls),
             "spec": {"type": "ClusterIP", "selector": selector,
-                     "ports": [{"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}]}}
+                     "ports": [{"name": port_name, "port": port, "targetPort": target_port or port_name,
+                                "protocol": "TCP"}]}}
 
 
 def _deployment(name: str, lbls: dict[str, str], selector: dict[str, str], replicas: int,
@@ -208,29 +214,30 @@ def runner_deployment(experiment: Experiment, variant: Variant, defaults: Defaul
     pod = _pod_spec([container], APP_UID)
     # the pause container is PID 1, so a server without a SIGTERM handler (waitress, cheroot) still stops on it
     pod["shareProcessNamespace"] = True
-    return _deployment(runner_name(experiment), labels(experiment, "runner"), _selector(experiment, "runner"),
+    return _deployment(runner_name(experiment), labels(experiment, "runner"), runner_selector(experiment),
                        variant.pods, pod,
                        {ANNOTATION_VARIANT: str(variant.index + 1)})
 
 
-def runner_service(experiment: Experiment) -> dict[str, Any]:
+def runner_service(experiment: Experiment, server_port: int | None = None) -> dict[str, Any]:
+    """`server_port`: where an existing Deployment's server listens (loadstage's own runner: its named port)."""
     return _service(runner_name(experiment), labels(experiment, "runner"), _selector(experiment, "runner"),
-                    argv.RUNNER_PORT, "http")
+                    argv.RUNNER_PORT, "http", server_port)
 
 
-def runner_pods_service(experiment: Experiment) -> dict[str, Any]:
+def runner_pods_service(experiment: Experiment, server_port: int | None = None) -> dict[str, Any]:
     """Headless: the Locust master reads every runner pod's /metrics through it."""
     service = _service(runner_pods_name(experiment), labels(experiment, "runner"), _selector(experiment, "runner"),
-                       argv.RUNNER_PORT, "http")
+                       argv.RUNNER_PORT, "http", server_port)
     service["spec"]["clusterIP"] = "None"
     return service
 
 
-def runner_metrics_urls(experiment: Experiment, pod_ips: list[str]) -> list[str]:
+def runner_metrics_urls(experiment: Experiment, pod_ips: list[str], server_port: int = argv.RUNNER_PORT) -> list[str]:
     """By pod IP, not by the headless Service: DNS caches (CoreDNS: 30 s) still name the previous
     variant's pods for a while."""
     path = experiment.spec.target.metrics.path
-    return [f"http://{f'[{ip}]' if ':' in ip else ip}:{argv.RUNNER_PORT}{path}" for ip in pod_ips]
+    return [f"http://{f'[{ip}]' if ':' in ip else ip}:{server_port}{path}" for ip in pod_ips]
 
 
 def _locustfile_volume(experiment: Experiment) -> tuple[list[dict], list[dict], str | None]:
@@ -254,11 +261,13 @@ def _stage_deadline(step: Step) -> int:
     return int(step.stage.duration) + STAGE_DEADLINE_GRACE_SECONDS
 
 
-def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ips: list[str]) -> dict[str, Any]:
+def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ips: list[str],
+               server_port: int = argv.RUNNER_PORT) -> dict[str, Any]:
     volumes, mounts, custom = _locustfile_volume(experiment)
     args = argv.locust_master_command(
         experiment, step.stage, host=f"http://{runner_name(experiment)}:{argv.RUNNER_PORT}",
-        summary_file=TERMINATION_LOG, artifact_file="-", target_metrics=runner_metrics_urls(experiment, runner_ips),
+        summary_file=TERMINATION_LOG, artifact_file="-",
+        target_metrics=runner_metrics_urls(experiment, runner_ips, server_port),
         custom_locustfile=custom)
     container = _container(
         "locust-master", experiment.spec.injectors.image or defaults.injector, args, mounts=mounts,

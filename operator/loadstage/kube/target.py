@@ -1,5 +1,6 @@
-"""A variant's target in the cluster: its Redis and runner Deployments and Services, the Secret and
-ConfigMap the spec names, and readiness, judged from the pods' watch and the Deployments' status."""
+"""A variant's target in the cluster: its Redis and runner Deployments (or an existing Deployment, copied or
+held in place) and Services, the Secret and ConfigMap the spec names, and readiness, judged from the pods'
+watch and the Deployments' status."""
 
 from __future__ import annotations
 
@@ -10,36 +11,103 @@ from kubernetes.client.rest import ApiException
 
 from loadstage.api.names import LABEL_COMPONENT
 from loadstage.api.types import Variant
+from loadstage.engine.argv import RUNNER_PORT
 from loadstage.engine.errors import ExperimentFailed
-from loadstage.kube import manifests
+from loadstage.kube import in_place, manifests
 from loadstage.kube.children import Children
 from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
+from loadstage.kube.deployment_target import TargetDeploymentInvalid, copy_deployment, server_port, variant_template
 from loadstage.kube.manifests import Defaults
 from loadstage.kube.pod_watch import NamespacePods
 from loadstage.kube.pods import Pod, cannot_start, ready
+from loadstage.kube.server_settings import BOOT_LINES, workers_started
+
+SETTINGS_LOG_WAIT_SECONDS = 5    # a ready pod's server may still be booting its other workers
 
 
 class Target:
     def __init__(self, context: ExperimentContext, children: Children, pods: NamespacePods, defaults: Defaults):
         self.context, self.children, self.pods, self.defaults = context, children, pods, defaults
+        self.server_port = RUNNER_PORT   # where the runner pods' server listens
 
     async def deploy(self, variant: Variant) -> list[str]:
         """Deploys the variant's target and waits until it is ready; returns its runner pods' IPs."""
         exp = self.context.experiment
-        components = []
+        components = {}
         if exp.spec.redis.deployed:
             await self.children.apply_deployment(manifests.redis_deployment(exp, variant, self.defaults))
             await self.children.create(manifests.redis_service(exp))
-            components.append(manifests.redis_name(exp))
-        await self.children.apply_deployment(manifests.runner_deployment(exp, variant, self.defaults))
-        await self.children.create(manifests.runner_service(exp))
-        await self.children.create(manifests.runner_pods_service(exp))
-        components.append(manifests.runner_name(exp))
+            components["redis"] = manifests.redis_name(exp)
+        existing = exp.spec.target.deployment
+        if existing is None:
+            await self.children.apply_deployment(manifests.runner_deployment(exp, variant, self.defaults))
+            components["runner"] = manifests.runner_name(exp)
+            service_port = None
+        else:
+            components["runner"] = await self._run_existing(variant)
+            service_port = self.server_port
+        await self.children.create(manifests.runner_service(exp, service_port))
+        await self.children.create(manifests.runner_pods_service(exp, service_port))
         runner_ips = await self._wait_until_ready(components, variant)
+        checked = await self._check_settings(variant) if existing is not None else ""
         self.context.on_event("TargetReady", f"variant {variant.index + 1}: {variant.label()}, "
-                                             f"{variant.pods} runner pod(s) ready")
+                                             f"{variant.pods} runner pod(s) ready{checked}")
         return runner_ips
+
+    async def _run_existing(self, variant: Variant) -> str:
+        """An existing Deployment runs the variant: a copy of it, or itself (InPlace); returns which one."""
+        c = self.context
+        ref = c.experiment.spec.target.deployment
+        if ref.namespace not in (None, c.namespace):
+            raise TargetDeploymentInvalid(f"spec.target.deployment.namespace: Deployment {ref.name} is in namespace "
+                                          f"{ref.namespace}, but the experiment is in {c.namespace}; the target "
+                                          f"must be in the experiment's own namespace")
+        found = await self.children.read("Deployment", ref.name)
+        if found is None:
+            raise TargetDeploymentInvalid(f"spec.target.deployment.name: Deployment {ref.name!r} not found in "
+                                          f"namespace {c.namespace}")
+        deployment = c.api.sanitize_for_serialization(found)
+        self.server_port = server_port(c.experiment, deployment)
+        if ref.mode == "Copy":
+            await self.children.apply_deployment(copy_deployment(c.experiment, variant, deployment, self.defaults))
+            return manifests.runner_name(c.experiment)
+        template = variant_template(c.experiment, variant, deployment, self.defaults, keep_labels=True)
+        await in_place.hold(c, variant, deployment, template)
+        return ref.name
+
+    async def _check_settings(self, variant: Variant) -> str:
+        """The workers each runner pod's server says it started, where its log says (gunicorn and uWSGI, at
+        their default log level): another number than the variant's means the settings did not reach the server
+        (an entrypoint with flags of its own), and the variant's figures would be of something else. Returns
+        what was seen, for the TargetReady event."""
+        c = self.context
+        if variant.workers is None or variant.server not in BOOT_LINES:
+            return ""
+        container = c.experiment.spec.target.deployment.container
+        selector = ",".join(f"{k}={v}" for k, v in manifests.runner_selector(c.experiment).items())
+        deadline = time.monotonic() + SETTINGS_LOG_WAIT_SECONDS
+        while True:
+            seen: dict[str, int | None] = {}
+            for pod in (await call(c.core.list_namespaced_pod, c.namespace, label_selector=selector)).items:
+                if pod.metadata.deletion_timestamp is None:
+                    try:
+                        log = await call(c.core.read_namespaced_pod_log, pod.metadata.name, c.namespace,
+                                         container=container or pod.spec.containers[0].name)
+                    except ApiException:    # no log to read (yet): nothing to judge by
+                        log = ""
+                    seen[pod.metadata.name] = workers_started(variant.server, log) or None
+            wrong = {name: n for name, n in seen.items() if n is not None and n != variant.workers}
+            if not wrong and all(n is not None for n in seen.values()):
+                return f"; {variant.server} says each pod started {variant.workers} worker(s)"
+            if time.monotonic() > deadline:
+                if not wrong:
+                    return f"; {len([n for n in seen.values() if n is None])} pod(s) logged no worker start"
+                raise ExperimentFailed("SettingsNotApplied", f"variant {variant.index + 1} wants {variant.workers} "
+                                       f"{variant.server} worker(s), but its pods started " + ", ".join(
+                                           f"{n} ({name})" for name, n in sorted(wrong.items())) +
+                                       ": the container's own command line or entrypoint overrides the setting")
+            await c.pause(c.poll)
 
     async def redis_password(self) -> str | None:
         c = self.context
@@ -79,14 +147,16 @@ class Target:
             raise ExperimentFailed("LocustfileMissing", f"spec.injectors.locustfile.configMap: ConfigMap "
                                                         f"{lf.config_map.name!r} has no key {lf.config_map.key!r}")
 
-    async def _wait_until_ready(self, names: list[str], variant: Variant) -> list[str]:
-        """Waits on the target's pods until each component has exactly its replicas ready and none
-        left over, then confirms with the Deployments' status (which lags the pods' a moment)."""
+    async def _wait_until_ready(self, components: dict[str, str], variant: Variant) -> list[str]:
+        """Waits on the target's pods until each component (its Deployment's name by component) has exactly
+        its replicas ready and none left over, then confirms with the Deployments' status (which lags the
+        pods' a moment)."""
         c = self.context
         exp = c.experiment
         timeout = exp.spec.target.ready_timeout
         deadline = time.monotonic() + timeout
-        want = {name.rsplit("-", 1)[1]: variant.pods if name == manifests.runner_name(exp) else 1 for name in names}
+        want = {component: variant.pods if component == "runner" else 1 for component in components}
+        names = list(components.values())
 
         def settled(current: dict[str, Pod]) -> list[str] | None:
             """The runner pods' IPs, once every component has its pods ready."""

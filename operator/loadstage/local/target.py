@@ -59,6 +59,9 @@ def limit_fields(experiment: Experiment) -> list[str]:
 def local_problems(experiment: Experiment, cgroups_unavailable=cgroups.unavailable) -> list[tuple[str, str]]:
     """What a cluster runs but this machine cannot, each naming the field."""
     problems = []
+    if experiment.spec.target.deployment is not None:
+        problems.append(("spec.target.deployment", "an existing Deployment runs only in a cluster; the local engine "
+                                                   "serves spec.target.app"))
     fields = limit_fields(experiment)
     if fields and (why := cgroups_unavailable()):
         problems += [(field, f"{why}, so it cannot enforce this limit; run loadstage as root, or the experiment in "

@@ -1,0 +1,132 @@
+"""Workers and threads on a container loadstage did not build (an existing Deployment's), set the way its
+server reads them: a flag already in the container's command line is rewritten; otherwise the server's
+environment variable is set (gunicorn's GUNICORN_CMD_ARGS merged with the value already there). A value that
+cannot be set is refused, naming why; it is never dropped."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from typing import Any
+
+from loadstage.api.types import SINGLE_PROCESS_SERVERS, Variant
+from loadstage.engine.errors import ExperimentFailed
+
+# per server and setting: the command-line flags it reads, and its environment variable (None: flags only)
+FLAGS = {
+    "gunicorn": {"workers": (("-w", "--workers"), None), "threads": (("--threads",), None),
+                 "worker_class": (("-k", "--worker-class"), None)},
+    "uwsgi": {"workers": (("-p", "--processes", "--workers"), "UWSGI_PROCESSES"),
+              "threads": (("--threads",), "UWSGI_THREADS")},
+    "granian": {"workers": (("--workers",), "GRANIAN_WORKERS"),
+                "threads": (("--blocking-threads",), "GRANIAN_BLOCKING_THREADS")},
+    "waitress": {"threads": (("--threads",), None)},
+    "cheroot": {"threads": (("--threads",), None)},
+}
+GUNICORN_ENV = "GUNICORN_CMD_ARGS"
+SERVER_PROGRAMS = {"waitress": "waitress-serve", "cheroot": "cheroot"}
+
+
+class SettingsNotSettable(ExperimentFailed):
+    def __init__(self, message: str):
+        super().__init__("SettingsNotSettable", message)
+
+
+def _wanted(variant: Variant) -> dict[str, str]:
+    # a single-process server has no workers to set: the rules hold them at 1
+    workers = None if variant.server in SINGLE_PROCESS_SERVERS else variant.workers
+    values = {"workers": workers, "threads": variant.threads, "worker_class": variant.worker_class}
+    return {k: str(v) for k, v in values.items() if v is not None}
+
+
+def _rewrite(argv: list[str], flags: tuple[str, ...], value: str) -> tuple[list[str], bool]:
+    """`argv` with every `FLAG VALUE` and `--flag=VALUE` of `flags` given `value`; whether any was found."""
+    out, found, i = [], False, 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.split("=", 1)[0]
+        if name in flags and "=" in arg and arg.startswith("--"):
+            out.append(f"{name}={value}")
+            found = True
+        elif arg in flags and i + 1 < len(argv):
+            out += [arg, value]
+            found = True
+            i += 1
+        else:
+            out.append(arg)
+        i += 1
+    return out, found
+
+
+def _set_env(env: list[dict[str, Any]], name: str, value: str) -> list[dict[str, Any]]:
+    return [e for e in env if e.get("name") != name] + [{"name": name, "value": value}]
+
+
+def _merged_gunicorn_args(env: list[dict[str, Any]], settings: dict[str, tuple[tuple[str, ...], str]]) -> str:
+    """GUNICORN_CMD_ARGS: the value already set, its flags for these settings replaced."""
+    current = next((e for e in env if e.get("name") == GUNICORN_ENV), None)
+    if current is not None and "value" not in current:
+        raise SettingsNotSettable(f"{GUNICORN_ENV} comes from a Secret or ConfigMap (valueFrom), which loadstage "
+                                  f"does not rewrite; give the workers and threads as flags in the container's "
+                                  f"args, or set the variable as a plain value")
+    argv = shlex.split(current["value"]) if current else []
+    for flags, value in settings.values():
+        argv, found = _rewrite(argv, flags, value)
+        if not found:
+            argv += [flags[-1], value]
+    return shlex.join(argv)
+
+
+def apply_server_settings(container: dict[str, Any], variant: Variant) -> dict[str, Any]:
+    """The container with the variant's workers, threads and worker class, as its server reads them."""
+    wanted = _wanted(variant)
+    if not wanted:
+        return container
+    server = variant.server
+    known = FLAGS.get(server)
+    if known is None:
+        raise SettingsNotSettable(f"loadstage cannot set workers or threads of a {server} server in an existing "
+                                  f"container; leave them out of spec.target and spec.matrix")
+    container = copy.deepcopy(container)
+    command, args = list(container.get("command") or []), list(container.get("args") or [])
+    env = list(container.get("env") or [])
+    unflagged: dict[str, tuple[tuple[str, ...], str]] = {}
+    for setting, value in wanted.items():
+        if setting not in known:
+            raise SettingsNotSettable(f"{server} has no {setting.replace('_', ' ')} setting (spec.target or "
+                                      f"spec.matrix sets one)")
+        flags, variable = known[setting]
+        command, in_command = _rewrite(command, flags, value)
+        args, in_args = _rewrite(args, flags, value)
+        if in_command or in_args:
+            continue
+        if variable is not None:
+            env = _set_env(env, variable, value)
+        else:
+            unflagged[setting] = (flags, value)
+    if unflagged and server == "gunicorn":
+        env = _set_env(env, GUNICORN_ENV, _merged_gunicorn_args(env, unflagged))
+    elif unflagged:
+        program = SERVER_PROGRAMS[server]
+        if not any(program in part for part in command + args):
+            raise SettingsNotSettable(
+                f"{server} reads {', '.join(unflagged)} only from its command line, and the container's command "
+                f"and args do not run {program} (an entrypoint script?); loadstage cannot set it there")
+        for setting, (flags, value) in unflagged.items():
+            args += [f"{flags[-1]}={value}"] if server == "waitress" else [flags[-1], value]
+    if command:
+        container["command"] = command
+    if args:
+        container["args"] = args
+    if env:
+        container["env"] = env
+    return container
+
+
+BOOT_LINES = {"gunicorn": "Booting worker with pid", "uwsgi": "spawned uWSGI worker"}
+
+
+def workers_started(server: str, log: str) -> int | None:
+    """How many worker processes a server's log says it started, where its log says (gunicorn, uWSGI)."""
+    line = BOOT_LINES.get(server)
+    return None if line is None else log.count(line)
