@@ -2,6 +2,7 @@
 #   docker build --target runner-app -t loadstage/runner-app:0.1.0 .
 #   docker build --target injector   -t loadstage/injector:0.1.0 .
 #   docker build --target operator   -t loadstage/operator:0.1.0 .
+# and a fourth for the tests: example-app, a team's own image of an app this project did not write.
 # PYTHON_IMAGE is any Debian-based image with Python 3.11 and its venv module: the official
 # python:3.11-slim-bookworm by default; the real-node tests use one built from Debian's packages.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -40,3 +41,14 @@ CMD ["locust", "--help"]
 
 FROM base AS operator
 CMD ["loadstage", "operator", "--all-namespaces"]
+
+# A team's own image, for the real-node tests of an existing Deployment as the target: httpbin, an app this
+# project did not write, from PyPI (tests/apps/httpbin.txt; Flask and gunicorn come from the base), served
+# by gunicorn on 8080 with flags of its own.
+FROM base AS example-app
+USER root
+COPY tests/apps/httpbin.txt /tmp/httpbin.txt
+RUN pip install --no-cache-dir --no-deps -r /tmp/httpbin.txt && rm /tmp/httpbin.txt
+USER 10001:10001
+EXPOSE 8080
+CMD ["gunicorn", "--bind", "0.0.0.0:8080", "--workers", "2", "httpbin:app"]

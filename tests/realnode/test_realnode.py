@@ -174,35 +174,125 @@ def test_every_server_serves_a_stage_in_real_pods(node):
           f"all containers gone {time.monotonic() - deleted:.1f}s after the delete")
 
 
-def test_the_operator_pod_deleted_mid_stage_picks_the_stage_up_and_never_goes_backwards(node):
-    namespace = node.restricted_namespace("lx-restart")
-    doc = experiment("restart", pods=1, stages=((1, "30s"), (1, "20s")), cleanup="Delete")
-    with StatusRecorder(node, namespace, "restart") as recorder:
+def shop(node, namespace, name, args=None):
+    """A team's own Deployment of an app this project did not write (httpbin, from the example-app image):
+    its own labels, probes and resources, env from a ConfigMap, and an HPA on CPU."""
+    container = {"name": "web", "image": f"{node_setting('IMAGE_PREFIX')}/loadstage/example-app:0.1.0",
+                 **({"args": args} if args else {}),
+                 "envFrom": [{"configMapRef": {"name": "shop-env"}}], "ports": [{"containerPort": 8080}],
+                 "readinessProbe": {"httpGet": {"path": "/status/200", "port": 8080}, "periodSeconds": 2},
+                 "livenessProbe": {"httpGet": {"path": "/status/200", "port": 8080}, "periodSeconds": 10},
+                 "resources": {"requests": {"cpu": "100m", "memory": "96Mi"}},
+                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+    node.apps.create_namespaced_deployment(namespace, {
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [container]}}}})
+    node.api_autoscaling().create_namespaced_horizontal_pod_autoscaler(namespace, {
+        "metadata": {"name": name},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                 "minReplicas": 1, "maxReplicas": 3,
+                 "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                     "type": "Utilization", "averageUtilization": 80}}}]}})
+
+    def settled():
+        d = node.apps.read_namespaced_deployment(name, namespace)
+        return d.status.observed_generation == d.metadata.generation and d.status.ready_replicas == 1
+    wait_for(settled, timeout=120)
+
+
+def shop_state(node, namespace, name):
+    d = node.apps.read_namespaced_deployment(name, namespace)
+    h = node.api_autoscaling().read_namespaced_horizontal_pod_autoscaler(name, namespace)
+    return {"generation": d.metadata.generation, "resourceVersion": d.metadata.resource_version,
+            "replicas": d.spec.replicas, "template": node.api.sanitize_for_serialization(d.spec.template),
+            "annotations": {k: v for k, v in (d.metadata.annotations or {}).items()
+                            if k != "deployment.kubernetes.io/revision"},   # the controller's rollout count
+            "hpa": (h.spec.min_replicas, h.spec.max_replicas, h.metadata.annotations or {})}
+
+
+def shop_experiment(name, deployment, mode, stages, **target):
+    return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": name},
+            "spec": {"target": {"deployment": {"name": deployment, "mode": mode}, **target},
+                     "redis": {"deploy": False},
+                     "injectors": {"usersPerInjector": 10, "spawnRatePerInjector": 10,
+                                   "waitTime": {"min": "50ms", "max": "150ms"},
+                                   "locustfile": {"configMap": {"name": "shop-locustfile"}}},
+                     "stages": [{"injectors": n, "duration": d} for n, d in stages],
+                     "cleanup": "Delete"}}
+
+
+def test_a_teams_own_deployment_in_place_survives_an_operator_restart_and_is_restored_exactly(node):
+    namespace = node.restricted_namespace("lx-own")
+    node.core.create_namespaced_config_map(namespace, {"metadata": {"name": "shop-env"}, "data": {"MODE": "live"}})
+    node.core.create_namespaced_config_map(namespace, {"metadata": {"name": "shop-locustfile"}, "data": {
+        "locustfile.py": (ROOT / "examples" / "own-app-locustfile.py").read_text()}})
+    shop(node, namespace, "shop", args=["gunicorn", "--bind", "0.0.0.0:8080", "--workers", "2", "httpbin:app"])
+    shop(node, namespace, "shop-cmd")     # its flags are in the image's CMD, where loadstage cannot reach them
+    before, cmd_before = shop_state(node, namespace, "shop"), shop_state(node, namespace, "shop-cmd")
+
+    def keep_yaml(moment):   # kubectl get deploy -o yaml, for the record
+        (ARTIFACTS / f"shop-{moment}.yaml").write_text(node.kubectl("get", "deploy/shop", "hpa/shop", "-n", namespace,
+                                                                    "-o", "yaml", check=True).stdout)
+    keep_yaml("before")
+
+    # Copy: the copy's gunicorn starts the image's 2 workers, not 3, and says so in its log
+    apply(node, namespace, shop_experiment("copied", "shop-cmd", "Copy", ((1, "10s"),), pods=1, workers=3))
+    node.kubectl("wait", "-n", namespace, "--for=condition=Failed", "lx/copied", "--timeout=180s")
+    copied = status(node, namespace, "copied")
+    assert copied["reason"] == "SettingsNotApplied", copied
+    assert "wants 3 gunicorn worker(s), but its pods started 2 (copied-runner-" in copied["message"]
+    wait_for(lambda: not node.apps.list_namespaced_deployment(
+        namespace, label_selector="loadstage.io/experiment=copied").items, timeout=60)
+    assert shop_state(node, namespace, "shop-cmd") == cmd_before    # never written: same generation and version
+
+    # InPlace, with the operator pod deleted mid-stage
+    doc = shop_experiment("in-place", "shop", "InPlace", ((1, "20s"), (2, "20s")), pods=2, workers=3, threads=2,
+                          resources={"limits": {"cpu": "500m"}})
+    with StatusRecorder(node, namespace, "in-place") as recorder:
         apply(node, namespace, doc)
-        wait_running_master(node, namespace, "restart-v1-s1-master")
+        wait_running_master(node, namespace, "in-place-v1-s1-master")
+        held = shop_state(node, namespace, "shop")
+        keep_yaml("held")
+        assert held["replicas"] == 2 and held["hpa"][:2] == (2, 2)
+        (web,) = held["template"]["spec"]["containers"]
+        assert web["args"][-2:] == ["3", "httpbin:app"] and web["resources"]["limits"] == {"cpu": "500m"}
         time.sleep(5)
         (old,) = node.operator_pods()
         node.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, old.metadata.name, "--grace-period=0", "--force",
                      check=True)
         wait_for(lambda: [p for p in node.operator_pods() if p.metadata.name != old.metadata.name
                           and p.status.phase == "Running"], timeout=60)
-        waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/restart", "--timeout=240s")
-        assert waited.returncode == 0, status(node, namespace, "restart").get("message")
-    final = status(node, namespace, "restart")
-    assert [s["stage"] for s in final["variants"][0]["stages"]] == [1, 2]
-    reasons = [e.reason for e in node.core.list_namespaced_event(
-        namespace, field_selector="involvedObject.name=restart").items]
-    assert "StageResumed" in reasons and reasons.count("StageFinished") == 2
+        waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/in-place", "--timeout=240s")
+        assert waited.returncode == 0, status(node, namespace, "in-place").get("message")
+    wait_for(lambda: (status(node, namespace, "in-place").get("inPlace") or {}).get("restored"), timeout=60)
+    after = shop_state(node, namespace, "shop")
+    keep_yaml("after")
+    assert (after["replicas"], after["template"], after["annotations"], after["hpa"]) == \
+        (before["replicas"], before["template"], before["annotations"], before["hpa"])
+    final = status(node, namespace, "in-place")
+    (ARTIFACTS / "in-place-status.yaml").write_text(yaml.safe_dump(final, sort_keys=False))
+    stages = final["variants"][0]["stages"]
+    assert [s["stage"] for s in stages] == [1, 2]
+    for stage in stages:
+        assert stage["requests"] > 100 and stage["failures"] == 0, stage
+        assert stage["target"].get("servedRequests") is None        # httpbin counts nothing loadstage reads
+    assert max(s["target"].get("peakCpuCores") or 0 for s in stages) <= 2 * 0.5 + 0.1
+    events = node.core.list_namespaced_event(namespace, field_selector="involvedObject.name=in-place").items
+    reasons = [e.reason for e in events]
+    assert "StageResumed" in reasons and reasons.count("StageFinished") == 2 and "TargetRestored" in reasons
+    assert any("gunicorn says each pod started 3 worker(s)" in e.message for e in events if e.reason == "TargetReady")
 
     phases = [s["phase"] for s in recorder.statuses]
     assert all(PHASE_ORDER[a] <= PHASE_ORDER[b] for a, b in zip(phases, phases[1:])), phases
     progress = [tuple(int(x) for x in s["progress"]["stage"].split("/")) for s in recorder.statuses
                 if s.get("progress")]
     assert progress == sorted(progress), progress
-    for condition in ("TargetReady", "Running"):
-        values = [c["status"] for s in recorder.statuses if s["phase"] == "Running"
-                  for c in s.get("conditions", []) if c["type"] == condition]
-        assert values and set(values) == {"True"}, (condition, values)
+    print("\nhttpbin InPlace on the real node:", [(s["injectors"], s["requests"], s["latencyMs"]["p99"],
+                                                   s["target"].get("peakCpuCores")) for s in stages])
 
 
 def test_deleting_an_experiment_mid_stage_leaves_no_object_and_no_container(node):

@@ -66,3 +66,11 @@ def test_a_limit_this_machine_cannot_enforce_is_refused_naming_each_field():
     requests_only = parse_experiment({**BASE, "spec": {**BASE["spec"], "injectors": {
         "resources": {"requests": {"cpu": "1"}}}}})
     assert local_problems(requests_only, cgroups_unavailable=lambda: why) == []
+
+
+def test_the_local_engine_refuses_an_existing_deployment():
+    experiment = parse_experiment({**BASE, "spec": {**BASE["spec"], "redis": {"deploy": False},
+                                                    "target": {"deployment": {"name": "shop"}}}})
+    assert local_problems(experiment, cgroups_unavailable=lambda: None) == [
+        ("spec.target.deployment", "an existing Deployment runs only in a cluster; the local engine serves "
+                                   "spec.target.app")]

@@ -260,6 +260,19 @@ BAD = [
      "spec.injectors.masterResources.limits.cpu: must be at least 1, got 200m"),
     ({"redis": {"resources": {"requests": {"memory": "1Mi"}}}},
      "spec.redis.resources.requests.memory: must be at least 16Mi, got 1Mi"),
+    ({"target": {"deployment": {"name": "shop"}, "image": "shop:7"}, "redis": {"deploy": False}},
+     "spec.target: spec.target.deployment runs the Deployment's own container, with its own probes: set none of "
+     "image, app, command, readinessProbe or livenessProbe"),
+    ({"target": {"deployment": {"name": "shop"}, "readinessProbe": {"tcpSocket": {}}}, "redis": {"deploy": False}},
+     "spec.target: spec.target.deployment runs the Deployment's own container, with its own probes: set none of "
+     "image, app, command, readinessProbe or livenessProbe"),
+    ({"target": {"deployment": {"name": "shop"}}},
+     "spec: spec.target.deployment brings its own Redis settings: give spec.redis.url to sample its Redis, or "
+     "spec.redis.deploy: false"),
+    ({"target": {"deployment": {"name": "shop", "mode": "Patch"}}, "redis": {"deploy": False}},
+     "spec.target.deployment.mode: must be one of Copy, InPlace, got 'Patch'"),
+    ({"target": {"deployment": {"name": "Shop_1"}}, "redis": {"deploy": False}},
+     "spec.target.deployment.name: must be a Kubernetes object name, got 'Shop_1'"),
 ]
 
 

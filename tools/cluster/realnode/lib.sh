@@ -47,7 +47,7 @@ METRICS_SERVER_IMAGE=$IMAGE_PREFIX/loadstage-node/metrics-server:0.7.2
 PYTHON_BASE_IMAGE=$IMAGE_PREFIX/loadstage-node/python:3.11-bookworm
 REDIS_IMAGE=$IMAGE_PREFIX/loadstage-node/redis:7.0-bookworm
 PROJECT_TAG=${PROJECT_TAG:-$(awk '/^appVersion:/ {gsub(/"/, "", $2); print $2}' "$PROJECT_ROOT/charts/loadstage/Chart.yaml")}
-PROJECT_TARGETS="operator runner-app injector"
+PROJECT_TARGETS="operator runner-app injector example-app"
 project_image() { echo "$IMAGE_PREFIX/loadstage/$1:$PROJECT_TAG"; }
 
 bin_dir() { bash "$PROJECT_ROOT/tools/cluster/build.sh" realnode; }
