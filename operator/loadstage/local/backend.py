@@ -193,6 +193,7 @@ class LocalBackend:
             artifact=json.loads(artifact_file.read_text()),
             redis_peak_connections=redis_sampler.result.peak,
             redis_connections_received=redis_sampler.result.received,
+            redis_peak_covers=redis_sampler.result.covers(),
             target_peak_cpu_cores=resource_sampler.result.peak_cpu_cores,
             target_peak_memory_bytes=resource_sampler.result.peak_memory_bytes,
             lost_injectors=lost)

@@ -22,6 +22,13 @@ class RedisSample:
     connections_received: int    # change in total_connections_received during the stage
     samples: int
     errors: int
+    error: str | None = None     # the first error, e.g. an ACL that refuses INFO
+
+    def covers(self, whole: str = "stage") -> str:
+        """What the peak covers: `whole`, or why there is none although a Redis was named."""
+        if self.samples or self.error is None:
+            return whole
+        return f"nothing: every INFO failed ({self.error})"
 
     @property
     def peak(self) -> int | None:
@@ -38,10 +45,12 @@ class _Peaks:
         self.peak = self.samples = self.errors = 0
         self.received_start: int | None = None
         self.received_last: int | None = None
+        self.error: str | None = None
 
-    def add(self, info: dict[str, Any] | None) -> None:
+    def add(self, info: dict[str, Any] | None, error: Exception | None = None) -> None:
         if info is None:
             self.errors += 1
+            self.error = self.error or f"{type(error).__name__}: {error}"
             return
         self.samples += 1
         self.peak = max(self.peak, int(info["connected_clients"]) - 1)
@@ -52,7 +61,7 @@ class _Peaks:
 
     def result(self) -> RedisSample:
         received = (self.received_last or 0) - (self.received_start or 0)
-        return RedisSample(self.peak, received, self.samples, self.errors)
+        return RedisSample(self.peak, received, self.samples, self.errors, self.error)
 
 
 class RedisSampler:
@@ -68,8 +77,8 @@ class RedisSampler:
     def _sample(self) -> None:
         try:
             self._peaks.add(self._client.info())
-        except redis.RedisError:
-            self._peaks.add(None)
+        except redis.RedisError as e:
+            self._peaks.add(None, e)
 
     def __enter__(self) -> "RedisSampler":
         if self._client is not None:
@@ -98,8 +107,8 @@ class AsyncRedisSampler:
     async def _sample(self) -> None:
         try:
             self._peaks.add(await self._client.info())
-        except (redis.RedisError, OSError):
-            self._peaks.add(None)
+        except (redis.RedisError, OSError) as e:
+            self._peaks.add(None, e)
 
     async def __aenter__(self) -> "AsyncRedisSampler":
         if self._client is not None:
