@@ -2,6 +2,7 @@
 import locust  # noqa: F401  isort: skip
 
 import copy
+import itertools
 import os
 import signal
 
@@ -35,11 +36,16 @@ def supervisor():
     sup.stop_all()
 
 
-@pytest.fixture(scope="session")
+CLUSTERS = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
 def cluster():
-    """A real control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok) on loopback."""
+    """A real control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok) on loopback, one per
+    test module (about 7 s to start): what a module leaves behind (300 experiments being garbage-collected)
+    never loads the machine under the next module's tests."""
     from support.kube import Cluster
-    c = Cluster.up(f"lstest-{os.getpid()}")
+    c = Cluster.up(f"lstest-{os.getpid()}-{next(CLUSTERS)}")
     print(f"\ncluster up in {c.up_seconds:.1f}s")
     c.kubectl("apply", "-f", str(ROOT / "crds"), check=True)
     wait_for(lambda: c.kubectl("get", "lx").returncode == 0, timeout=30)

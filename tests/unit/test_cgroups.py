@@ -29,6 +29,23 @@ def test_v1_cgroups_sit_under_this_process_in_each_hierarchy():
         "memory": "/sys/fs/cgroup/memory/process_api/job7"}
 
 
+def test_cpu_and_cpuacct_in_one_hierarchy_make_one_directory(tmp_path):
+    mount = tmp_path / "cpu,cpuacct"
+    memory = tmp_path / "memory"
+    mount.mkdir()
+    memory.mkdir()
+    mounts = (f"32 31 0:29 / {mount} rw - cgroup cgroup rw,cpu,cpuacct\n"
+              f"35 31 0:32 / {memory} rw - cgroup cgroup rw,memory\n")
+    cgroups = Cgroups.create(mountinfo=mounts, proc_cgroup="2:cpu,cpuacct:/\n4:memory:/\n", euid=0)
+    assert cgroups.bases["cpu"] == cgroups.bases["cpuacct"]
+    pod = cgroups.pod("v1-pod-1", Resources(ResourceList("250m"), ResourceList("500m", "256Mi")))
+    directory = cgroups.bases["cpu"] / "v1-pod-1"
+    assert (directory / "cpu.cfs_quota_us").read_text() == "50000" and (directory / "cpu.shares").read_text() == "256"
+    assert (memory / directory.parent.name / "v1-pod-1" / "memory.limit_in_bytes").read_text() == str(256 * 2**20)
+    assert pod.join_argv()[4:-1] == [str(directory / "cgroup.procs"),
+                                     str(memory / directory.parent.name / "v1-pod-1" / "cgroup.procs")]
+
+
 def test_v2_cgroups_get_the_quota_the_weight_and_the_memory_limit(tmp_path):
     (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
     mounts = f"30 23 0:27 / {tmp_path} rw,nosuid - cgroup2 cgroup2 rw\n"

@@ -45,12 +45,12 @@ def web(template):
 
 
 def test_copy_keeps_the_pod_template_and_sets_the_variants_settings_labels_and_resources():
-    e = experiment(threads=3, matrix={"workers": [2, 5], "cpu": ["1"]})
+    e = experiment(threads=3, server="gunicorn", matrix={"workers": [2, 5], "cpu": ["1"]})
     copied = dt.copy_deployment(e, e.variants()[1], ORIGINAL, DEFAULTS)
     template = copied["spec"]["template"]
     assert copied["metadata"]["name"] == "demo-runner" and copied["spec"]["replicas"] == 1
     assert copied["spec"]["selector"]["matchLabels"] == {"loadstage.io/experiment": "demo",
-                                                        "app.kubernetes.io/component": "runner"}
+                                                        "loadstage.io/role": "runner"}
     assert "app" not in template["metadata"]["labels"]          # the user's Services never select the copy
     assert template["metadata"]["annotations"] == {"sidecar": "off", "loadstage.io/variant": "2"}
     for kept in ("serviceAccountName", "initContainers", "volumes"):
@@ -84,8 +84,10 @@ def test_unset_workers_and_threads_leave_the_container_as_it_is():
     ("granian", {"args": ["granian", "app:app"]},
      {"args": ["granian", "app:app"], "env": [{"name": "GRANIAN_WORKERS", "value": "3"},
                                               {"name": "GRANIAN_BLOCKING_THREADS", "value": "2"}]}),
-    ("waitress", {"command": ["waitress-serve", "--port=8080", "app:app"]},
-     {"command": ["waitress-serve", "--port=8080", "app:app"], "args": ["--threads=2"]}),
+    ("waitress", {"command": ["/venv/bin/waitress-serve", "--port=8080", "app:app"]},
+     {"command": ["/venv/bin/waitress-serve", "--threads=2", "--port=8080", "app:app"]}),
+    ("gunicorn", {"args": ["gunicorn", "-w4", "--threads=8", "app:app"]},
+     {"args": ["gunicorn", "-w3", "--threads=2", "app:app"]}),
 ])
 def test_each_server_gets_workers_and_threads_the_way_it_reads_them(server, container, expected):
     workers = 1 if server == "waitress" else 3
@@ -99,7 +101,9 @@ def test_a_setting_loadstage_cannot_reach_is_refused_naming_why():
         "deployment": {"name": "x"}, "server": "cheroot", "workers": 1, "threads": 4}}})
     with pytest.raises(SettingsNotSettable, match="do not run cheroot \\(an entrypoint script\\?\\)"):
         apply_server_settings({"name": "web", "command": ["/start.sh"]}, e.variants()[0])
-    g = experiment(workers=3)
+    g = experiment(workers=3, server="gunicorn")
+    with pytest.raises(SettingsNotSettable, match="runs its server from a shell string"):
+        apply_server_settings({"name": "web", "command": ["sh", "-c", "exec gunicorn -w 4 app:app"]}, g.variants()[0])
     with pytest.raises(SettingsNotSettable, match="GUNICORN_CMD_ARGS comes from a Secret or ConfigMap"):
         apply_server_settings({"name": "web", "command": ["/start.sh"], "env": [
             {"name": "GUNICORN_CMD_ARGS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]},
@@ -119,14 +123,16 @@ def test_missing_container_and_port_name_the_field():
 
 
 def test_in_place_holds_with_a_snapshot_once_and_restores_exactly():
-    e = experiment("InPlace", matrix={"workers": [2, 3]}, resources={"limits": {"memory": "1Gi"}})
+    e = experiment("InPlace", server="gunicorn", matrix={"workers": [2, 3]}, resources={"limits": {"memory": "1Gi"}})
     who = dt.holder(e, "team", "uid-1")
     held = copy.deepcopy(ORIGINAL)
     for variant in e.variants():
         template = dt.variant_template(e, variant, held, DEFAULTS, keep_labels=True)
-        assert template["metadata"]["labels"]["app"] == "shop"       # the Deployment's selector still matches
+        # the Deployment's selector, and whatever selects its pods, still matches: only loadstage's keys are added
+        assert template["metadata"]["labels"] == {"app": "shop", "tier": "web", "loadstage.io/experiment": "demo",
+                                                  "loadstage.io/role": "runner"}
         held = jsonpatch.apply_patch(held, dt.hold_patch(held, template, 5, who))
-        held["metadata"]["resourceVersion"] = str(int(held["metadata"]["resourceVersion"]) + 1)
+        held["metadata"]["generation"] += 1
         assert held["spec"]["replicas"] == 5 and web(held["spec"]["template"])["args"][2] == str(variant.workers)
     snapshot = dt.held_by(held)      # the first hold's: the original, not variant 1's
     assert snapshot["experiment"] == "team/demo" and snapshot["uid"] == "uid-1"
@@ -135,13 +141,13 @@ def test_in_place_holds_with_a_snapshot_once_and_restores_exactly():
     assert restored["spec"] == ORIGINAL["spec"]
     assert "loadstage.io/in-place" not in restored["metadata"].get("annotations", {})
     stale = copy.deepcopy(held)
-    stale["metadata"]["resourceVersion"] = "1"
+    stale["metadata"]["generation"] = 1
     with pytest.raises(jsonpatch.JsonPatchTestFailed):   # another writer in between: the API server refuses
         jsonpatch.apply_patch(held, [*dt.restore_patch(stale)])
 
 
 def test_an_hpa_is_pinned_and_restored():
-    hpa = {"metadata": {"name": "shop", "resourceVersion": "9"},
+    hpa = {"metadata": {"name": "shop", "generation": 2},
            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"},
                     "minReplicas": 2, "maxReplicas": 10}}
     assert dt.scales(hpa, "shop") and not dt.scales(hpa, "cart")

@@ -273,6 +273,12 @@ BAD = [
      "spec.target.deployment.mode: must be one of Copy, InPlace, got 'Patch'"),
     ({"target": {"deployment": {"name": "Shop_1"}}, "redis": {"deploy": False}},
      "spec.target.deployment.name: must be a Kubernetes object name, got 'Shop_1'"),
+    ({"target": {"deployment": {"name": "shop"}, "workers": 3}, "redis": {"deploy": False}},
+     "spec: spec.target.server must say which server the Deployment's container runs, for loadstage to set its "
+     "workers, threads or worker class the way that server reads them"),
+    ({"target": {"deployment": {"name": "shop"}, "server": "gunicorn"}, "redis": {"deploy": False},
+      "matrix": {"server": ["gunicorn", "uwsgi"]}},
+     "spec: spec.target.deployment runs one container, with one server: spec.matrix.server cannot vary it"),
 ]
 
 

@@ -13,6 +13,7 @@ NAME_MAX = 40
 
 LABEL_EXPERIMENT = "loadstage.io/experiment"
 LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_ROLE = "loadstage.io/role"   # what selects a child's pods: loadstage's own key, never one of the app's
 LABEL_RUN = "loadstage.io/run"
 ANNOTATION_VARIANT = "loadstage.io/variant"
 ANNOTATION_LOST_INJECTORS = "loadstage.io/lost-injectors"   # on a worker Job: JSON list

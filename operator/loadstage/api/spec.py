@@ -309,6 +309,17 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          cel=f"!has(self.redis) || !has(self.redis.deploy) || self.redis.deploy || has(self.redis.url) || "
              f"(has(self.target) && ((has(self.target.app) && self.target.app != '{DEFAULT_RUNNER_APP}') || "
              f"has(self.target.deployment)))"),
+    Rule(lambda s: s.target.deployment is None or not (s.matrix and s.matrix.server),
+         "spec.target.deployment runs one container, with one server: spec.matrix.server cannot vary it",
+         cel="!has(self.target) || !has(self.target.deployment) || !has(self.matrix) || !has(self.matrix.server)"),
+    Rule(lambda s: s.target.deployment is None or s.target.server is not None or not any(
+        [s.target.workers, s.target.threads, s.target.worker_class,
+         *((s.matrix.workers, s.matrix.threads, s.matrix.worker_class) if s.matrix else ())]),
+         "spec.target.server must say which server the Deployment's container runs, for loadstage to set its "
+         "workers, threads or worker class the way that server reads them",
+         cel="!has(self.target) || !has(self.target.deployment) || has(self.target.server) || !(has(self.target.workers) "
+             "|| has(self.target.threads) || has(self.target.workerClass) || (has(self.matrix) && "
+             "(has(self.matrix.workers) || has(self.matrix.threads) || has(self.matrix.workerClass))))"),
     Rule(lambda s: s.target.deployment is None or not s.redis.deployed,
          "spec.target.deployment brings its own Redis settings: give spec.redis.url to sample its Redis, or "
          "spec.redis.deploy: false",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadstage.api.names import LABEL_COMPONENT, LABEL_EXPERIMENT
+from loadstage.api.names import LABEL_EXPERIMENT, LABEL_ROLE
 from loadstage.api.types import Variant
 from loadstage.engine.argv import REDIS_PORT
 from loadstage.engine.clock import now
@@ -74,7 +74,7 @@ class KubernetesBackend:
         c.on_event("StageStarted" if created else "StageResumed",
                    f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
         sampling_from = now()
-        selector = f"{LABEL_EXPERIMENT}={exp.name},{LABEL_COMPONENT}=runner"
+        selector = f"{LABEL_EXPERIMENT}={exp.name},{LABEL_ROLE}=runner"
         redis_url = self.redis_sample_url if c.experiment.spec.redis.used else None
         async with AsyncRedisSampler(redis_url, password=self.redis_password) as redis_sampler, \
                 PodMetricsSampler(c.custom, c.namespace, selector,

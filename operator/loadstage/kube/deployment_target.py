@@ -71,8 +71,8 @@ def _resources(container: dict[str, Any], variant: Variant, defaults: Defaults) 
 def variant_template(experiment: Experiment, variant: Variant, deployment: dict[str, Any], defaults: Defaults, *,
                      keep_labels: bool) -> dict[str, Any]:
     """The Deployment's pod template with the variant's settings and resources, and loadstage's runner labels:
-    instead of its own labels (Copy: the user's Services never route to the copy), or beside them (InPlace: its
-    selector must still match)."""
+    instead of its own labels (Copy: the user's Services never route to the copy), or only loadstage's own keys
+    beside them (InPlace: its selector, and whatever else selects its pods, must still match)."""
     template = copy.deepcopy(deployment["spec"]["template"])
     index = container_index(experiment, deployment)
     containers = template["spec"]["containers"]
@@ -80,8 +80,8 @@ def variant_template(experiment: Experiment, variant: Variant, deployment: dict[
     container["resources"] = _resources(containers[index], variant, defaults)
     containers[index] = container
     metadata = template.setdefault("metadata", {})
-    own = metadata.get("labels") or {} if keep_labels else {}
-    metadata["labels"] = {**own, **manifests.labels(experiment, "runner")}
+    metadata["labels"] = {**(metadata.get("labels") or {}), **manifests.runner_selector(experiment)} if keep_labels \
+        else manifests.labels(experiment, "runner")
     metadata["annotations"] = {**(metadata.get("annotations") or {}), ANNOTATION_VARIANT: str(variant.index + 1)}
     return template
 
@@ -116,8 +116,9 @@ def _annotate(obj: dict[str, Any], value: str) -> list[dict[str, Any]]:
 
 
 def _unchanged(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """A JSON patch that applies only to the version read (another writer in between: 422)."""
-    return [{"op": "test", "path": "/metadata/resourceVersion", "value": obj["metadata"]["resourceVersion"]}]
+    """A JSON patch that applies only to the spec read (another writer in between: 422); the generation, not
+    the resourceVersion, which every status write of the controllers moves."""
+    return [{"op": "test", "path": "/metadata/generation", "value": obj["metadata"]["generation"]}]
 
 
 def hold_patch(deployment: dict[str, Any], template: dict[str, Any], replicas: int,

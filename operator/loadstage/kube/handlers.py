@@ -212,9 +212,12 @@ def restore_in_place(body: kopf.Body, namespace: str, name: str, spec, memo: kop
 
 @kopf.on.delete(API_GROUP, API_VERSION, PLURAL, id="restore-on-delete")
 def restore_on_delete(body: kopf.Body, namespace: str, spec, memo: kopf.Memo, logger: logging.Logger, **_):
-    """An experiment deleted while it holds its target InPlace restores it first (Kopf's finalizer waits)."""
+    """An experiment deleted while it holds its target InPlace restores it first (Kopf's finalizer waits), once
+    its run has stopped: a run still stopping could hold the target again after the restore."""
     if _in_place(spec) is None:
         return
+    if (namespace, body.metadata.name) in memo.running:
+        raise kopf.TemporaryError("waiting for the run to stop before restoring the target", delay=2)
     restored = in_place.restore(memo.api, namespace, _in_place(spec), body.metadata.uid)
     if restored:
         logger.info("deleted while holding its target: restored %s", ", ".join(restored))

@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loadstage.api.names import ANNOTATION_VARIANT, ARTIFACT_KEY, LABEL_COMPONENT, LABEL_EXPERIMENT, LABEL_RUN
+from loadstage.api.names import (
+    ANNOTATION_VARIANT,
+    ARTIFACT_KEY,
+    LABEL_COMPONENT,
+    LABEL_EXPERIMENT,
+    LABEL_ROLE,
+    LABEL_RUN,
+)
 from loadstage.api.quantities import cpu_cores, memory_bytes
 from loadstage.api.types import DEFAULT_POD_RESOURCES, Experiment, PodResources, Probe, Resources, Variant
 from loadstage.engine import argv
@@ -109,12 +116,13 @@ def probe(spec: Probe) -> dict[str, Any]:
 
 def labels(experiment: Experiment, component: str, **extra: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "loadstage", "app.kubernetes.io/instance": experiment.name,
-            "app.kubernetes.io/managed-by": "loadstage", LABEL_COMPONENT: component,
+            "app.kubernetes.io/managed-by": "loadstage", LABEL_COMPONENT: component, LABEL_ROLE: component,
             LABEL_EXPERIMENT: experiment.name, **extra}
 
 
 def _selector(experiment: Experiment, component: str, **extra: str) -> dict[str, str]:
-    return {LABEL_EXPERIMENT: experiment.name, LABEL_COMPONENT: component, **extra}
+    """Only loadstage's own keys: an InPlace target's pods carry these beside the app's labels."""
+    return {LABEL_EXPERIMENT: experiment.name, LABEL_ROLE: component, **extra}
 
 
 def runner_selector(experiment: Experiment) -> dict[str, str]:

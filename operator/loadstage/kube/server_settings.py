@@ -40,8 +40,10 @@ def _wanted(variant: Variant) -> dict[str, str]:
 
 
 def _rewrite(argv: list[str], flags: tuple[str, ...], value: str) -> tuple[list[str], bool]:
-    """`argv` with every `FLAG VALUE` and `--flag=VALUE` of `flags` given `value`; whether any was found."""
+    """`argv` with every `FLAG VALUE`, `--flag=VALUE` and `-fVALUE` of `flags` given `value`; whether any was
+    found. A flag inside a shell string (`sh -c "gunicorn -w 4 ..."`) cannot be rewritten: refused."""
     out, found, i = [], False, 0
+    shorts = [f for f in flags if len(f) == 2 and f[0] == "-" and f[1] != "-"]
     while i < len(argv):
         arg = argv[i]
         name = arg.split("=", 1)[0]
@@ -52,6 +54,12 @@ def _rewrite(argv: list[str], flags: tuple[str, ...], value: str) -> tuple[list[
             out += [arg, value]
             found = True
             i += 1
+        elif any(arg.startswith(f) and len(arg) > 2 and not arg.startswith("--") for f in shorts):
+            out.append(arg[:2] + value)
+            found = True
+        elif " " in arg and any(f" {f}" in f" {arg}" for f in flags):
+            raise SettingsNotSettable(f"the container runs its server from a shell string ({arg!r}) that sets "
+                                      f"{flags[-1]} itself; loadstage cannot rewrite it there")
         else:
             out.append(arg)
         i += 1
@@ -108,12 +116,18 @@ def apply_server_settings(container: dict[str, Any], variant: Variant) -> dict[s
         env = _set_env(env, GUNICORN_ENV, _merged_gunicorn_args(env, unflagged))
     elif unflagged:
         program = SERVER_PROGRAMS[server]
-        if not any(program in part for part in command + args):
+        added = [a for flags, value in unflagged.values()
+                 for a in ([f"{flags[-1]}={value}"] if server == "waitress" else [flags[-1], value])]
+        # options go right after the program: waitress-serve reads none after the app
+        for part in (command, args):
+            at = next((i for i, a in enumerate(part) if a.rsplit("/", 1)[-1] == program), None)
+            if at is not None:
+                part[at + 1:at + 1] = added
+                break
+        else:
             raise SettingsNotSettable(
                 f"{server} reads {', '.join(unflagged)} only from its command line, and the container's command "
                 f"and args do not run {program} (an entrypoint script?); loadstage cannot set it there")
-        for setting, (flags, value) in unflagged.items():
-            args += [f"{flags[-1]}={value}"] if server == "waitress" else [flags[-1], value]
     if command:
         container["command"] = command
     if args:

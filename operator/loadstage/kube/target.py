@@ -9,7 +9,7 @@ import time
 
 from kubernetes.client.rest import ApiException
 
-from loadstage.api.names import LABEL_COMPONENT
+from loadstage.api.names import LABEL_ROLE
 from loadstage.api.types import Variant
 from loadstage.engine.argv import RUNNER_PORT
 from loadstage.engine.errors import ExperimentFailed
@@ -63,11 +63,10 @@ class Target:
             raise TargetDeploymentInvalid(f"spec.target.deployment.namespace: Deployment {ref.name} is in namespace "
                                           f"{ref.namespace}, but the experiment is in {c.namespace}; the target "
                                           f"must be in the experiment's own namespace")
-        found = await self.children.read("Deployment", ref.name)
-        if found is None:
+        deployment = await call(in_place.read_deployment, c.api, c.namespace, ref.name)
+        if deployment is None:
             raise TargetDeploymentInvalid(f"spec.target.deployment.name: Deployment {ref.name!r} not found in "
                                           f"namespace {c.namespace}")
-        deployment = c.api.sanitize_for_serialization(found)
         self.server_port = server_port(c.experiment, deployment)
         if ref.mode == "Copy":
             await self.children.apply_deployment(copy_deployment(c.experiment, variant, deployment, self.defaults))
@@ -165,13 +164,13 @@ class Target:
                 raise ExperimentFailed("TargetNotReady", fatal)
             live = [p for p in current.values() if not p["metadata"].get("deletionTimestamp")]
             for component, count in want.items():
-                mine = [p for p in live if p["metadata"]["labels"].get(LABEL_COMPONENT) == component]
+                mine = [p for p in live if p["metadata"]["labels"].get(LABEL_ROLE) == component]
                 if len(mine) != count or not all(ready(p) for p in mine):
                     return None
             return sorted(p["status"].get("podIP", "") for p in live
-                          if p["metadata"]["labels"].get(LABEL_COMPONENT) == "runner")
+                          if p["metadata"]["labels"].get(LABEL_ROLE) == "runner")
         while True:
-            runner_ips = await self.pods.until(exp.name, {LABEL_COMPONENT: ",".join(want)}, settled,
+            runner_ips = await self.pods.until(exp.name, {LABEL_ROLE: ",".join(want)}, settled,
                                                c.stopped, timeout=max(0.0, deadline - time.monotonic()))
             if runner_ips:
                 waiting = [n for n in names if not await self._deployment_ready(n)]

@@ -22,7 +22,7 @@ from loadstage.engine.clock import now
 from loadstage.engine.errors import Cancelled
 from loadstage.engine.injectors import LostInjectors
 from loadstage.engine.steps import Step, next_step
-from loadstage.local.cgroups import Cgroups
+from loadstage.local.cgroups import Cgroups, CgroupsUnavailable
 from loadstage.local.processes import Child, Supervisor
 from loadstage.local.target import (
     LOOPBACK,
@@ -30,6 +30,7 @@ from loadstage.local.target import (
     LocalTarget,
     check_alive,
     free_port,
+    limit_fields,
     pod_cgroup,
     project_root,
 )
@@ -80,10 +81,15 @@ class LocalBackend:
         self.ahead: _StageProcesses | None = None
         self.retired: list[Child] = []   # masters of finished stages, still quitting
         spec = experiment.spec
-        # local_problems refused limits this machine cannot enforce
-        self.cgroups = Cgroups.create() if any(r.manifest() for r in (
-            spec.redis.resources, spec.injectors.resources, spec.injectors.master_resources,
-            *(v.resources for v in experiment.variants()))) else None
+        self.cgroups = None
+        if any(r.manifest() for r in (spec.redis.resources, spec.injectors.resources, spec.injectors.master_resources,
+                                      *(v.resources for v in experiment.variants()))):
+            try:
+                self.cgroups = Cgroups.create()
+            except (CgroupsUnavailable, OSError):
+                if limit_fields(experiment):   # local_problems refused them already; requests only reserve
+                    raise
+
 
     # -- target -------------------------------------------------------------
 

@@ -144,7 +144,7 @@ class Cgroups:
         memory = None if limits.memory is None else memory_bytes(limits.memory)
         if self.version == 1:
             directories = {c: self.bases[c] / name for c in V1_CONTROLLERS}
-            for directory in directories.values():
+            for directory in dict.fromkeys(directories.values()):   # cpu and cpuacct are often one hierarchy
                 directory.mkdir()
             cpu = directories["cpu"]
             if quota is not None:
@@ -154,7 +154,9 @@ class Cgroups:
                 (cpu / "cpu.shares").write_text(str(shares))
             if memory is not None:
                 (directories["memory"] / "memory.limit_in_bytes").write_text(str(memory))
-            pod = PodCgroup(name, list(directories.values()), directories["cpuacct"] / "cpuacct.usage", 1)
+                _write_if_present(directories["memory"] / "memory.memsw.limit_in_bytes", str(memory))   # no swap
+            pod = PodCgroup(name, list(dict.fromkeys(directories.values())), directories["cpuacct"] / "cpuacct.usage",
+                            1)
         else:
             directory = self.bases[""] / name
             directory.mkdir()
@@ -164,6 +166,7 @@ class Cgroups:
                 (directory / "cpu.weight").write_text(str(1 + (shares - 2) * 9999 // 262142))
             if memory is not None:
                 (directory / "memory.max").write_text(str(memory))
+                _write_if_present(directory / "memory.swap.max", "0")
             pod = PodCgroup(name, [directory], directory / "cpu.stat", 2)
         self.pods.append(pod)
         return pod
@@ -172,6 +175,13 @@ class Cgroups:
         for pod in self.pods:
             pod.remove()
         _remove(list(dict.fromkeys(self.bases.values())))
+
+
+def _write_if_present(path: Path, value: str) -> None:
+    """A limit the kernel may not offer (swap accounting off): over the memory limit, a process is then killed
+    rather than swapped, as in a pod."""
+    if path.exists():
+        path.write_text(value)
 
 
 def _enable_controllers(directory: Path) -> None:
@@ -195,9 +205,12 @@ def _try_rmdir(directory: Path) -> None:
 
 
 def unavailable() -> str | None:
-    """Why this machine cannot give local processes resource limits, or None."""
+    """Why this machine cannot give local processes resource limits, or None: a run's cgroups are made and
+    removed again (a read-only or delegated cgroup filesystem refuses only then)."""
     try:
-        Cgroups.plan()
-    except (CgroupsUnavailable, OSError) as e:
+        Cgroups.create().remove()
+    except CgroupsUnavailable as e:
         return str(e)
+    except OSError as e:
+        return f"the local engine cannot make cgroups here ({e})"
     return None
