@@ -65,7 +65,7 @@ def targeting_shop(name="shop-test", mode="Copy", stages=1, **target):
     doc = example("cluster-ladder")
     doc["metadata"]["name"] = name
     doc["spec"]["stages"] = doc["spec"]["stages"][:stages]
-    doc["spec"]["target"] = {"deployment": {"name": "shop", "mode": mode}, "pods": 3, **target}
+    doc["spec"]["target"] = {"deployment": {"name": "shop", "mode": mode}, "server": "gunicorn", "pods": 3, **target}
     doc["spec"]["redis"] = {"deploy": False}
     return doc
 

@@ -218,7 +218,7 @@ def shop_state(node, namespace, name):
 
 def shop_experiment(name, deployment, mode, stages, **target):
     return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": name},
-            "spec": {"target": {"deployment": {"name": deployment, "mode": mode}, **target},
+            "spec": {"target": {"deployment": {"name": deployment, "mode": mode}, "server": "gunicorn", **target},
                      "redis": {"deploy": False},
                      "injectors": {"usersPerInjector": 10, "spawnRatePerInjector": 10,
                                    "waitTime": {"min": "50ms", "max": "150ms"},

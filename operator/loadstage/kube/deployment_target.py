@@ -116,9 +116,11 @@ def _annotate(obj: dict[str, Any], value: str) -> list[dict[str, Any]]:
 
 
 def _unchanged(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """A JSON patch that applies only to the spec read (another writer in between: 422); the generation, not
-    the resourceVersion, which every status write of the controllers moves."""
-    return [{"op": "test", "path": "/metadata/generation", "value": obj["metadata"]["generation"]}]
+    """A JSON patch that applies only to the spec read (another writer in between: 422): its generation, which
+    status writes leave alone, where the kind keeps one (an HPA does not: its resourceVersion)."""
+    metadata = obj["metadata"]
+    key = "generation" if "generation" in metadata else "resourceVersion"
+    return [{"op": "test", "path": f"/metadata/{key}", "value": metadata[key]}]
 
 
 def hold_patch(deployment: dict[str, Any], template: dict[str, Any], replicas: int,
