@@ -127,7 +127,8 @@ def test_in_place_holds_with_a_snapshot_once_and_restores_exactly():
     who = dt.holder(e, "team", "uid-1")
     held = copy.deepcopy(ORIGINAL)
     for variant in e.variants():
-        template = dt.variant_template(e, variant, held, DEFAULTS, keep_labels=True)
+        template = dt.variant_template(e, variant, dt.as_it_was(held, "uid-1"), DEFAULTS, keep_labels=True)
+        assert template == dt.variant_template(e, variant, ORIGINAL, DEFAULTS, keep_labels=True)   # never stacked
         # the Deployment's selector, and whatever selects its pods, still matches: only loadstage's keys are added
         assert template["metadata"]["labels"] == {"app": "shop", "tier": "web", "loadstage.io/experiment": "demo",
                                                   "loadstage.io/role": "runner"}

@@ -96,6 +96,15 @@ def copy_deployment(experiment: Experiment, variant: Variant, deployment: dict[s
                      "template": variant_template(experiment, variant, deployment, defaults, keep_labels=False)}}
 
 
+def as_it_was(deployment: dict[str, Any], uid: str) -> dict[str, Any]:
+    """The Deployment with the pod template it had before this experiment (`uid`) held it: each variant is made
+    from the original, never from the variant before."""
+    snapshot = held_by(deployment)
+    if snapshot is None or snapshot["uid"] != uid:
+        return deployment
+    return {**deployment, "spec": {**deployment["spec"], "template": snapshot["template"]}}
+
+
 def holder(experiment: Experiment, namespace: str, uid: str) -> dict[str, str]:
     return {"experiment": f"{namespace}/{experiment.name}", "uid": uid}
 

@@ -17,7 +17,13 @@ from loadstage.kube import in_place, manifests
 from loadstage.kube.children import Children
 from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
-from loadstage.kube.deployment_target import TargetDeploymentInvalid, copy_deployment, server_port, variant_template
+from loadstage.kube.deployment_target import (
+    TargetDeploymentInvalid,
+    as_it_was,
+    copy_deployment,
+    server_port,
+    variant_template,
+)
 from loadstage.kube.manifests import Defaults
 from loadstage.kube.pod_watch import NamespacePods
 from loadstage.kube.pods import Pod, cannot_start, ready
@@ -71,7 +77,8 @@ class Target:
         if ref.mode == "Copy":
             await self.children.apply_deployment(copy_deployment(c.experiment, variant, deployment, self.defaults))
             return manifests.runner_name(c.experiment)
-        template = variant_template(c.experiment, variant, deployment, self.defaults, keep_labels=True)
+        template = variant_template(c.experiment, variant, as_it_was(deployment, c.owner_uid), self.defaults,
+                                    keep_labels=True)
         await in_place.hold(c, variant, deployment, template)
         return ref.name
 
