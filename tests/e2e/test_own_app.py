@@ -31,6 +31,15 @@ def httpbin_experiment(write_experiment, matrix=None, **target):
         "stages": [{"injectors": 1, "duration": "5s"}]}})
 
 
+def memory_limit(proc_cgroup: str) -> int | None:
+    """The memory limit the kernel holds a process to (cgroup v1), where it sits in a loadstage cgroup."""
+    path = next((line.split(":", 2)[2] for line in proc_cgroup.splitlines()
+                 if line.split(":")[1] == "memory" and "loadstage-" in line), None)
+    if path is None:
+        return None
+    return int((Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.limit_in_bytes").read_text())
+
+
 def run(path, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "loadstage.cli", "run", str(path), "-o", str(tmp_path / "r.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -41,6 +50,7 @@ def run(path, tmp_path):
             try:
                 p.argv = " ".join(p.cmdline())
                 p.cgroups = Path(f"/proc/{p.pid}/cgroup").read_text()
+                p.memory_limit = memory_limit(p.cgroups)
             except (psutil.Error, OSError):
                 p.argv = p.cgroups = ""
             if p.argv:
@@ -76,6 +86,7 @@ def test_a_third_party_app_serves_a_stage_with_its_own_readiness_path_no_redis_a
     servers = [p for p in started if "httpbin:app" in p.argv and "gunicorn" in p.argv]
     assert servers and all(re.search(r"cpu:/.*loadstage-\d+/v[12]-pod-1", p.cgroups) for p in servers), \
         [(p.argv, p.cgroups) for p in servers]
+    assert {p.memory_limit for p in servers} == {256 * 2**20}      # what the kernel holds each server to
     # every cgroup of the run is gone (they sit beside the ones this test process would get)
     assert not [d for base in Cgroups.plan().bases.values() for d in base.parent.glob("loadstage-*")]
     lines = out.splitlines()
