@@ -883,3 +883,38 @@ def test_a_status_the_api_server_refuses_for_size_ends_the_experiment_failed(clu
     assert {c["type"]: c["status"] for c in status["conditions"]}["Failed"] == "True"
     writer({"phase": "Failed", "reason": "StatusTooLarge", "message": "y" * 2_000_000, "variants": []})
     assert cluster.status(namespace, "cluster-ladder")["message"] == status["message"]
+
+
+def test_a_secret_goes_only_to_a_redis_loadstage_deployed_or_that_the_secret_itself_names(
+        cluster, namespace, operator, sampler_redis):
+    import redis as redis_client
+    operator()
+    cluster.core.create_namespaced_secret(namespace, {"metadata": {"name": "redis-auth"},
+                                                      "stringData": {"password": "s3cret-pass"}})
+    url = f"redis://127.0.0.1:{sampler_redis}/0"     # a server the experiment's author chose
+    probe = redis_client.Redis(port=sampler_redis, client_name="test-probe")
+    connections = probe.info()["total_connections_received"]
+    doc = one_stage_ladder()
+    doc["spec"]["redis"] = {"url": url, "passwordSecret": {"name": "redis-auth"}}
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_phase(cluster, namespace, "cluster-ladder", "Failed")
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "RedisSecretNotForThisUrl"
+    assert status["message"] == (
+        f"spec.redis.passwordSecret: Secret 'redis-auth' is sent only to a Redis that loadstage deploys, or to the "
+        f"URL the Secret itself names; to send it to {url}, annotate it: kubectl annotate secret redis-auth "
+        f"loadstage.io/redis-url={url}")
+    # nothing connected to the author's server, and nothing was deployed that holds the Secret
+    assert probe.info()["total_connections_received"] == connections
+    assert not cluster.apps.list_namespaced_deployment(namespace).items
+
+    # the Secret's owner opts in for this URL: the sampler authenticates there with it
+    probe.config_set("requirepass", "s3cret-pass")
+    cluster.core.patch_namespaced_secret("redis-auth", namespace,
+                                         {"metadata": {"annotations": {"loadstage.io/redis-url": url}}})
+    doc["metadata"]["name"] = "opted-in"
+    assert apply(cluster, namespace, doc).returncode == 0
+    running_pods_of_job(cluster, namespace, "opted-in-v1-s1-master")
+    wait_for(lambda: any(c["name"] == "loadstage-sampler" for c in probe.client_list()), timeout=10)
+    probe.config_set("requirepass", "")
+    probe.close()

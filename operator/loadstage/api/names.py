@@ -20,3 +20,4 @@ ANNOTATION_LOST_INJECTORS = "loadstage.io/lost-injectors"   # on a worker Job: J
 ARTIFACT_KEY = "artifact.json"                              # in a stage's results ConfigMap
 NAME_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 ANNOTATION_IN_PLACE = "loadstage.io/in-place"   # on a Deployment or HPA held InPlace: what to restore (JSON)
+ANNOTATION_REDIS_URL = "loadstage.io/redis-url"   # on a Secret: the external Redis it may be sent to

@@ -9,7 +9,7 @@ import time
 
 from kubernetes.client.rest import ApiException
 
-from loadstage.api.names import LABEL_ROLE
+from loadstage.api.names import ANNOTATION_REDIS_URL, LABEL_ROLE
 from loadstage.api.types import Variant
 from loadstage.engine.argv import RUNNER_PORT
 from loadstage.engine.errors import ExperimentFailed
@@ -122,7 +122,7 @@ class Target:
             return None
         where = f"spec.redis.passwordSecret: Secret {secret.name!r}"
         try:
-            data = (await call(c.core.read_namespaced_secret, secret.name, c.namespace)).data or {}
+            found = await call(c.core.read_namespaced_secret, secret.name, c.namespace)
         except ApiException as e:
             if e.status == 404:
                 raise ExperimentFailed("RedisSecretMissing", f"{where} not found") from None
@@ -130,8 +130,15 @@ class Target:
                 raise ExperimentFailed("RedisSecretForbidden", f"{where}: the operator may not read it; list it "
                                                                f"in the chart's rbac.redisPasswordSecrets") from None
             raise
+        data = found.data or {}
         if secret.key not in data:
             raise ExperimentFailed("RedisSecretMissing", f"{where} has no key {secret.key!r}")
+        url = c.experiment.spec.redis.url
+        if url is not None and (found.metadata.annotations or {}).get(ANNOTATION_REDIS_URL) != url:
+            # whoever may create an experiment must not be able to send a Secret to a server of their choice
+            raise ExperimentFailed("RedisSecretNotForThisUrl", f"{where} is sent only to a Redis that loadstage "
+                                   f"deploys, or to the URL the Secret itself names; to send it to {url}, "
+                                   f"annotate it: kubectl annotate secret {secret.name} {ANNOTATION_REDIS_URL}={url}")
         return base64.b64decode(data[secret.key]).decode()
 
     async def check_locustfile(self) -> None:
