@@ -138,13 +138,13 @@ def test_in_place_holds_with_a_snapshot_once_and_restores_exactly():
     snapshot = dt.held_by(held)      # the first hold's: the original, not variant 1's
     assert snapshot["experiment"] == "team/demo" and snapshot["uid"] == "uid-1"
     assert snapshot["template"] == ORIGINAL["spec"]["template"] and snapshot["replicas"] == 2
-    restored = jsonpatch.apply_patch(held, dt.restore_patch(held))
+    restored = jsonpatch.apply_patch(held, dt.release_patch(held))
     assert restored["spec"] == ORIGINAL["spec"]
     assert "loadstage.io/in-place" not in restored["metadata"].get("annotations", {})
     stale = copy.deepcopy(held)
     stale["metadata"]["generation"] = 1
     with pytest.raises(jsonpatch.JsonPatchTestFailed):   # another writer in between: the API server refuses
-        jsonpatch.apply_patch(held, [*dt.restore_patch(stale)])
+        jsonpatch.apply_patch(held, [*dt.release_patch(stale)])
 
 
 def test_an_hpa_is_pinned_and_restored():
@@ -155,7 +155,7 @@ def test_an_hpa_is_pinned_and_restored():
     pinned = jsonpatch.apply_patch(hpa, dt.pin_patch(hpa, 4, {"experiment": "team/demo", "uid": "u"}))
     assert (pinned["spec"]["minReplicas"], pinned["spec"]["maxReplicas"]) == (4, 4)
     assert json.loads(pinned["metadata"]["annotations"]["loadstage.io/in-place"])["minReplicas"] == 2
-    assert jsonpatch.apply_patch(pinned, dt.unpin_patch(pinned)) == {**hpa, "metadata": {**hpa["metadata"],
+    assert jsonpatch.apply_patch(pinned, dt.release_patch(pinned)) == {**hpa, "metadata": {**hpa["metadata"],
                                                                                           "annotations": {}}}
 
 

@@ -20,6 +20,11 @@ class Step:
     def warmup(self) -> bool:
         return self.number is None
 
+    @property
+    def run_id(self) -> str:
+        """The step's short name in its processes and objects: v1-warmup, v1-s2."""
+        return f"v{self.variant.index + 1}-" + ("warmup" if self.warmup else f"s{self.number}")
+
     def label(self) -> str:
         which = "warm-up" if self.warmup else f"stage {self.number}/{self.stages}"
         return f"variant {self.variant.index + 1}/{self.variants} ({self.variant.label()}), {which}"

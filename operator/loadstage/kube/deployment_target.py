@@ -132,26 +132,29 @@ def _unchanged(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"op": "test", "path": f"/metadata/{key}", "value": metadata[key]}]
 
 
+def _hold_patch(obj: dict[str, Any], spec: dict[str, Any], snapshot_of: dict[str, str]) -> list[dict[str, Any]]:
+    """`spec` fields set on the object; the first hold also keeps their values before, to restore."""
+    ops = _unchanged(obj)
+    if held_by(obj) is None:
+        before = {name: obj["spec"].get(name) for name in spec}
+        ops += _annotate(obj, json.dumps({**snapshot_of, **before}, sort_keys=True))
+    return ops + [{"op": "add", "path": f"/spec/{name}", "value": value} for name, value in spec.items()]
+
+
 def hold_patch(deployment: dict[str, Any], template: dict[str, Any], replicas: int,
                snapshot_of: dict[str, str]) -> list[dict[str, Any]]:
-    """InPlace: the Deployment runs the variant; the first hold also keeps what to restore on it."""
-    ops = _unchanged(deployment)
-    if held_by(deployment) is None:
-        snapshot = {**snapshot_of, "replicas": deployment["spec"].get("replicas"),
-                    "template": deployment["spec"]["template"]}
-        ops += _annotate(deployment, json.dumps(snapshot, sort_keys=True))
-    return ops + [{"op": "replace", "path": "/spec/replicas", "value": replicas},
-                  {"op": "replace", "path": "/spec/template", "value": template}]
+    """InPlace: the Deployment runs the variant."""
+    return _hold_patch(deployment, {"replicas": replicas, "template": template}, snapshot_of)
 
 
-def restore_patch(deployment: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Deployment's replicas and pod template as they were before the experiment, and no snapshot."""
-    snapshot = held_by(deployment)
-    replicas = ([{"op": "remove", "path": "/spec/replicas"}] if snapshot["replicas"] is None else
-                [{"op": "replace", "path": "/spec/replicas", "value": snapshot["replicas"]}])
-    return _unchanged(deployment) + replicas + [{"op": "replace", "path": "/spec/template",
-                                                 "value": snapshot["template"]},
-                                                {"op": "remove", "path": _ANNOTATION_PATH}]
+def release_patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The spec fields a hold changed (a Deployment's replicas and template, an HPA's bounds) as they were
+    before the experiment, and no snapshot."""
+    snapshot = held_by(obj)
+    fields = [name for name in snapshot if name not in ("experiment", "uid")]
+    return _unchanged(obj) + [{"op": "remove", "path": f"/spec/{name}"} if snapshot[name] is None else
+                              {"op": "replace", "path": f"/spec/{name}", "value": snapshot[name]}
+                              for name in fields] + [{"op": "remove", "path": _ANNOTATION_PATH}]
 
 
 def scales(hpa: dict[str, Any], deployment_name: str) -> bool:
@@ -161,20 +164,5 @@ def scales(hpa: dict[str, Any], deployment_name: str) -> bool:
 
 
 def pin_patch(hpa: dict[str, Any], pods: int, snapshot_of: dict[str, str]) -> list[dict[str, Any]]:
-    """An HPA held at `pods`: minReplicas = maxReplicas, its own values kept to restore."""
-    ops = _unchanged(hpa)
-    if held_by(hpa) is None:
-        snapshot = {**snapshot_of, "minReplicas": hpa["spec"].get("minReplicas"),
-                    "maxReplicas": hpa["spec"]["maxReplicas"]}
-        ops += _annotate(hpa, json.dumps(snapshot, sort_keys=True))
-    return ops + [{"op": "add", "path": "/spec/minReplicas", "value": pods},
-                  {"op": "replace", "path": "/spec/maxReplicas", "value": pods}]
-
-
-def unpin_patch(hpa: dict[str, Any]) -> list[dict[str, Any]]:
-    snapshot = held_by(hpa)
-    minimum = ([{"op": "remove", "path": "/spec/minReplicas"}] if snapshot["minReplicas"] is None else
-               [{"op": "replace", "path": "/spec/minReplicas", "value": snapshot["minReplicas"]}])
-    return _unchanged(hpa) + minimum + [{"op": "replace", "path": "/spec/maxReplicas",
-                                         "value": snapshot["maxReplicas"]},
-                                        {"op": "remove", "path": _ANNOTATION_PATH}]
+    """An HPA held at `pods`: minReplicas = maxReplicas."""
+    return _hold_patch(hpa, {"minReplicas": pods, "maxReplicas": pods}, snapshot_of)

@@ -20,9 +20,8 @@ from loadstage.kube.deployment_target import (
     hold_patch,
     holder,
     pin_patch,
-    restore_patch,
+    release_patch,
     scales,
-    unpin_patch,
 )
 
 PATCH_ATTEMPTS = 5   # each patch applies only to the generation read; another writer in between: read again
@@ -149,9 +148,9 @@ def restore(api: client.ApiClient, namespace: str, deployment: str, uid: str) ->
         name = hpa["metadata"]["name"]
         if _patch_fresh(lambda: ours(_read_hpa(api, namespace, name)),
                         lambda h: autoscaling.patch_namespaced_horizontal_pod_autoscaler(name, namespace,
-                                                                                         unpin_patch(h))):
+                                                                                         release_patch(h))):
             restored.append(f"HorizontalPodAutoscaler {name}")
     if _patch_fresh(lambda: ours(read_deployment(api, namespace, deployment)),
-                    lambda d: apps.patch_namespaced_deployment(deployment, namespace, restore_patch(d))):
+                    lambda d: apps.patch_namespaced_deployment(deployment, namespace, release_patch(d))):
         restored.insert(0, f"Deployment {deployment}")
     return restored

@@ -81,16 +81,12 @@ def redis_name(experiment: Experiment) -> str:
     return f"{experiment.name}-redis"
 
 
-def run_id(step: Step) -> str:
-    return f"v{step.variant.index + 1}-" + ("warmup" if step.warmup else f"s{step.number}")
-
-
 def master_name(experiment: Experiment, step: Step) -> str:
-    return f"{experiment.name}-{run_id(step)}-master"
+    return f"{experiment.name}-{step.run_id}-master"
 
 
 def workers_name(experiment: Experiment, step: Step) -> str:
-    return f"{experiment.name}-{run_id(step)}-workers"
+    return f"{experiment.name}-{step.run_id}-workers"
 
 
 def redis_url(experiment: Experiment) -> str | None:
@@ -282,7 +278,7 @@ def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ip
         ports=[{"name": "master", "containerPort": argv.LOCUST_MASTER_PORT, "protocol": "TCP"}],
         resources=pod_resources(experiment, step.variant, defaults.resources).locust_master,
         terminationMessagePath=TERMINATION_LOG, terminationMessagePolicy="FallbackToLogsOnError")
-    lbls = labels(experiment, "locust-master", **{LABEL_RUN: run_id(step)})
+    lbls = labels(experiment, "locust-master", **{LABEL_RUN: step.run_id})
     return _job(master_name(experiment, step), lbls,
                 _pod_spec([container], APP_UID, restart_policy="Never", volumes=volumes),
                 count=1, deadline=_stage_deadline(step))
@@ -296,14 +292,14 @@ def results_configmap(experiment: Experiment, step: Step, artifact_json: str) ->
     """A stage's artifact (histograms, endpoint and error rows, time series), kept after its pods are gone."""
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": _meta(results_name(experiment, step.variant.index, step.number),
-                              labels(experiment, "results", **{LABEL_RUN: run_id(step)})),
+                              labels(experiment, "results", **{LABEL_RUN: step.run_id})),
             "data": {ARTIFACT_KEY: artifact_json}}
 
 
 def master_service(experiment: Experiment, step: Step) -> dict[str, Any]:
-    lbls = labels(experiment, "locust-master", **{LABEL_RUN: run_id(step)})
+    lbls = labels(experiment, "locust-master", **{LABEL_RUN: step.run_id})
     return _service(master_name(experiment, step), lbls,
-                    _selector(experiment, "locust-master", **{LABEL_RUN: run_id(step)}),
+                    _selector(experiment, "locust-master", **{LABEL_RUN: step.run_id}),
                     argv.LOCUST_MASTER_PORT, "master")
 
 
@@ -314,7 +310,7 @@ def workers_job(experiment: Experiment, step: Step, defaults: Defaults) -> dict[
     container = _container("locust-worker", experiment.spec.injectors.image or defaults.injector, args,
                            mounts=mounts, terminationMessagePolicy="FallbackToLogsOnError",
                            resources=pod_resources(experiment, step.variant, defaults.resources).locust_worker)
-    lbls = labels(experiment, "locust-worker", **{LABEL_RUN: run_id(step)})
+    lbls = labels(experiment, "locust-worker", **{LABEL_RUN: step.run_id})
     count = step.stage.injectors
     # onLost Continue: lost workers must not fail the Job (which would stop the others)
     return _job(workers_name(experiment, step), lbls,

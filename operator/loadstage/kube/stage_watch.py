@@ -59,7 +59,7 @@ class StageWatch:
             seen.update(mine)
             return ("lost", None) if unrecorded else None
         while True:
-            found = await self.pods.until(exp.name, {LABEL_RUN: manifests.run_id(step)}, ended,
+            found = await self.pods.until(exp.name, {LABEL_RUN: step.run_id}, ended,
                                           c.stopped, timeout=WATCH_SECONDS)
             if found is not None:
                 what, detail = found

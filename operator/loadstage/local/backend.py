@@ -130,7 +130,6 @@ class LocalBackend:
         start_file = sdir / START_FILE
         start_file.unlink(missing_ok=True)
         injectors = self.experiment.spec.injectors
-        run = f"v{step.variant.index + 1}-" + ("warmup" if step.warmup else f"s{step.number}")
         master = self.supervisor.start(
             "locust master", argv.locust_master_command(
                 self.experiment, step.stage, host=f"http://{LOOPBACK}:{target.shared_port}",
@@ -140,12 +139,12 @@ class LocalBackend:
                 bind_host=LOOPBACK, bind_port=master_port, custom_locustfile=custom_path,
                 start_file=str(start_file)),
             log_path=sdir / "master.log", cwd=self.root,
-            cgroup=pod_cgroup(self.cgroups, f"{run}-master", injectors.master_resources))
+            cgroup=pod_cgroup(self.cgroups, f"{step.run_id}-master", injectors.master_resources))
         workers = [self.supervisor.start(
             f"locust worker {i + 1}", argv.locust_worker_command(
                 self.experiment, master_host=LOOPBACK, master_port=master_port, custom_locustfile=custom_path),
             log_path=sdir / f"worker-{i + 1}.log", cwd=self.root,
-            cgroup=pod_cgroup(self.cgroups, f"{run}-worker-{i + 1}", injectors.resources))
+            cgroup=pod_cgroup(self.cgroups, f"{step.run_id}-worker-{i + 1}", injectors.resources))
             for i in range(step.stage.injectors)]
         return _StageProcesses(_key(step), sdir, master, workers)
 
