@@ -72,6 +72,7 @@ def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_
     doc = experiment("real-ladder", pods=1, stages=((1, "20s"), (2, "20s")), usersPerInjector=20,
                      spawnRatePerInjector=20, waitTime={"min": "20ms", "max": "80ms"})
     doc["spec"]["matrix"] = {"cpu": ["250m", "500m"]}
+    doc["spec"]["target"]["resources"] = {"limits": {"memory": "256Mi"}}
     doc["spec"]["thresholds"]["p99"] = "5s"    # 250m queues the requests: the verdicts are not what is tested
     with LxWatch(node, namespace, ARTIFACTS / "kubectl-get-lx-w.txt") as lx_watch:
         apply(node, namespace, doc)
@@ -116,8 +117,18 @@ def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_
     for peak, limit in zip(peaks, (0.25, 0.5)):
         assert 0.75 * limit <= peak <= limit + 0.1, (peaks, limit)
     runner = node.apps.read_namespaced_deployment("real-ladder-runner", namespace).spec.template.spec.containers[0]
-    assert (runner.resources.requests, runner.resources.limits) == ({"cpu": "500m", "memory": "128Mi"},
-                                                                   {"cpu": "500m"})
+    assert (runner.resources.requests, runner.resources.limits) == ({"cpu": "500m", "memory": "256Mi"},
+                                                                   {"cpu": "500m", "memory": "256Mi"})
+    # what the kubelet made of it: the runner container's own cgroups hold the limits
+    (pod,) = [p for p in node.core.list_namespaced_pod(
+        namespace, label_selector="loadstage.io/experiment=real-ladder,loadstage.io/role=runner").items
+        if p.metadata.deletion_timestamp is None]
+    container_id = pod.status.container_statuses[0].container_id.split("://", 1)[1]
+    (memory_limit,) = Path("/sys/fs/cgroup/memory").glob(f"kubepods*/**/pod{pod.metadata.uid}/{container_id}/"
+                                                         "memory.limit_in_bytes")
+    (cpu_quota,) = Path("/sys/fs/cgroup/cpu").glob(f"kubepods*/**/pod{pod.metadata.uid}/{container_id}/"
+                                                   "cpu.cfs_quota_us")
+    assert int(memory_limit.read_text()) == 256 * 2**20 and int(cpu_quota.read_text()) == 50_000
     print(f"\nreal node CPU peaks (metrics-server) against limits 250m and 500m: {peaks}")
 
     # What the runner pods hold, counted by Redis itself: their pools never close a connection, so at
