@@ -553,16 +553,79 @@ def failed_within(cluster, namespace, name, seconds):
     return time.monotonic() - started
 
 
-def test_a_worker_pod_deleted_mid_stage_fails_the_stage_naming_it(cluster, namespace, operator):
+def test_a_worker_pod_deleted_with_no_retry_left_fails_the_stage_naming_it(cluster, namespace, operator):
     operator()
-    assert apply(cluster, namespace, one_stage_ladder()).returncode == 0
+    doc = one_stage_ladder()
+    doc["spec"]["stageRetries"] = 0
+    assert apply(cluster, namespace, doc).returncode == 0
     running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
     victim = pods(cluster, namespace, "job-name=cluster-ladder-v1-s1-workers")[0].metadata.name
     cluster.core.delete_namespaced_pod(victim, namespace)
     assert failed_within(cluster, namespace, "cluster-ladder", 30) < 30
     status = cluster.status(namespace, "cluster-ladder")
-    assert status["reason"] == "InjectorLost"
-    assert status["message"].endswith(f"stage 1/1: injector pod {victim} was deleted")
+    assert status["reason"] == "StageDisrupted"
+    assert status["message"].endswith(f"stage 1/1: injector pod {victim} was deleted; no retry left "
+                                      f"(spec.stageRetries: 0)")
+
+
+def budget_of(cluster, namespace, run):
+    found = cluster.policy.list_namespaced_pod_disruption_budget(
+        namespace, label_selector=f"loadstage.io/run={run}").items
+    return found[0] if found else None
+
+
+def test_a_stage_whose_master_is_deleted_runs_again_and_records_both_attempts(cluster, namespace, operator,
+                                                                             real_stage):
+    operator()
+    doc = one_stage_ladder()
+    doc["spec"]["stages"] = [{"injectors": 2, "duration": "30s"}] * 2
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-workers", 2)
+    budget = budget_of(cluster, namespace, "v1-s2")
+    assert budget.spec.max_unavailable == 0
+    assert budget.spec.selector.match_labels == {"loadstage.io/experiment": "cluster-ladder",
+                                                 "loadstage.io/run": "v1-s2"}
+    (master,) = pods(cluster, namespace, "job-name=cluster-ladder-v1-s2-master")
+    cluster.core.delete_namespaced_pod(master.metadata.name, namespace)
+
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s2-a2", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    first, second = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert "attempts" not in first
+    assert second["attempts"] == 2
+    (retry,) = second["retries"]
+    assert retry["attempt"] == 1 and retry["cause"] == f"the Locust master pod {master.metadata.name} was deleted"
+    assert second["requests"] == real_stage.summary["requests"]
+    assert "StageDisrupted" in event_reasons(cluster, namespace, "cluster-ladder")
+    jobs = {j.metadata.name for j in cluster.batch.list_namespaced_job(namespace).items}
+    assert not jobs & {"cluster-ladder-v1-s2-master", "cluster-ladder-v1-s2-workers"}, jobs
+    assert budget_of(cluster, namespace, "v1-s2") is None and budget_of(cluster, namespace, "v1-s2-a2") is None
+
+
+def test_a_finished_master_deleted_while_no_operator_ran_is_retried_within_60s(cluster, namespace, operator,
+                                                                              real_stage):
+    first = operator()
+    assert apply(cluster, namespace, one_stage_ladder()).returncode == 0
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-master")
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
+    first.kill(signal.SIGKILL)
+    finish_stage(cluster, namespace, "cluster-ladder-v1-s1-master", "cluster-ladder-v1-s1-workers", real_stage)
+    wait_for(lambda: cluster.batch.read_namespaced_job_status(
+        "cluster-ladder-v1-s1-master", namespace).status.succeeded == 1)
+    (master,) = pods(cluster, namespace, "job-name=cluster-ladder-v1-s1-master")
+    cluster.core.delete_namespaced_pod(master.metadata.name, namespace, grace_period_seconds=0)
+    wait_for(lambda: not pods(cluster, namespace, "job-name=cluster-ladder-v1-s1-master"))
+    operator()
+    started = time.monotonic()
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-a2-master", timeout=60)
+    assert time.monotonic() - started < 60
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1-a2", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert stage["attempts"] == 2
+    assert stage["retries"][0]["cause"] == ("the Locust master pod of Job cluster-ladder-v1-s1-master finished, "
+                                            "but was deleted before its result was read")
 
 
 def test_with_on_lost_continue_the_stage_finishes_and_records_the_lost_injector(cluster, namespace, operator,

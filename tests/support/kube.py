@@ -52,6 +52,7 @@ class Cluster:
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
+        self.policy = client.PolicyV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
 
     def down(self):

@@ -7,6 +7,7 @@ from locust.stats import RequestStats
 
 from loadstage.api.load import parse_experiment
 from loadstage.engine.backend import BlockingBackend
+from loadstage.engine.errors import ExperimentFailed, StageDisrupted
 from loadstage.engine.stages import StageEngine, new_status
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
@@ -16,14 +17,20 @@ PHASE_ORDER = {"Pending": 0, "Deploying": 1, "Running": 2, "Succeeded": 3}
 
 
 class RecordingBackend:
-    def __init__(self):
+    def __init__(self, disrupted=()):
         self.calls = []
+        self.disrupted = set(disrupted)   # run ids whose pods are taken away
+
+    def discard_stage(self, step):
+        self.calls.append(("discard", step.run_id))
 
     def prepare_variant(self, variant):
         self.calls.append(("prepare", variant.index))
 
     def run_stage(self, step):
-        self.calls.append(("stage", step.variant.index, step.number))
+        self.calls.append(("stage", step.variant.index, step.number) if step.attempt == 1 else ("stage", step.run_id))
+        if step.run_id in self.disrupted:
+            raise StageDisrupted(f"the Locust master pod of {step.run_id} was evicted")
         stats, recorder = RequestStats(), StageRecorder()
         for ms in range(1, 101):
             stats.log_request("GET", "/", ms, 10)
@@ -47,9 +54,9 @@ def experiment(base_doc, stages=3, matrix=None):
     return parse_experiment(base_doc)
 
 
-def run(exp, status=None):
+def run(exp, status=None, disrupted=()):
     writes = []
-    backend = RecordingBackend()
+    backend = RecordingBackend(disrupted)
 
     async def record(s):
         writes.append(copy.deepcopy(s))
@@ -79,3 +86,44 @@ def test_a_run_resumed_mid_stage_keeps_its_phase_and_progress_and_repeats_no_sta
     stages = [int(w["progress"]["stage"].split("/")[0]) for w in writes]
     assert stages == sorted(stages) and stages[0] == 2, stages
     assert [s["stage"] for s in writes[-1]["variants"][0]["stages"]] == [1, 2, 3]
+
+
+def test_a_disrupted_stage_runs_again_from_scratch_and_records_its_attempts(base_doc):
+    exp = experiment(base_doc)
+    writes, calls = run(exp, disrupted={"v1-s2"})
+    assert calls == [("prepare", 0), ("stage", 0, 1), ("stage", 0, 2), ("discard", "v1-s2"), ("stage", "v1-s2-a2"),
+                     ("stage", 0, 3), ("finish", 0)]
+    final = writes[-1]
+    assert final["phase"] == "Succeeded"
+    stages = final["variants"][0]["stages"]
+    assert "attempts" not in stages[0] and "attempts" not in stages[2]
+    assert stages[1]["attempts"] == 2
+    assert stages[1]["retries"][0]["attempt"] == 1
+    assert stages[1]["retries"][0]["cause"] == "the Locust master pod of v1-s2 was evicted"
+    assert stages[1]["requests"] == 100     # the figures of the attempt that finished, not a sum
+    in_flight = [w for w in writes if w["progress"].get("attempt") == 2]
+    assert in_flight and all(w["progress"]["stage"] == "2/3" for w in in_flight)
+    assert "attempt" not in writes[-1]["progress"], "a retry's attempt carried over to the next stage"
+
+
+def test_an_operator_restarted_mid_retry_resumes_that_attempt(base_doc):
+    exp = experiment(base_doc)
+    writes, _ = run(exp, disrupted={"v1-s2"})
+    in_flight = copy.deepcopy(next(w for w in writes if w["progress"].get("attempt") == 2))
+
+    writes, calls = run(exp, in_flight)
+    assert calls == [("prepare", 0), ("stage", "v1-s2-a2"), ("stage", 0, 3), ("finish", 0)]
+    assert writes[-1]["variants"][0]["stages"][1]["attempts"] == 2
+
+
+def test_a_stage_disrupted_more_often_than_spec_stage_retries_fails_naming_the_cause_and_the_field(base_doc):
+    base_doc["spec"]["stageRetries"] = 1
+    exp = experiment(base_doc)
+    try:
+        run(exp, disrupted={"v1-s1", "v1-s1-a2"})
+    except ExperimentFailed as e:
+        assert e.reason == "StageDisrupted"
+        assert e.message == ("variant 1/1 (gunicorn pods=1 workers=2 threads=2 gthread), stage 1/3, attempt 2: "
+                             "the Locust master pod of v1-s1-a2 was evicted; no retry left (spec.stageRetries: 1)")
+    else:
+        raise AssertionError("a stage disrupted twice ran on")

@@ -77,6 +77,10 @@ app.kubernetes.io/component: operator
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, create, patch, delete]
+# A disruption budget per running stage, so that a drain waits for it; deleted when the stage ends.
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, create, delete]
 # Whether a stage's Jobs failed.
 - apiGroups: [batch]
   resources: [jobs/status]

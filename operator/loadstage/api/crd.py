@@ -41,6 +41,12 @@ def status_schema() -> dict[str, Any]:
                 "variant": _string("Current variant, e.g. 1/3."),
                 "stage": _string("Current stage, e.g. 3/5."),
                 "injectors": {"type": "integer", "description": "Injectors of the current stage."},
+                "attempt": {"type": "integer", "description": "The current stage's attempt, from 2 once it was "
+                                                              "disrupted and runs again."},
+                "retries": {"type": "array", "description": "The current stage's disrupted attempts so far.",
+                            "items": {"type": "object", "properties": {
+                                "attempt": {"type": "integer"}, "at": _string("When it was disrupted."),
+                                "cause": _string("What took its pods away.")}}},
             }},
             "latest": {"type": "object", "description": "The last finished stage.", "properties": {
                 "p99Ms": {"type": "number", "description": "Its p99 latency, ms."},

@@ -291,6 +291,10 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     "thresholds": THRESHOLDS,
     "cleanup": Str("What happens to the target and the injector Jobs when the experiment ends: Delete them, "
                    "Keep them, or KeepOnFailure.", enum=CLEANUP_POLICIES, default="Delete"),
+    "stageRetries": Int("How many times a stage runs again, from scratch, when its Locust pods are taken away "
+                        "mid-stage (evicted, preempted, deleted, their node lost); its partial numbers are "
+                        "discarded and the stage records each retry's cause. A pod that fails by itself is "
+                        "never retried.", minimum=0, maximum=5, default=1),
 }, required=["stages"], rules=[
     Rule(None, "spec is immutable once created; delete the experiment and create it again",
          cel="self == oldSelf"),

@@ -279,6 +279,7 @@ class Spec:
     matrix: Matrix | None
     thresholds: Thresholds | None
     cleanup: str
+    stage_retries: int = 1
 
 
 @dataclass(frozen=True)

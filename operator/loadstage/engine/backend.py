@@ -13,6 +13,8 @@ class Backend(Protocol):
     async def prepare_variant(self, variant: Variant) -> None: ...
     async def run_stage(self, step: Step) -> StageMeasurement: ...
     async def finish_variant(self, variant: Variant) -> None: ...
+    async def discard_stage(self, step: Step) -> None:
+        """Removes what is left of a disrupted attempt of the step, before it runs again."""
     async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
         """The artifacts of the variant's first `count` stages, kept by an earlier run."""
 
@@ -31,6 +33,9 @@ class BlockingBackend:
 
     async def finish_variant(self, variant: Variant) -> None:
         self.backend.finish_variant(variant)
+
+    async def discard_stage(self, step: Step) -> None:
+        self.backend.discard_stage(step)
 
     async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
         return self.backend.saved_artifacts(variant, count)

@@ -1,4 +1,5 @@
-"""How a run ends early: the run was cancelled, or the experiment cannot go on."""
+"""How a run ends early: the run was cancelled, the experiment cannot go on, or a stage was disrupted and
+may run again."""
 
 from __future__ import annotations
 
@@ -14,3 +15,12 @@ class ExperimentFailed(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+class StageDisrupted(Exception):
+    """The stage's pods were taken away (evicted, preempted, deleted, their node lost): nothing the experiment
+    did, so the stage may run again from scratch under spec.stageRetries."""
+
+    def __init__(self, cause: str):
+        super().__init__(cause)
+        self.cause = cause

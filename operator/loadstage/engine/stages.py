@@ -7,13 +7,16 @@ continues after them, so a restarted operator neither loses nor repeats a stage.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
 from loadstage.api.types import Experiment
 from loadstage.engine.backend import Backend
 from loadstage.engine.clock import now
-from loadstage.engine.steps import stage_step, warmup_step
-from loadstage.results.model import Artifact, VariantRecord
+from loadstage.engine.errors import ExperimentFailed, StageDisrupted
+from loadstage.engine.steps import Step, stage_step, warmup_step
+from loadstage.results.measurement import StageMeasurement
+from loadstage.results.model import Artifact, Retry, VariantRecord
 from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
 from loadstage.results.thresholds import capacity
 
@@ -29,6 +32,18 @@ def new_status(experiment: Experiment) -> dict[str, Any]:
         "variants": [{"index": v.index, "settings": v.settings(), "stages": []}
                      for v in experiment.variants()],
     }
+
+
+ATTEMPT_KEYS = ("attempt", "retries")
+
+
+def _with_attempts(status: dict[str, Any], progress: dict[str, Any]) -> dict[str, Any]:
+    """The progress of a step, carrying its attempts so far when status.progress is of the same step (a run
+    resumed after an operator restart), and no other step's."""
+    before = status.get("progress") or {}
+    fresh = {k: v for k, v in progress.items() if k not in ATTEMPT_KEYS}
+    same = all(before.get(k) == fresh.get(k) for k in ("variant", "stage"))
+    return {**fresh, **{k: before[k] for k in ATTEMPT_KEYS if same and k in before}}
 
 
 class StageEngine:
@@ -73,17 +88,18 @@ class StageEngine:
             warmup = warmup_step(self.experiment, variant)
             if warmup is not None and not record.warmed_up:
                 await self._set(status, phase="Running", message=f"running {warmup.label()}",
-                                progress={**progress, "injectors": warmup.stage.injectors})
-                await self.backend.run_stage(warmup)
+                                progress=_with_attempts(status, {**progress, "injectors": warmup.stage.injectors}))
+                await self._run_step(warmup, status)
                 record.warmed_up = True
                 status["variants"][variant.index] = record.to_status()
                 await self.on_update(status)
             for number in range(len(record.stages) + 1, len(spec.stages) + 1):
                 step = stage_step(self.experiment, variant, number)
                 progress = {**progress, "stage": f"{number}/{len(spec.stages)}", "injectors": step.stage.injectors}
+                progress = _with_attempts(status, progress)
                 await self._set(status, phase="Running", progress=progress, message=f"running {step.label()}")
-                measurement = await self.backend.run_stage(step)
-                result = stage_result(self.experiment, number, step.stage, measurement)
+                measurement, retries = await self._run_step(step, status)
+                result = replace(stage_result(self.experiment, number, step.stage, measurement), retries=retries)
                 record.stages.append(result)
                 artifacts.append(measurement.artifact)
                 kept.append(Artifact.from_artifact(measurement.artifact))
@@ -99,3 +115,25 @@ class StageEngine:
             await self.backend.finish_variant(variant)
         await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now())
         return status
+
+    async def _run_step(self, step: Step, status: dict[str, Any]) -> tuple[StageMeasurement, tuple[Retry, ...]]:
+        """Runs the step, and again from scratch each time its pods are taken away, up to spec.stageRetries
+        times. The attempt in flight and the retries so far are in status.progress before each attempt starts,
+        so that a restarted operator resumes that attempt."""
+        progress = status["progress"]
+        retries = tuple(Retry.from_status(r) for r in progress.get("retries", ()))
+        step = replace(step, attempt=len(retries) + 1)
+        while True:
+            try:
+                return await self.backend.run_stage(step), retries
+            except StageDisrupted as e:
+                allowed = self.experiment.spec.stage_retries
+                if step.attempt > allowed:
+                    raise ExperimentFailed("StageDisrupted", f"{step.label()}: {e.cause}; no retry left "
+                                                             f"(spec.stageRetries: {allowed})") from None
+                retries += (Retry(step.attempt, now(), e.cause),)
+                await self.backend.discard_stage(step)
+                step = step.again()
+                await self._set(status, progress={**progress, "attempt": step.attempt,
+                                                  "retries": [r.to_status() for r in retries]},
+                                message=f"running {step.label()}; attempt {step.attempt - 1}: {e.cause}")

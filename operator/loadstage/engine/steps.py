@@ -3,7 +3,7 @@ it; a backend that prepares the next stage early asks it what comes next."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from loadstage.api.types import Experiment, Stage, Variant
 
@@ -15,6 +15,7 @@ class Step:
     stage: Stage
     number: int | None      # 1-based stage number; None for the warm-up
     stages: int
+    attempt: int = 1        # a stage disrupted and run again is the same stage, attempt 2, 3...
 
     @property
     def warmup(self) -> bool:
@@ -22,11 +23,16 @@ class Step:
 
     @property
     def run_id(self) -> str:
-        """The step's short name in its processes and objects: v1-warmup, v1-s2."""
-        return f"v{self.variant.index + 1}-" + ("warmup" if self.warmup else f"s{self.number}")
+        """The step's short name in its processes and objects: v1-warmup, v1-s2, and v1-s2-a2 for its retry."""
+        return (f"v{self.variant.index + 1}-" + ("warmup" if self.warmup else f"s{self.number}")
+                + (f"-a{self.attempt}" if self.attempt > 1 else ""))
+
+    def again(self) -> Step:
+        return replace(self, attempt=self.attempt + 1)
 
     def label(self) -> str:
         which = "warm-up" if self.warmup else f"stage {self.number}/{self.stages}"
+        which += f", attempt {self.attempt}" if self.attempt > 1 else ""
         return f"variant {self.variant.index + 1}/{self.variants} ({self.variant.label()}), {which}"
 
 

@@ -60,6 +60,14 @@ class KubernetesBackend:
     async def finish_variant(self, variant: Variant) -> None:
         pass
 
+    async def discard_stage(self, step: Step) -> None:
+        exp = self.context.experiment
+        for kind, name in (("Job", manifests.master_name(exp, step)), ("Job", manifests.workers_name(exp, step)),
+                           ("Service", manifests.master_name(exp, step)),
+                           ("PodDisruptionBudget", manifests.stage_budget(exp, step)["metadata"]["name"])):
+            await self.children.delete(kind, name)
+        self.context.on_event("StageDisrupted", f"{step.label()}: its Jobs are deleted; the stage runs again")
+
     async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
         return await self.stored.saved_artifacts(variant, count)
 
@@ -71,6 +79,8 @@ class KubernetesBackend:
         created = await self.children.create(manifests.master_job(
             exp, step, self.defaults, self.runner_ips, self.target.server_port)) or created
         created = await self.children.create(manifests.workers_job(exp, step, self.defaults)) or created
+        budget = manifests.stage_budget(exp, step)
+        await self.children.create(budget)
         c.on_event("StageStarted" if created else "StageResumed",
                    f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
         sampling_from = now()
@@ -80,6 +90,7 @@ class KubernetesBackend:
                 PodMetricsSampler(c.custom, c.namespace, selector,
                                   metrics_interval(step.stage.duration)) as pod_metrics:
             pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
+        await self.children.delete("PodDisruptionBudget", budget["metadata"]["name"])
         summary = parse_summary(terminated.get("message"), master)
         artifact = {} if step.warmup else await self.stored.keep_artifact(step, pod, stored_before=not created)
         sample = redis_sampler.result

@@ -24,11 +24,16 @@ class Children:
         self._create_calls = {"Deployment": c.apps.create_namespaced_deployment,
                               "Service": c.core.create_namespaced_service,
                               "Job": c.batch.create_namespaced_job,
-                              "ConfigMap": c.core.create_namespaced_config_map}
+                              "ConfigMap": c.core.create_namespaced_config_map,
+                              "PodDisruptionBudget": c.policy.create_namespaced_pod_disruption_budget}
         self._read_calls = {"Deployment": c.apps.read_namespaced_deployment,
                             "Service": c.core.read_namespaced_service,
                             "Job": c.batch.read_namespaced_job,
-                            "ConfigMap": c.core.read_namespaced_config_map}
+                            "ConfigMap": c.core.read_namespaced_config_map,
+                            "PodDisruptionBudget": c.policy.read_namespaced_pod_disruption_budget}
+        self._delete_calls = {"Service": c.core.delete_namespaced_service,
+                              "Job": c.batch.delete_namespaced_job,
+                              "PodDisruptionBudget": c.policy.delete_namespaced_pod_disruption_budget}
 
     async def create(self, manifest: dict) -> bool:
         """Creates the object, or adopts it if it exists, is owned by this experiment and is not being
@@ -65,6 +70,15 @@ class Children:
             await call(self.context.apps.patch_namespaced_deployment, manifest["metadata"]["name"],
                        self.context.namespace, manifest)
 
+    async def delete(self, kind: str, name: str) -> None:
+        """Deletes the object (a Job with its pods), if it is there."""
+        try:
+            await call(self._delete_calls[kind], name, self.context.namespace,
+                       body=client.V1DeleteOptions(propagation_policy="Background"))
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
     async def read(self, kind: str, name: str):
         try:
             return await call(self._read_calls[kind], name, self.context.namespace)
@@ -93,15 +107,18 @@ class Children:
 
 
 def delete_children(api: client.ApiClient, namespace: str, experiment_name: str) -> int:
-    """Deletes the experiment's Jobs (with their pods), Deployments and Services; idempotent.
+    """Deletes the experiment's Jobs (with their pods), Deployments, Services and disruption budgets; idempotent.
     Its results ConfigMaps stay until the experiment itself is deleted. Returns how many were deleted."""
     selector = f"{LABEL_EXPERIMENT}={experiment_name}"
     background = client.V1DeleteOptions(propagation_policy="Background")
     batch, apps, core = client.BatchV1Api(api), client.AppsV1Api(api), client.CoreV1Api(api)
+    policy = client.PolicyV1Api(api)
     deleted = 0
     for lister, deleter in ((batch.list_namespaced_job, batch.delete_namespaced_job),
                             (apps.list_namespaced_deployment, apps.delete_namespaced_deployment),
-                            (core.list_namespaced_service, core.delete_namespaced_service)):
+                            (core.list_namespaced_service, core.delete_namespaced_service),
+                            (policy.list_namespaced_pod_disruption_budget,
+                             policy.delete_namespaced_pod_disruption_budget)):
         for item in lister(namespace, label_selector=selector).items:
             if item.metadata.deletion_timestamp is not None:
                 continue

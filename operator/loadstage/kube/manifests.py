@@ -261,6 +261,16 @@ def _job(name: str, lbls: dict[str, str], pod: dict, *, count: int, deadline: in
                      "template": {"metadata": {"labels": lbls}, "spec": pod}}}
 
 
+def stage_budget(experiment: Experiment, step: Step) -> dict[str, Any]:
+    """A PodDisruptionBudget that lets no pod of the running stage be evicted: `kubectl drain` waits for the
+    stage to end instead of cutting it short (preemption and a lost node still can; the stage then runs again)."""
+    name = f"{experiment.name}-{step.run_id}"
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": _meta(name, labels(experiment, "stage", **{LABEL_RUN: step.run_id})),
+            "spec": {"maxUnavailable": 0,
+                     "selector": {"matchLabels": {LABEL_EXPERIMENT: experiment.name, LABEL_RUN: step.run_id}}}}
+
+
 def _stage_deadline(step: Step) -> int:
     return int(step.stage.duration) + STAGE_DEADLINE_GRACE_SECONDS
 

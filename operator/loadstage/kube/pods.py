@@ -51,6 +51,23 @@ def master_terminated(pods: list[Pod], step: Step):
     return None
 
 
+# A pod's status.reason when the cluster, not its own container, ended it.
+DISRUPTION_REASONS = {"Evicted", "Preempting", "NodeLost", "NodeShutdown", "Shutdown", "Terminated"}
+
+
+def disruption(pod: Pod) -> str | None:
+    """How the cluster took the pod away (an eviction, a preemption, its node lost, a deletion), or None."""
+    status = pod.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            return f"was taken away ({condition.get('reason')}: {condition.get('message')})"
+    if status.get("reason") in DISRUPTION_REASONS:
+        return f"was taken away ({status['reason']}: {status.get('message')})"
+    if pod["metadata"].get("deletionTimestamp"):
+        return "was deleted"
+    return None
+
+
 def loss(pod: Pod) -> str | None:
     """Why a stage pod is gone for good (deleted, evicted, its container failed), or None."""
     status = pod.get("status") or {}

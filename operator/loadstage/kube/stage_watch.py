@@ -9,15 +9,17 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from loadstage.api.names import LABEL_RUN
-from loadstage.engine.errors import ExperimentFailed
+from loadstage.engine.errors import ExperimentFailed, StageDisrupted
 from loadstage.engine.injectors import LostInjectors
 from loadstage.engine.steps import Step
 from loadstage.kube import manifests
 from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
 from loadstage.kube.pod_watch import WATCH_SECONDS, NamespacePods
-from loadstage.kube.pods import Pod, cannot_start, containers, job_of, loss, master_terminated
+from loadstage.kube.pods import Pod, cannot_start, containers, disruption, job_of, loss, master_terminated
 from loadstage.kube.stored_results import StoredResults
+
+ABSENT_MASTER_CHECK_SECONDS = 15    # how often the master Job is read while it has no pod
 
 
 class StageWatch:
@@ -25,9 +27,11 @@ class StageWatch:
         self.context, self.pods, self.stored = context, pods, stored
 
     async def wait_for_master(self, step: Step, resumed: bool):
-        """Waits on the stage's pods. Every WATCH_SECONDS with nothing seen, checks whether either Job
-        failed without a pod to show it. Returns the master pod's name, its terminated state and the
-        injectors lost on the way (onLost: Continue), which are kept on the worker Job as they are seen."""
+        """Waits on the stage's pods. Every WATCH_SECONDS with nothing seen (ABSENT_MASTER_CHECK_SECONDS while
+        the master has no pod), checks whether either Job ended without a pod to show it. Returns the master
+        pod's name, its terminated state and the injectors lost on the way (onLost: Continue), which are kept
+        on the worker Job as they are seen. Raises StageDisrupted when the cluster took the master, or under
+        onLost: Fail an injector, away."""
         c = self.context
         exp = c.experiment
         master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
@@ -35,32 +39,40 @@ class StageWatch:
                              await self.stored.lost_before(workers) if resumed else None)
         seen: set[str] = {entry["injector"] for entry in lost.entries()}
         unrecorded: set[str] = set()
+        masters_seen: set[str] = set()
+        absent = [True]     # no master pod: only the Job's status can tell whether it was there and went
 
         def ended(current: dict[str, Pod]):
             fatal = cannot_start(current.values())
             if fatal:
                 raise ExperimentFailed("InjectorNotStarting", f"{step.label()}: {fatal}")
-            masters = [p for p in current.values() if job_of(p) == master]
-            for pod in masters:
-                if pod["metadata"].get("deletionTimestamp"):
-                    return "deleted", pod
-            found = master_terminated(masters, step)
+            masters = {name: pod for name, pod in current.items() if job_of(pod) == master}
+            for name, pod in masters.items():
+                if cause := disruption(pod):
+                    return "disrupted", f"the Locust master pod {name} {cause}"
+            found = master_terminated(list(masters.values()), step)
             if found is not None:
                 return "finished", found
+            if gone := masters_seen - masters.keys():
+                return "disrupted", f"the Locust master pod {', '.join(sorted(gone))} was deleted"
+            masters_seen.update(masters)
+            absent[0] = not masters
             mine = {name: pod for name, pod in current.items() if job_of(pod) == workers}
             causes = {name: loss(pod) for name, pod in mine.items()}
             causes.update({name: "was deleted" for name in seen - mine.keys()})
             for name, cause in causes.items():
                 if cause is None or name in lost:
                     continue
+                if exp.spec.injectors.on_lost == "Fail" and (name not in mine or disruption(mine[name])):
+                    return "disrupted", f"injector pod {name} {disruption(mine[name]) if name in mine else cause}"
                 message = lost.lose(name, cause, described=f"injector pod {name}")
                 unrecorded.add(name)
                 c.on_event("InjectorLost", f"{message}; the stage goes on (onLost: Continue)")
             seen.update(mine)
             return ("lost", None) if unrecorded else None
         while True:
-            found = await self.pods.until(exp.name, {LABEL_RUN: step.run_id}, ended,
-                                          c.stopped, timeout=WATCH_SECONDS)
+            found = await self.pods.until(exp.name, {LABEL_RUN: step.run_id}, ended, c.stopped,
+                                          timeout=ABSENT_MASTER_CHECK_SECONDS if absent[0] else WATCH_SECONDS)
             if found is not None:
                 what, detail = found
                 if what == "lost":
@@ -69,24 +81,33 @@ class StageWatch:
                     continue
                 if what == "finished":
                     return (*detail, lost.entries())
-                failure = await self._job_failure(master)
-                raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master pod "
-                                                      f"{detail['metadata']['name']} {loss(detail)}"
-                                       + (f"; Job {master} failed: {failure}" if failure else ""))
+                raise StageDisrupted(detail)
+            if absent[0] and await self._job_succeeded(master):
+                raise StageDisrupted(f"the Locust master pod of Job {master} finished, but was deleted before "
+                                     f"its result was read")
             for job_name in (master, workers):
                 failure = await self._job_failure(job_name)
                 if failure:
                     raise ExperimentFailed("StageFailed", f"{step.label()}: Job {job_name} failed: {failure}"
                                            + self._master_output(master))
 
-    async def _job_failure(self, name: str) -> str | None:
+    async def _job_status(self, name: str):
         try:
-            job = await call(self.context.batch.read_namespaced_job_status, name, self.context.namespace)
+            return (await call(self.context.batch.read_namespaced_job_status, name, self.context.namespace)).status
         except ApiException as e:
             if e.status == 404:
-                return "the Job was deleted"
+                return None
             raise
-        for condition in job.status.conditions or []:
+
+    async def _job_succeeded(self, name: str) -> bool:
+        status = await self._job_status(name)
+        return status is not None and (status.succeeded or 0) > 0
+
+    async def _job_failure(self, name: str) -> str | None:
+        status = await self._job_status(name)
+        if status is None:
+            return "the Job was deleted"
+        for condition in status.conditions or []:
             if condition.type == "Failed" and condition.status == "True":
                 return f"{condition.reason}: {condition.message}"
         return None

@@ -101,6 +101,9 @@ class LocalBackend:
         if self.cancel.is_set():
             raise Cancelled()
 
+    def discard_stage(self, step: Step) -> None:
+        """Never asked: a local stage's processes are not taken away by anyone else, so it is never disrupted."""
+
     def finish_variant(self, variant: Variant) -> None:
         self._drop_ahead()
         self._stop_retired(grace=5.0)

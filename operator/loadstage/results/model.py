@@ -96,6 +96,21 @@ class LostInjector:
 
 
 @dataclass(frozen=True)
+class Retry:
+    """An attempt of a stage that was disrupted, and run again."""
+    attempt: int
+    at: str
+    cause: str
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "Retry":
+        return cls(d["attempt"], d["at"], d["cause"])
+
+    def to_status(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "at": self.at, "cause": self.cause}
+
+
+@dataclass(frozen=True)
 class StageResult:
     stage: int
     injectors: int
@@ -120,6 +135,11 @@ class StageResult:
     error_kinds: int | None = None
     lost_injectors: tuple[LostInjector, ...] = ()
     verdict: Verdict | None = None
+    retries: tuple[Retry, ...] = ()     # the disrupted attempts before the one these figures are of
+
+    @property
+    def attempts(self) -> int:
+        return len(self.retries) + 1
 
     @classmethod
     def from_status(cls, d: dict[str, Any]) -> "StageResult":
@@ -139,7 +159,8 @@ class StageResult:
             corrected_latency=Latency.from_status(d["correctedLatencyMs"]) if "correctedLatencyMs" in d else None,
             redis_peak_covers=d.get("redisPeakCovers"), error_kinds=d.get("errorKinds"),
             lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in lost),
-            verdict=Verdict.from_status(d["verdict"]) if "verdict" in d else None)
+            verdict=Verdict.from_status(d["verdict"]) if "verdict" in d else None,
+            retries=tuple(Retry.from_status(r) for r in d.get("retries", ())))
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -165,6 +186,9 @@ class StageResult:
                                        "injectors": [e.to_status() for e in self.lost_injectors]}
         if self.verdict is not None:
             result["verdict"] = self.verdict.to_status()
+        if self.retries:
+            result["attempts"] = self.attempts
+            result["retries"] = [r.to_status() for r in self.retries]
         return result
 
     def load(self, by_users: bool) -> int:
