@@ -628,6 +628,43 @@ def test_a_finished_master_deleted_while_no_operator_ran_is_retried_within_60s(c
                                             "but was deleted before its result was read")
 
 
+def test_a_runner_pod_that_restarts_and_drops_out_mid_stage_is_recorded_and_flagged(cluster, namespace, operator,
+                                                                                    real_stage):
+    """The test plays the kubelet of a runner pod: its container restarted twice (OOMKilled), and the pod was
+    not ready for a while."""
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder()).returncode == 0
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
+    victim, steady = pods(cluster, namespace, "loadstage.io/role=runner,loadstage.io/experiment=cluster-ladder")
+    cs = victim.status.container_statuses[0]
+    restarted = {"name": cs.name, "image": cs.image, "imageID": "", "ready": False, "restartCount": 2,
+                 "started": True, "state": {"running": {"startedAt": "2026-11-23T10:00:00Z"}},
+                 "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled",
+                                              "startedAt": "2026-11-23T09:59:00Z",
+                                              "finishedAt": "2026-11-23T10:00:00Z"}}}
+    unready = [{"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "False"}]
+    cluster.core.patch_namespaced_pod_status(victim.metadata.name, namespace, {"status": {
+        "conditions": unready, "containerStatuses": [restarted]}})
+    time.sleep(3)
+    cluster.core.patch_namespaced_pod_status(victim.metadata.name, namespace, {"status": {
+        "conditions": [{"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}],
+        "containerStatuses": [{**restarted, "ready": True}]}})
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    target = stage["target"]
+    assert target["restarts"] == 2 and target.get("servedRequests") is None   # a count across a restart
+    (pod,) = target["pods"]
+    assert pod["pod"] == victim.metadata.name and pod["causes"] == ["OOMKilled (exit 137)"]
+    assert 2.5 <= pod["unreadySeconds"] <= 6, pod
+    assert target["unreadySeconds"] == pod["unreadySeconds"]
+    assert steady.metadata.name not in json.dumps(target)
+    assert cluster.status(namespace, "cluster-ladder")["variants"][0].get("capacity") is None
+    report = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/cluster-ladder", "-n", namespace],
+                            capture_output=True, text=True, env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+    assert "2†" in report.stdout and "† the target was not steady" in report.stdout, report
+
+
 def test_with_on_lost_continue_the_stage_finishes_and_records_the_lost_injector(cluster, namespace, operator,
                                                                               real_stage):
     operator()

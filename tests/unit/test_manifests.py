@@ -123,8 +123,11 @@ def test_runner_deployment():
                          "runner_app.app:app"]
     env = {x["name"]: x["value"] for x in c["env"]}
     assert env["REDIS_URL"] == "redis://demo-redis:6379/0" and env["X"] == "1"
-    assert c["readinessProbe"] == {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2}
-    assert c["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}
+    assert c["readinessProbe"] == {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2,
+                                   "timeoutSeconds": 2}
+    # a saturated server answers late, not never: only one stuck for a minute is restarted
+    assert c["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10,
+                                  "timeoutSeconds": 5, "failureThreshold": 6}
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]}}
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True

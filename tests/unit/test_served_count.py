@@ -39,3 +39,8 @@ def test_a_counter_absent_before_the_first_request_counted_zero_and_one_absent_t
     assert served_between({"a": None, "b": 3}, {"a": 5, "b": 10}) == 12
     assert served_between({"a": None}, {"a": None}) is None
     assert served_between({"a": 1}, None) is None and served_between({"a": 1}, {"b": 2}) is None
+
+
+def test_a_counter_that_went_back_restarted_and_its_count_is_unknown_never_negative():
+    assert served_between({"a": 900, "b": 10}, {"a": 40, "b": 20}) is None
+    assert served_between({"a": 900}, {"a": None}) is None

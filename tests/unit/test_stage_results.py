@@ -13,9 +13,9 @@ from loadstage.engine import argv as commands
 from loadstage.engine.steps import Step
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
-from loadstage.reports.terminal import render_capacity, render_report, render_table
+from loadstage.reports.terminal import render_capacity, render_report, render_status, render_table
 from loadstage.results.measurement import StageMeasurement
-from loadstage.results.model import Artifact, RunResults, StageResult, VariantRecord
+from loadstage.results.model import Artifact, RunResults, StageResult, TargetPodHealth, VariantRecord
 from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
 from loadstage.results.thresholds import capacity, verdict
 from support.documents import BASE
@@ -85,6 +85,48 @@ def test_an_injector_bound_stage_never_counts_toward_capacity():
     assert capacity(stages).injectors == 20
     assert capacity(_ladder((10, True, False), (15, True, True))).injectors == 10
     assert capacity(_ladder((10, True, True))) is None
+
+
+def test_a_stage_whose_target_restarted_is_flagged_in_every_table_and_never_counts_toward_capacity():
+    e = experiment(matrix={"threads": [2, 3]}, thresholds={"p99": "500ms"},
+                   stages=[{"injectors": n, "duration": "10s"} for n in (10, 15)])
+    restarted = (TargetPodHealth("runner-7d9-abcde", 3, 41.5, ("Error (exit 137)", "Container runner failed "
+                                 "liveness probe, will be restarted")),)
+    variants = []
+    for v in e.variants():
+        stages = []
+        for i, s in enumerate(e.spec.stages):
+            m = _measured(p99=100 + 50 * i)
+            m.summary["servedRequests"] = 1000
+            if v.index == 0 and i == 1:
+                m = dataclasses.replace(m, target_pods=restarted)
+            stages.append(stage_result(e, i + 1, s, m))
+        variants.append(VariantRecord(v.index, v.settings(), stages, judged=True, capacity=capacity(stages),
+                                      aggregate=variant_aggregate(stages, [Artifact()] * len(stages))))
+    steady, unsteady = variants[0].stages
+    assert unsteady.to_status()["target"] == {
+        "peakCpuCores": None, "peakMemoryBytes": None, "servedRequests": None, "restarts": 3,
+        "unreadySeconds": 41.5, "pods": [{"pod": "runner-7d9-abcde", "restarts": 3, "unreadySeconds": 41.5,
+                                          "causes": ["Error (exit 137)",
+                                                     "Container runner failed liveness probe, will be restarted"]}]}
+    assert steady.target.served_requests == 1000 and steady.target.unsteady() is None
+    assert variants[0].capacity.stage == 1 and variants[1].capacity.stage == 2
+
+    run = RunResults("Succeeded", "", None, None, variants, p99_pivot(variants))
+    report = render_report(run)
+    stage_table = report.split("\n\n")[0].splitlines()
+    assert stage_table[0].split("|")[-2].strip() == "Target"
+    assert [c.strip() for c in stage_table[3].split("|")][:2] == ["threads=2", "15†"]
+    assert "3 restart(s), 41.5 s unready" in stage_table[3]
+    assert stage_table[2].split("|")[-2].strip() == "steady"
+    headline = report.split("Per variant, over all its stages:\n")[1].splitlines()
+    assert headline[2].startswith("threads=2†") and headline[3].startswith("threads=3 ")
+    pivot = report.split("99th percentile per stage (ms):\n")[1].splitlines()
+    assert pivot[3].split("|")[-2].strip() == "150†" and not pivot[3].rstrip().endswith("†")
+    assert "† the target was not steady during the stage" in report
+    lines = render_status(run).splitlines()
+    assert ("variant 1 stage 2: target 3 restart(s), 41.5 s unready (runner-7d9-abcde: 3 restart(s), "
+            "Error (exit 137), Container runner failed liveness probe, will be restarted, 41.5 s unready)") in lines
 
 
 def test_master_and_worker_command_lines():

@@ -62,8 +62,13 @@ class Probe:
     failure_threshold: int | None
 
 
-def _probe(*, http_get: HttpGet | None = None, tcp_socket: TcpSocket | None = None, period_seconds: int = 2) -> Probe:
-    return Probe(http_get, tcp_socket, None, None, period_seconds, None, None, None)
+READINESS_TIMEOUT_SECONDS = 2
+LIVENESS_TIMEOUT_SECONDS, LIVENESS_FAILURES = 5, 6
+
+
+def _probe(*, http_get: HttpGet | None = None, tcp_socket: TcpSocket | None = None, period_seconds: int = 2,
+           timeout_seconds: int | None = None, failure_threshold: int | None = None) -> Probe:
+    return Probe(http_get, tcp_socket, None, None, period_seconds, timeout_seconds, None, failure_threshold)
 
 
 @dataclass(frozen=True)
@@ -163,13 +168,17 @@ class Target:
         """The spec's readiness probe; else the runner app's /readyz, or for any other app its port open."""
         if self.readiness_probe is not None:
             return self.readiness_probe
-        return _probe(http_get=HttpGet("/readyz", None)) if self.runner_app else _probe(tcp_socket=TcpSocket(None))
+        if not self.runner_app:
+            return _probe(tcp_socket=TcpSocket(None))
+        return _probe(http_get=HttpGet("/readyz", None), timeout_seconds=READINESS_TIMEOUT_SECONDS)
 
     def liveness(self) -> Probe | None:
         """The spec's liveness probe; else the runner app's /healthz, and none for any other app."""
         if self.liveness_probe is not None or not self.runner_app:
             return self.liveness_probe
-        return _probe(http_get=HttpGet("/healthz", None), period_seconds=10)
+        # answered by the server under test, behind its queue: only a server stuck for a minute is restarted
+        return _probe(http_get=HttpGet("/healthz", None), period_seconds=10, timeout_seconds=LIVENESS_TIMEOUT_SECONDS,
+                      failure_threshold=LIVENESS_FAILURES)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from loadstage.kube.pod_watch import PodWatches
 from loadstage.kube.stage_watch import StageWatch, parse_summary
 from loadstage.kube.stored_results import StoredResults
 from loadstage.kube.target import Target
+from loadstage.kube.target_health import TargetHealth
 from loadstage.results.measurement import StageMeasurement
 from loadstage.samplers.redis import AsyncRedisSampler
 
@@ -37,7 +38,7 @@ class KubernetesBackend:
                  redis_sample_url: str | None = None):
         self.context = context
         self.defaults = defaults
-        pods = pod_watches(context.namespace)
+        pods = self.pods = pod_watches(context.namespace)
         self.children = Children(context)
         self.stored = StoredResults(context, self.children)
         self.target = Target(context, self.children, pods, defaults)
@@ -88,7 +89,8 @@ class KubernetesBackend:
         redis_url = self.redis_sample_url if c.experiment.spec.redis.used else None
         async with AsyncRedisSampler(redis_url, password=self.redis_password) as redis_sampler, \
                 PodMetricsSampler(c.custom, c.namespace, selector,
-                                  metrics_interval(step.stage.duration)) as pod_metrics:
+                                  metrics_interval(step.stage.duration)) as pod_metrics, \
+                TargetHealth(c, self.pods) as target_health:
             pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
         await self.children.delete("PodDisruptionBudget", budget["metadata"]["name"])
         summary = parse_summary(terminated.get("message"), master)
@@ -101,4 +103,4 @@ class KubernetesBackend:
             redis_peak_covers=sample.covers("stage" if created else
                                             f"from {sampling_from}: the operator restarted mid-stage"),
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory,
-            lost_injectors=lost)
+            lost_injectors=lost, target_pods=await target_health.pods())

@@ -52,11 +52,12 @@ def scrape_served_requests(metrics_urls: list[str], counter: str = REQUEST_METRI
 
 def served_between(before: dict[str, int | None] | None, after: dict[str, int | None] | None) -> int | None:
     """Requests served between two readings of the same instances; None if they are not comparable (an
-    instance could not be read, or the set of instances changed) or no instance has the counter even at the
-    end (the app does not count that way). A counter with labels appears with its first request: absent
-    before, it counted 0."""
+    instance could not be read, the set of instances changed, or a count went back: the process restarted and
+    what it served before is lost) or no instance has the counter even at the end (the app does not count
+    that way). A counter with labels appears with its first request: absent before, it counted 0."""
     if before is None or after is None or before.keys() != after.keys():
         return None
     if all(count is None for count in after.values()):
         return None
-    return sum((after[i] or 0) - (before[i] or 0) for i in after)
+    served = {i: (after[i] or 0) - (before[i] or 0) for i in after}
+    return None if any(n < 0 for n in served.values()) else sum(served.values())

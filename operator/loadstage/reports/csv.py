@@ -16,7 +16,8 @@ SETTINGS = ["server", "pods", "workers", "threads", "workerClass"]
 FIGURES = ["requests", "failures", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms",
            "maxMs", "p999Reliable"]
 TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores", "targetPeakMemoryBytes",
-        "targetServedRequests", "injectorPeakCpuPercent", "injectorBound", "passed", "violations"]
+        "targetServedRequests", "targetRestarts", "targetUnreadySeconds", "injectorPeakCpuPercent", "injectorBound",
+        "attempts", "passed", "violations"]
 
 
 def columns(run: RunResults) -> list[str]:
@@ -43,7 +44,8 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
         "redisPeakConnections": stage.redis_peak_connections,
         "redisConnectionsReceived": stage.redis_connections_received,
         "targetPeakCpuCores": target.peak_cpu_cores, "targetPeakMemoryBytes": target.peak_memory_bytes,
-        "targetServedRequests": target.served_requests,
+        "targetServedRequests": target.served_requests, "targetRestarts": target.restarts,
+        "targetUnreadySeconds": target.unready_seconds, "attempts": stage.attempts,
         "injectorPeakCpuPercent": stage.injector_peak_cpu_percent, "injectorBound": stage.injector_bound,
         "passed": None if verdict is None else verdict.passed,
         "violations": None if verdict is None else "; ".join(verdict.violations),

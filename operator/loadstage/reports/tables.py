@@ -16,7 +16,10 @@ HEADLINE_COLUMNS = ["50th", "90th", "95th", "99th", "99.9th", "GETs avg", "POSTs
 RESOURCE_COLUMNS = ["Injectors", "Users", "Requests", "req/s", "Errors", "Error rate", "Target CPU (cores)",
                     "Target RSS (MiB)", "Redis peak"]
 THIN_P999 = "*"
+UNSTEADY = "†"
 FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to the maximum and says little.",
+             UNSTEADY: "† the target was not steady during the stage: a pod restarted, was taken away, or was out "
+                       "of its Service (not ready); the stage does not count toward capacity.",
              "injector-bound": "injector-bound: an injector's CPU went over 90%; the stage measured the injectors, "
                                "not the target, and does not count toward capacity."}
 Table = tuple[list[str], list[list[str]]]
@@ -85,6 +88,19 @@ def target_cpu(variant: VariantRecord, cores: float | None) -> str:
     return text if cores is None or limit is None else f"{text} ({cores / limit:.0%})"
 
 
+def unsteady(run: RunResults) -> bool:
+    return any(s.target.unsteady() for v in run.variants for s in v.stages)
+
+
+def flagged(text: str, stages: list[StageResult]) -> str:
+    """The text, marked if any of these stages loaded an unsteady target."""
+    return text + UNSTEADY if any(s.target.unsteady() for s in stages) else text
+
+
+def _target_health(stage: StageResult) -> list[str]:
+    return [(stage.target.unsteady() or "steady").removeprefix("target ")]
+
+
 def _verdict(stage: StageResult) -> str:
     v = stage.verdict
     text = "-" if v is None else ("pass" if v.passed else "FAIL: " + "; ".join(v.violations))
@@ -101,29 +117,36 @@ def _per_stage(run: RunResults, columns: list[str], cells: Callable[[VariantReco
 
 def stage_rows(run: RunResults) -> Table:
     has_verdicts = any(s.verdict is not None or s.injector_bound for v in run.variants for s in v.stages)
+    health = unsteady(run)
 
     def cells(_: VariantRecord, s: StageResult) -> list[str]:
-        return [str(s.injectors), count(s.users), *percentiles(s.latency),
+        return [flagged(str(s.injectors), [s]), count(s.users), *percentiles(s.latency),
                 method_cell(s.by_method, "GET", "mean"), method_cell(s.by_method, "GET", "p99"),
                 method_cell(s.by_method, "POST", "mean"), method_cell(s.by_method, "POST", "p99"),
-                count(s.requests), count(s.redis_peak_connections), *([_verdict(s)] if has_verdicts else [])]
-    return _per_stage(run, STAGE_COLUMNS + (["Verdict"] if has_verdicts else []), cells)
+                count(s.requests), count(s.redis_peak_connections), *(_target_health(s) if health else []),
+                *([_verdict(s)] if has_verdicts else [])]
+    return _per_stage(run, STAGE_COLUMNS + (["Target"] if health else []) + (["Verdict"] if has_verdicts else []),
+                      cells)
 
 
 def resource_rows(run: RunResults) -> Table:
     """What each stage cost the target, and what failed: the servers comparison's other columns."""
+    health = unsteady(run)
+
     def cells(variant: VariantRecord, s: StageResult) -> list[str]:
-        return [str(s.injectors), count(s.users), count(s.requests), number(s.rps, ",.0f"), count(s.failures),
-                number(s.error_rate, ".2%"), target_cpu(variant, s.target.peak_cpu_cores),
-                number(mib(s.target.peak_memory_bytes), ",.0f"), count(s.redis_peak_connections)]
+        return [flagged(str(s.injectors), [s]), count(s.users), count(s.requests), number(s.rps, ",.0f"),
+                count(s.failures), number(s.error_rate, ".2%"), target_cpu(variant, s.target.peak_cpu_cores),
+                number(mib(s.target.peak_memory_bytes), ",.0f"), count(s.redis_peak_connections),
+                *(_target_health(s) if health else [])]
     limited = any(cpu_limit_cores(v) is not None for v in run.variants)
     columns = [c.replace("(cores)", "(cores, % of limit)") if limited else c for c in RESOURCE_COLUMNS]
-    return _per_stage(run, columns, cells)
+    return _per_stage(run, columns + (["Target"] if health else []), cells)
 
 
 def headline_rows(run: RunResults) -> Table:
     """One row per variant over all its stages: the ONS layout's first table."""
-    rows = [[variant_label(run, variant), *percentiles(a.latency), method_cell(a.by_method, "GET", "mean"),
+    rows = [[flagged(variant_label(run, variant), variant.stages), *percentiles(a.latency),
+             method_cell(a.by_method, "GET", "mean"),
              method_cell(a.by_method, "POST", "mean"), count(a.requests), count(a.redis_peak_connections)]
             for variant in run.variants if (a := variant.aggregate)]
     return ["Variant", *HEADLINE_COLUMNS], rows
@@ -134,8 +157,10 @@ def pivot_rows(run: RunResults, users: bool = True) -> Table:
     pivot = run.p99_by_stage
     users = users and all(r.users is not None for r in pivot)
     header = ["Injectors", *(["Users"] if users else []), *(variant_label(run, v) for v in run.variants)]
+    def p99(variant: VariantRecord, row_stage: int, value: float | None) -> str:
+        return flagged(format_ms(value), [s for s in variant.stages if s.stage == row_stage])
     return header, [[str(r.injectors), *([count(r.users)] if users else []),
-                     *(format_ms(p) for p in r.p99_ms_by_variant)] for r in pivot]
+                     *(p99(v, r.stage, p) for v, p in zip(run.variants, r.p99_ms_by_variant))] for r in pivot]
 
 
 def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Variant", "Verdict")) -> str:
@@ -150,4 +175,5 @@ def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("V
 
 def footnotes(cells: list[str]) -> list[str]:
     return ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in cells) else []) + \
+           ([FOOTNOTES[UNSTEADY]] if any(c.endswith(UNSTEADY) for c in cells) else []) + \
            ([FOOTNOTES["injector-bound"]] if any("(injector-bound)" in c for c in cells) else [])

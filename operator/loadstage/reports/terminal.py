@@ -39,7 +39,8 @@ def render_report(run: RunResults) -> str:
     if resources_table:
         parts += ["", "Errors and target resources per stage (peaks while the stage ran):",
                   render(resources_header, resources_table)]
-    notes = footnotes([c for rows in (stage_table, headline_table) for row in rows for c in row])
+    notes = footnotes([c for rows in (stage_table, headline_table, pivot_table, resources_table)
+                       for row in rows for c in row])
     if notes:
         parts += ["", *notes]
     return "\n".join(parts)
@@ -53,9 +54,12 @@ def render_capacity(run: RunResults) -> list[str]:
         settings = ", ".join(f"{k}={v}" for k, v in variant.settings.items() if v is not None)
         cap = variant.capacity
         if cap is None:
-            bound = [str(s.stage) for s in variant.stages if s.injector_bound and s.verdict and s.verdict.passed]
-            why = (f"stage {', '.join(bound)} passed, but its injectors were CPU-bound" if bound
-                   else "no stage met every threshold")
+            passed = [s for s in variant.stages if s.verdict and s.verdict.passed]
+            bound = [str(s.stage) for s in passed if s.injector_bound]
+            unsteady = [str(s.stage) for s in passed if s.target.unsteady()]
+            why = "; ".join([*([f"stage {', '.join(bound)} passed, but its injectors were CPU-bound"] if bound else []),
+                             *([f"stage {', '.join(unsteady)} passed, but its target was not steady"]
+                               if unsteady else [])]) or "no stage met every threshold"
             lines.append(f"Capacity ({settings}): none; {why}")
             continue
         knee = f"; stage {cap.first_failed_stage} was the first to fail" if cap.first_failed_stage else ""
@@ -68,6 +72,9 @@ def render_cross_check(run: RunResults) -> list[str]:
     lines = []
     for variant in run.variants:
         for s in variant.stages:
+            if unsteady := s.target.unsteady():
+                pods = "; ".join(p.describe() for p in s.target.pods)
+                lines.append(f"variant {variant.index + 1} stage {s.stage}: {unsteady} ({pods})")
             served = s.target.served_requests
             if served is None:
                 continue

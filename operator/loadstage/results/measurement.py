@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadstage.results.model import TargetPodHealth
+
 
 @dataclass(frozen=True)
 class StageMeasurement:
@@ -19,3 +21,4 @@ class StageMeasurement:
     target_peak_cpu_cores: float | None = None
     target_peak_memory_bytes: int | None = None
     lost_injectors: list[dict[str, Any]] = field(default_factory=list)   # {"injector", "at", "cause"}
+    target_pods: tuple[TargetPodHealth, ...] | None = None   # the unsteady ones; None: not watched

@@ -58,18 +58,72 @@ class MethodFigures:
 
 
 @dataclass(frozen=True)
+class TargetPodHealth:
+    """A target pod that restarted, was taken away, or was out of its Service (not ready) during a stage."""
+    pod: str
+    restarts: int
+    unready_seconds: float
+    causes: tuple[str, ...] = ()    # of its restarts: how the container ended, what the kubelet said
+    gone: str | None = None         # how it was taken away
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "TargetPodHealth":
+        return cls(d["pod"], d.get("restarts", 0), d.get("unreadySeconds", 0.0), tuple(d.get("causes", ())),
+                   d.get("gone"))
+
+    def to_status(self) -> dict[str, Any]:
+        return _omit_none([("pod", self.pod), ("restarts", self.restarts), ("unreadySeconds", self.unready_seconds),
+                           ("causes", list(self.causes)), ("gone", self.gone)])
+
+    def describe(self) -> str:
+        """'runner-abc: 2 restart(s), Error (exit 137), Liveness probe failed: ..., 12 s unready'."""
+        said = [f"{self.restarts} restart(s)" if self.restarts else "", *self.causes, self.gone or "",
+                f"{self.unready_seconds:g} s unready" if self.unready_seconds else ""]
+        return f"{self.pod}: " + ", ".join(s for s in said if s)
+
+    @property
+    def interrupted(self) -> bool:
+        """Its processes did not serve the whole stage."""
+        return self.restarts > 0 or self.gone is not None
+
+
+@dataclass(frozen=True)
 class TargetFigures:
     peak_cpu_cores: float | None = None
     peak_memory_bytes: int | None = None
     served_requests: int | None = None     # the target's own count of the stage's requests
+    pods: tuple[TargetPodHealth, ...] | None = None     # None: the target's health was not watched (local)
+
+    @property
+    def restarts(self) -> int | None:
+        return None if self.pods is None else sum(p.restarts for p in self.pods)
+
+    @property
+    def unready_seconds(self) -> float | None:
+        return None if self.pods is None else round(sum(p.unready_seconds for p in self.pods), 1)
+
+    def unsteady(self) -> str | None:
+        """Why the stage did not load a steady target (restarts, pods gone or out of the Service), or None."""
+        if not self.pods:
+            return None
+        gone = sum(1 for p in self.pods if p.gone)
+        said = [f"{self.restarts} restart(s)" if self.restarts else "",
+                f"{gone} pod(s) taken away" if gone else "",
+                f"{self.unready_seconds:g} s unready" if self.unready_seconds else ""]
+        return "target " + ", ".join(s for s in said if s)
 
     @classmethod
     def from_status(cls, d: dict[str, Any]) -> "TargetFigures":
-        return cls(d.get("peakCpuCores"), d.get("peakMemoryBytes"), d.get("servedRequests"))
+        pods = None if "restarts" not in d else tuple(TargetPodHealth.from_status(p) for p in d.get("pods", ()))
+        return cls(d.get("peakCpuCores"), d.get("peakMemoryBytes"), d.get("servedRequests"), pods)
 
     def to_status(self) -> dict[str, Any]:
-        return {"peakCpuCores": self.peak_cpu_cores, "peakMemoryBytes": self.peak_memory_bytes,
-                "servedRequests": self.served_requests}
+        result = {"peakCpuCores": self.peak_cpu_cores, "peakMemoryBytes": self.peak_memory_bytes,
+                  "servedRequests": self.served_requests}
+        if self.pods is not None:
+            result.update(restarts=self.restarts, unreadySeconds=self.unready_seconds,
+                          pods=[p.to_status() for p in self.pods])
+        return result
 
 
 @dataclass(frozen=True)

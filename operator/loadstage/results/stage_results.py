@@ -35,7 +35,7 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
                    for method, row in s["byMethod"].items()},
         redis_peak_connections=m.redis_peak_connections,
         redis_connections_received=m.redis_connections_received,
-        target=TargetFigures(m.target_peak_cpu_cores, m.target_peak_memory_bytes, s.get("servedRequests")),
+        target=target_figures(m, s.get("servedRequests")),
         injector_peak_cpu_percent=s.get("injectorPeakCpuPercent"),
         injector_bound=bool(s.get("injectorBound")),
         corrected_latency=Latency.from_status(s["correctedLatencyMs"]) if "correctedLatencyMs" in s else None,
@@ -45,6 +45,13 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
     if experiment.spec.thresholds is not None:
         result = replace(result, verdict=verdict(result, experiment.spec.thresholds))
     return result
+
+
+def target_figures(m: StageMeasurement, served: int | None) -> TargetFigures:
+    """A count the target kept across a restart is of two processes, or lost: it is left unknown."""
+    restarted = any(p.interrupted for p in m.target_pods or ())
+    return TargetFigures(m.target_peak_cpu_cores, m.target_peak_memory_bytes, None if restarted else served,
+                         m.target_pods)
 
 
 def method_figures(requests: int, failures: int, mean_ms: float | None, p99_ms: float | None) -> MethodFigures:

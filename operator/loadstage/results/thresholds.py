@@ -21,14 +21,15 @@ def verdict(stage: StageResult, thresholds: Thresholds) -> Verdict:
 
 def capacity(stages: list[StageResult]) -> Capacity | None:
     """The knee: the last stage, in ladder order, before the first stage that failed a threshold.
-    A stage whose injectors were CPU-bound measured the injectors, not the target: it never counts,
-    though the search goes on past it. None if no stage qualifies."""
+    A stage whose injectors were CPU-bound measured the injectors, not the target, and one whose target was
+    not steady (restarts, pods gone or out of the Service) measured something else: neither counts, though
+    the search goes on past them. None if no stage qualifies."""
     best, first_failed = None, None
     for stage in sorted(stages, key=lambda s: s.stage):
         if not (stage.verdict and stage.verdict.passed):
             first_failed = stage.stage
             break
-        if not stage.injector_bound:
+        if not stage.injector_bound and not stage.target.unsteady():
             best = stage
     if best is None:
         return None
