@@ -665,6 +665,41 @@ def test_a_runner_pod_that_restarts_and_drops_out_mid_stage_is_recorded_and_flag
     assert "2†" in report.stdout and "† the target was not steady" in report.stdout, report
 
 
+def test_a_resource_quota_that_refuses_the_injectors_fails_the_experiment_within_60s_naming_it(cluster, namespace,
+                                                                                             operator):
+    cluster.core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "four-pods"},
+                                                              "spec": {"hard": {"pods": "4"}}})
+    wait_for(lambda: cluster.core.read_namespaced_resource_quota("four-pods", namespace).status.hard)
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder()).returncode == 0   # redis, 2 runners, master: 4 pods
+    master = wait_for(lambda: cluster.batch.list_namespaced_job(
+        namespace, label_selector="app.kubernetes.io/component=locust-master").items, timeout=60)[0]
+    stage_started = master.metadata.creation_timestamp.timestamp()
+    wait_phase(cluster, namespace, "cluster-ladder", "Failed", timeout=90)
+    took = time.time() - stage_started
+    status = cluster.status(namespace, "cluster-ladder")
+    print(f"\nquota refusal: Failed {took:.0f}s after the stage's Jobs were created")
+    assert took <= 60
+    assert status["reason"] == "PodsRefused"
+    assert status["message"].startswith("variant 1/1 (gunicorn pods=2 workers=2 threads=2 gthread), stage 1/1: "
+                                        "Job cluster-ladder-v1-s1-workers cannot create its pods: "), status
+    assert "exceeded quota: four-pods" in status["message"], status
+
+
+def test_an_unschedulable_injector_fails_after_spec_scheduling_timeout_with_the_schedulers_reason(
+        cluster, namespace, operator):
+    operator()
+    doc = one_stage_ladder(resources={"requests": {"cpu": "64"}, "limits": {"cpu": "64"}})   # kwok nodes have 32
+    doc["spec"]["schedulingTimeout"] = "5s"
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_phase(cluster, namespace, "cluster-ladder", "Failed", timeout=60)
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "Unschedulable"
+    assert re.search(r"stage 1/1: pod cluster-ladder-v1-s1-workers-\w+ found no node in 5s "
+                     r"\(spec.schedulingTimeout\): 0/\d+ nodes are available: .*Insufficient cpu", status["message"]), \
+        status["message"]
+
+
 def test_with_on_lost_continue_the_stage_finishes_and_records_the_lost_injector(cluster, namespace, operator,
                                                                               real_stage):
     operator()

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -306,6 +307,56 @@ def test_a_teams_own_deployment_in_place_survives_an_operator_restart_and_is_res
     assert progress == sorted(progress), progress
     print("\nhttpbin InPlace on the real node:", [(s["injectors"], s["requests"], s["latencyMs"]["p99"],
                                                    s["target"].get("peakCpuCores")) for s in stages])
+
+
+def evict(node, namespace, pod):
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace=namespace))
+    try:
+        node.core.create_namespaced_pod_eviction(pod, namespace, body)
+        return 201, ""
+    except ApiException as e:
+        return e.status, e.body
+
+
+def test_an_evicted_master_reruns_its_stage_and_a_target_restarted_by_its_probe_is_on_record(node):
+    """One runner thread with ~180 ms per request under 20 users without waits: a liveness probe that allows
+    1 s queues behind the requests and fails, and the kubelet restarts the server. Stage 2's master is evicted
+    (once its disruption budget is out of the way)."""
+    namespace = node.restricted_namespace("lx-disrupted")
+    doc = experiment("disrupted", pods=1, stages=((1, "20s"),) * 3, cleanup="Delete", usersPerInjector=20,
+                     spawnRatePerInjector=20, waitTime={"min": "1ms", "max": "2ms"})
+    doc["spec"]["target"].update(workers=1, threads=1, env={"RUNNER_DELAY": "slow"}, livenessProbe={
+        "httpGet": {"path": "/healthz"}, "periodSeconds": 2, "timeoutSeconds": 1, "failureThreshold": 2})
+    del doc["spec"]["thresholds"]
+    apply(node, namespace, doc)
+    wait_running_master(node, namespace, "disrupted-v1-s2-master")
+    (master,) = node.core.list_namespaced_pod(namespace, label_selector="job-name=disrupted-v1-s2-master").items
+    refused, said = evict(node, namespace, master.metadata.name)
+    assert refused == 429 and "disruption budget" in said, (refused, said)
+    node.policy.delete_namespaced_pod_disruption_budget("disrupted-v1-s2", namespace)
+    assert evict(node, namespace, master.metadata.name)[0] == 201
+    wait_for(lambda: status(node, namespace, "disrupted").get("phase") in ("Succeeded", "Failed"), timeout=240)
+    final = status(node, namespace, "disrupted")
+    (ARTIFACTS / "disrupted-status.yaml").write_text(yaml.safe_dump(final, sort_keys=False))
+    assert final["phase"] == "Succeeded", final.get("message")
+    stages = final["variants"][0]["stages"]
+    assert [s.get("attempts", 1) for s in stages] == [1, 2, 1]
+    (retry,) = stages[1]["retries"]
+    assert retry["cause"].startswith(f"the Locust master pod {master.metadata.name} was taken away "
+                                     f"(EvictionByEvictionAPI"), retry
+    restarted = [s for s in stages if s["target"]["restarts"]]
+    assert restarted, [s["target"] for s in stages]
+    causes = [c for s in restarted for pod in s["target"]["pods"] for c in pod.get("causes", ())]
+    assert any("liveness probe" in c for c in causes), causes
+    assert all(s["target"].get("servedRequests") is None for s in restarted)
+    report = subprocess.run([sys.executable, "-m", "loadstage.cli", "report", "lx/disrupted", "-n", namespace],
+                            capture_output=True, text=True, env={**os.environ, "KUBECONFIG": node.kubeconfig})
+    (ARTIFACTS / "disrupted-report.txt").write_text(report.stdout + report.stderr)
+    assert "\u2020 the target was not steady" in report.stdout, report.stderr
+    print(f"\nevicted and restarted: attempts {[s.get('attempts', 1) for s in stages]}, target restarts "
+          f"{[s['target']['restarts'] for s in stages]}, unready s {[s['target']['unreadySeconds'] for s in stages]}")
 
 
 def test_deleting_an_experiment_mid_stage_leaves_no_object_and_no_container(node):

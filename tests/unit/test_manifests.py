@@ -245,11 +245,14 @@ def test_stage_jobs_and_master_service():
     assert workers["metadata"]["name"] == "demo-v1-s1-workers"
     assert workers["spec"]["parallelism"] == workers["spec"]["completions"] == 10
     assert master["spec"]["parallelism"] == 1 and master["spec"]["backoffLimit"] == 0
-    assert master["spec"]["activeDeadlineSeconds"] == 1200 + manifests.STAGE_DEADLINE_GRACE_SECONDS
+    # the master waits for its workers as long as they may wait for a node (5m) and pull an image (2m)
+    assert master["spec"]["activeDeadlineSeconds"] == 1200 + 300 + 120 + manifests.STAGE_DEADLINE_GRACE_SECONDS
     mc = master["spec"]["template"]["spec"]["containers"][0]
     assert mc["args"] == commands.locust_master_command(
         e, e.spec.stages[0], host="http://demo-runner:8000", summary_file="/dev/termination-log",
-        artifact_file="-", target_metrics=["http://10.244.0.7:8000/metrics", "http://10.244.0.8:8000/metrics"])
+        artifact_file="-", target_metrics=["http://10.244.0.7:8000/metrics", "http://10.244.0.8:8000/metrics"],
+        workers_wait=420)
+    assert mc["args"][mc["args"].index("--expect-workers-max-wait") + 1] == "420"
     assert mc["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert service["spec"]["selector"].items() <= master["spec"]["template"]["metadata"]["labels"].items()
     assert service["spec"]["ports"][0]["port"] == 5557

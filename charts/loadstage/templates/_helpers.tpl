@@ -77,6 +77,11 @@ app.kubernetes.io/component: operator
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, create, patch, delete]
+# Why pods do not come or were restarted: their controllers' FailedCreate Events (a ResourceQuota refusing
+# them) and the kubelet's Killing Events (a failed liveness probe). Read only.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [list]
 # A disruption budget per running stage, so that a drain waits for it; deleted when the stage ends.
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]

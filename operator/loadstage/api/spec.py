@@ -295,6 +295,11 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
                         "mid-stage (evicted, preempted, deleted, their node lost); its partial numbers are "
                         "discarded and the stage records each retry's cause. A pod that fails by itself is "
                         "never retried.", minimum=0, maximum=5, default=1),
+    "schedulingTimeout": Duration("How long a pod of the experiment (target or Locust) may wait for a node, "
+                                  "unschedulable, before the experiment fails naming the scheduler's reason; long "
+                                  "enough for a cluster autoscaler to add a node. A Locust master waits this long, "
+                                  "plus 2 minutes to pull an image, for its workers.",
+                                  minimum="1s", maximum="1h", default="5m"),
 }, required=["stages"], rules=[
     Rule(None, "spec is immutable once created; delete the experiment and create it again",
          cel="self == oldSelf"),

@@ -289,6 +289,7 @@ class Spec:
     thresholds: Thresholds | None
     cleanup: str
     stage_retries: int = 1
+    scheduling_timeout: float = 300.0
 
 
 @dataclass(frozen=True)

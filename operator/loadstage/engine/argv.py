@@ -125,8 +125,10 @@ def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) ->
 def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, summary_file: str,
                           artifact_file: str, target_metrics: list[str], progress_file: str | None = None,
                           bind_host: str = "*", bind_port: int = LOCUST_MASTER_PORT,
-                          custom_locustfile: str | None = None, start_file: str | None = None) -> list[str]:
+                          custom_locustfile: str | None = None, start_file: str | None = None,
+                          workers_wait: int = EXPECT_WORKERS_MAX_WAIT_SECONDS) -> list[str]:
     """`summary_file` gets the stage's headline, `artifact_file` its histograms and rows (`-`: stdout);
+    `workers_wait`: how long the master waits for all its workers to connect;
     `target_metrics`: the target's metrics URLs (spec.target.metrics.path), for its own count of the stage's
     requests (spec.target.metrics.counter);
     `start_file`: the load starts when it exists (the local engine starts a stage ahead)."""
@@ -136,7 +138,7 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
     argv = ["locust", "-f", locustfiles(experiment, custom_locustfile),
             "--master", "--master-bind-host", bind_host, "--master-bind-port", str(bind_port),
             "--expect-workers", str(stage.injectors),
-            "--expect-workers-max-wait", str(EXPECT_WORKERS_MAX_WAIT_SECONDS),
+            "--expect-workers-max-wait", str(workers_wait),
             "--headless", "--users", str(users), "--spawn-rate", f"{spawn_rate:g}",
             "--stage-seconds", f"{stage.duration:g}",
             "--run-time", f"{math.ceil(stage.duration) + RUN_TIME_BACKSTOP_SECONDS}s",

@@ -27,7 +27,7 @@ LOCUSTFILE_DIR = "/etc/loadstage/locustfile"
 CUSTOM_LOCUSTFILE = f"{LOCUSTFILE_DIR}/locustfile.py"
 APP_UID = 10001
 REDIS_UID = 999
-STAGE_DEADLINE_GRACE_SECONDS = argv.EXPECT_WORKERS_MAX_WAIT_SECONDS + 300
+STAGE_DEADLINE_GRACE_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -271,8 +271,13 @@ def stage_budget(experiment: Experiment, step: Step) -> dict[str, Any]:
                      "selector": {"matchLabels": {LABEL_EXPERIMENT: experiment.name, LABEL_RUN: step.run_id}}}}
 
 
-def _stage_deadline(step: Step) -> int:
-    return int(step.stage.duration) + STAGE_DEADLINE_GRACE_SECONDS
+def workers_wait(experiment: Experiment) -> int:
+    """How long a master waits for its workers: they may wait for a node, then pull their image."""
+    return int(experiment.spec.scheduling_timeout) + argv.EXPECT_WORKERS_MAX_WAIT_SECONDS
+
+
+def _stage_deadline(experiment: Experiment, step: Step) -> int:
+    return int(step.stage.duration) + workers_wait(experiment) + STAGE_DEADLINE_GRACE_SECONDS
 
 
 def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ips: list[str],
@@ -282,7 +287,7 @@ def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ip
         experiment, step.stage, host=f"http://{runner_name(experiment)}:{argv.RUNNER_PORT}",
         summary_file=TERMINATION_LOG, artifact_file="-",
         target_metrics=runner_metrics_urls(experiment, runner_ips, server_port),
-        custom_locustfile=custom)
+        custom_locustfile=custom, workers_wait=workers_wait(experiment))
     container = _container(
         "locust-master", experiment.spec.injectors.image or defaults.injector, args, mounts=mounts,
         ports=[{"name": "master", "containerPort": argv.LOCUST_MASTER_PORT, "protocol": "TCP"}],
@@ -291,7 +296,7 @@ def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ip
     lbls = labels(experiment, "locust-master", **{LABEL_RUN: step.run_id})
     return _job(master_name(experiment, step), lbls,
                 _pod_spec([container], APP_UID, restart_policy="Never", volumes=volumes),
-                count=1, deadline=_stage_deadline(step))
+                count=1, deadline=_stage_deadline(experiment, step))
 
 
 def results_name(experiment: Experiment, variant_index: int, number: int) -> str:
@@ -325,5 +330,5 @@ def workers_job(experiment: Experiment, step: Step, defaults: Defaults) -> dict[
     # onLost Continue: lost workers must not fail the Job (which would stop the others)
     return _job(workers_name(experiment, step), lbls,
                 _pod_spec([container], APP_UID, restart_policy="Never", volumes=volumes),
-                count=count, deadline=_stage_deadline(step),
+                count=count, deadline=_stage_deadline(experiment, step),
                 tolerated_failures=count if experiment.spec.injectors.on_lost == "Continue" else 0)

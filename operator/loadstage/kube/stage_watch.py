@@ -3,6 +3,7 @@ injector lost on the way (under spec.injectors.onLost), all seen as they happen.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -17,9 +18,10 @@ from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
 from loadstage.kube.pod_watch import WATCH_SECONDS, NamespacePods
 from loadstage.kube.pods import Pod, cannot_start, containers, disruption, job_of, loss, master_terminated
+from loadstage.kube.scheduling import REFUSAL_GRACE_SECONDS, refused_creation, unschedulable, utc_now
 from loadstage.kube.stored_results import StoredResults
 
-ABSENT_MASTER_CHECK_SECONDS = 15    # how often the master Job is read while it has no pod
+ABSENT_POD_CHECK_SECONDS = 15    # how often the Jobs and their Events are read while pods are missing
 
 
 class StageWatch:
@@ -27,8 +29,8 @@ class StageWatch:
         self.context, self.pods, self.stored = context, pods, stored
 
     async def wait_for_master(self, step: Step, resumed: bool):
-        """Waits on the stage's pods. Every WATCH_SECONDS with nothing seen (ABSENT_MASTER_CHECK_SECONDS while
-        the master has no pod), checks whether either Job ended without a pod to show it. Returns the master
+        """Waits on the stage's pods. Every WATCH_SECONDS with nothing seen (ABSENT_POD_CHECK_SECONDS while
+        pods are missing), checks whether either Job ended without a pod to show it, or cannot create its pods. Returns the master
         pod's name, its terminated state and the injectors lost on the way (onLost: Continue), which are kept
         on the worker Job as they are seen. Raises StageDisrupted when the cluster took the master, or under
         onLost: Fail an injector, away."""
@@ -41,11 +43,15 @@ class StageWatch:
         unrecorded: set[str] = set()
         masters_seen: set[str] = set()
         absent = [True]     # no master pod: only the Job's status can tell whether it was there and went
+        short = [True]      # fewer pods than the Jobs want: the API server may be refusing them
+        since = utc_now() - dt.timedelta(seconds=REFUSAL_GRACE_SECONDS)
 
         def ended(current: dict[str, Pod]):
             fatal = cannot_start(current.values())
             if fatal:
                 raise ExperimentFailed("InjectorNotStarting", f"{step.label()}: {fatal}")
+            if stuck := unschedulable(current.values(), exp.spec.scheduling_timeout):
+                raise ExperimentFailed("Unschedulable", f"{step.label()}: {stuck}")
             masters = {name: pod for name, pod in current.items() if job_of(pod) == master}
             for name, pod in masters.items():
                 if cause := disruption(pod):
@@ -58,6 +64,7 @@ class StageWatch:
             masters_seen.update(masters)
             absent[0] = not masters
             mine = {name: pod for name, pod in current.items() if job_of(pod) == workers}
+            short[0] = not masters or len(mine) < step.stage.injectors
             causes = {name: loss(pod) for name, pod in mine.items()}
             causes.update({name: "was deleted" for name in seen - mine.keys()})
             for name, cause in causes.items():
@@ -72,7 +79,7 @@ class StageWatch:
             return ("lost", None) if unrecorded else None
         while True:
             found = await self.pods.until(exp.name, {LABEL_RUN: step.run_id}, ended, c.stopped,
-                                          timeout=ABSENT_MASTER_CHECK_SECONDS if absent[0] else WATCH_SECONDS)
+                                          timeout=ABSENT_POD_CHECK_SECONDS if short[0] else WATCH_SECONDS)
             if found is not None:
                 what, detail = found
                 if what == "lost":
@@ -82,6 +89,8 @@ class StageWatch:
                 if what == "finished":
                     return (*detail, lost.entries())
                 raise StageDisrupted(detail)
+            if short[0] and (refused := await refused_creation(c, since, jobs=[master, workers])):
+                raise ExperimentFailed("PodsRefused", f"{step.label()}: {refused}")
             if absent[0] and await self._job_succeeded(master):
                 raise StageDisrupted(f"the Locust master pod of Job {master} finished, but was deleted before "
                                      f"its result was read")

@@ -5,6 +5,7 @@ watch and the Deployments' status."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import time
 
 from kubernetes.client.rest import ApiException
@@ -27,9 +28,11 @@ from loadstage.kube.deployment_target import (
 from loadstage.kube.manifests import Defaults
 from loadstage.kube.pod_watch import NamespacePods
 from loadstage.kube.pods import Pod, cannot_start, ready
+from loadstage.kube.scheduling import REFUSAL_GRACE_SECONDS, refused_creation, unschedulable, utc_now
 from loadstage.kube.server_settings import BOOT_LINES, workers_started
 
 SETTINGS_LOG_WAIT_SECONDS = 5    # a ready pod's server may still be booting its other workers
+REFUSAL_CHECK_SECONDS = 15       # how often a target not yet ready has its pods' refusals looked up
 
 
 class Target:
@@ -176,6 +179,8 @@ class Target:
             fatal = cannot_start(current.values())
             if fatal:
                 raise ExperimentFailed("TargetNotReady", fatal)
+            if stuck := unschedulable(current.values(), exp.spec.scheduling_timeout):
+                raise ExperimentFailed("Unschedulable", f"the target's {stuck}")
             live = [p for p in current.values() if not p["metadata"].get("deletionTimestamp")]
             for component, count in want.items():
                 mine = [p for p in live if p["metadata"]["labels"].get(LABEL_ROLE) == component]
@@ -183,15 +188,20 @@ class Target:
                     return None
             return sorted(p["status"].get("podIP", "") for p in live
                           if p["metadata"]["labels"].get(LABEL_ROLE) == "runner")
+        since = utc_now() - dt.timedelta(seconds=REFUSAL_GRACE_SECONDS)
         while True:
-            runner_ips = await self.pods.until(exp.name, {LABEL_ROLE: ",".join(want)}, settled,
-                                               c.stopped, timeout=max(0.0, deadline - time.monotonic()))
+            runner_ips = await self.pods.until(exp.name, {LABEL_ROLE: ",".join(want)}, settled, c.stopped,
+                                               timeout=max(0.0, min(deadline - time.monotonic(), REFUSAL_CHECK_SECONDS)))
+            if not runner_ips and (refused := await refused_creation(c, since, deployments=names)):
+                raise ExperimentFailed("PodsRefused", f"the target: {refused}")
             if runner_ips:
                 waiting = [n for n in names if not await self._deployment_ready(n)]
                 if not waiting:
                     return [ip for ip in runner_ips if ip]
             else:
                 waiting = names
+                if time.monotonic() <= deadline:
+                    continue
             if time.monotonic() > deadline:
                 raise ExperimentFailed("TargetNotReady", f"Deployment {', '.join(waiting)} not ready after "
                                                          f"{timeout:g}s ({await self._readiness(waiting[0])})")

@@ -1,0 +1,64 @@
+"""Pods that will not come by themselves: refused by a ResourceQuota or LimitRange (their controller's
+FailedCreate Event), or unschedulable for longer than spec.schedulingTimeout (their PodScheduled condition).
+Both name the cluster's own reason."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from kubernetes.client.rest import ApiException
+
+from loadstage.kube.client import call
+from loadstage.kube.context import ExperimentContext
+
+REFUSAL_GRACE_SECONDS = 20   # a refusal that lasts: the pods of a discarded attempt may still hold the quota
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _parse(stamp: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+
+
+def unschedulable(pods, timeout: float, at: dt.datetime | None = None) -> str | None:
+    """The first pod the scheduler has found no node for since longer than `timeout` seconds, and why."""
+    at = at or utc_now()
+    for pod in pods:
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") != "PodScheduled" or condition.get("status") != "False" \
+                    or condition.get("reason") != "Unschedulable":
+                continue
+            since = _parse(condition.get("lastTransitionTime"))
+            if since is not None and (at - since).total_seconds() >= timeout:
+                return (f"pod {pod['metadata']['name']} found no node in {timeout:g}s "
+                        f"(spec.schedulingTimeout): {condition.get('message')}")
+    return None
+
+
+def _owned_by(event, kind: str, names: list[str], prefixes: list[str]) -> bool:
+    obj = event.involved_object
+    return obj.kind == kind and (obj.name in names or any(obj.name.startswith(p) for p in prefixes))
+
+
+async def refused_creation(context: ExperimentContext, since: dt.datetime, *, jobs: list[str] = (),
+                           deployments: list[str] = ()) -> str | None:
+    """Why the Jobs' or the Deployments' ReplicaSets cannot create their pods, when the API server has refused
+    them since `since` and for REFUSAL_GRACE_SECONDS (a ResourceQuota, a LimitRange, a policy); else None."""
+    try:
+        events = await call(context.core.list_namespaced_event, context.namespace,
+                            field_selector="reason=FailedCreate")
+    except ApiException:
+        return None
+    at = utc_now()
+    prefixes = [f"{d}-" for d in deployments]
+    for event in events.items:
+        if not (_owned_by(event, "Job", list(jobs), []) or _owned_by(event, "ReplicaSet", [], prefixes)):
+            continue
+        first = event.first_timestamp or event.event_time or event.metadata.creation_timestamp
+        last = event.last_timestamp or event.event_time or first
+        if first is None or last < since or (at - first).total_seconds() < REFUSAL_GRACE_SECONDS:
+            continue
+        return f"{event.involved_object.kind} {event.involved_object.name} cannot create its pods: {event.message}"
+    return None
