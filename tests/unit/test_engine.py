@@ -2,16 +2,18 @@
 
 import asyncio
 import copy
+import json
 
 from locust.stats import RequestStats
 
 from loadstage.api.load import parse_experiment
 from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.errors import ExperimentFailed, StageDisrupted
-from loadstage.engine.stages import StageEngine, new_status
+from loadstage.engine.stages import STATUS_SCHEMA_VERSION, StageEngine, new_status
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
 from loadstage.results.measurement import StageMeasurement
+from support.waiting import ROOT
 
 PHASE_ORDER = {"Pending": 0, "Deploying": 1, "Running": 2, "Succeeded": 3}
 
@@ -127,3 +129,19 @@ def test_a_stage_disrupted_more_often_than_spec_stage_retries_fails_naming_the_c
                              "the Locust master pod of v1-s1-a2 was evicted; no retry left (spec.stageRetries: 1)")
     else:
         raise AssertionError("a stage disrupted twice ran on")
+
+
+def test_a_status_written_mid_run_by_the_version_before_is_resumed_by_this_one():
+    """tests/data/upgrade: `loadstage run -o` of the commit before status.schemaVersion, copied when stage 1 of 2
+    had finished."""
+    document = json.loads((ROOT / "tests" / "data" / "upgrade" / "local-status-before-schema-version.json").read_text())
+    old = document["status"]
+    assert "schemaVersion" not in old and old["phase"] == "Running" and old["progress"]["stage"] == "2/2"
+    exp = parse_experiment({k: document[k] for k in ("apiVersion", "kind", "metadata", "spec")})
+    writes, calls = run(exp, copy.deepcopy(old))
+    assert calls == [("prepare", 0), ("stage", 0, 2), ("finish", 0)]
+    final = writes[-1]
+    assert final["phase"] == "Succeeded" and final["schemaVersion"] == STATUS_SCHEMA_VERSION
+    stages = final["variants"][0]["stages"]
+    assert stages[0] == old["variants"][0]["stages"][0]    # read, and written back, as it was
+    assert [s["stage"] for s in stages] == [1, 2] and final["startedAt"] == old["startedAt"]

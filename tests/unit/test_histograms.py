@@ -13,9 +13,9 @@ from locust.event import Events
 from locust.stats import RequestStats, setup_distributed_stats_event_listeners
 
 from loadstage.locust.recorder import StageRecorder
-from loadstage.locust.summary import INJECTOR_BOUND_PERCENT, TERMINATION_MESSAGE_LIMIT, build
+from loadstage.locust.summary import INJECTOR_BOUND_PERCENT, MAX_ENDPOINTS, TERMINATION_MESSAGE_LIMIT, build
 from loadstage.results import histograms
-from loadstage.results.artifact import encode, fit_artifact
+from loadstage.results.artifact import ARTIFACT_BUDGET, encode, fit_artifact
 from support.waiting import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -140,7 +140,38 @@ def test_the_headline_fits_a_termination_message_and_the_rows_go_to_the_artifact
     headline, artifact = build(stats, recorder, injectors=4)
     assert len(encode(headline)) <= TERMINATION_MESSAGE_LIMIT
     assert len(headline["byMethod"]) == 7 and "correctedLatencyMs" in headline
-    assert len(artifact["endpoints"]) == 1400 and artifact["endpoints"][0]["histogram"]
+    assert len(artifact["endpoints"]) == MAX_ENDPOINTS + 1 and artifact["endpoints"][0]["histogram"]
+    *rows, other = artifact["endpoints"]
+    assert other["name"] == "(other)" and other["folded"] == headline["endpointsFolded"] == 1400 - MAX_ENDPOINTS
+    assert other["requests"] + sum(r["requests"] for r in rows) == headline["requests"] == 4200
+    assert histograms.decode(other["histogram"]).get_total_count() == other["requests"]
+
+
+def test_5000_ungrouped_request_names_fold_into_one_row_and_the_artifact_fits_a_configmap():
+    stats, recorder = RequestStats(), StageRecorder()
+    rng = random.Random(2)
+    for i in range(5000):
+        for _ in range(1 + i % 4):
+            ms = rng.lognormvariate(2, 1.5)
+            stats.log_request("GET", f"/item/{i}", ms, 10)
+            recorder.record("GET", f"/item/{i}", ms)
+    recorder.keep_unsent()
+    headline, artifact = build(stats, recorder)
+    assert headline["endpointsFolded"] == 5000 - MAX_ENDPOINTS
+    fitted = fit_artifact(artifact)
+    assert len(fitted) <= ARTIFACT_BUDGET and "omitted" not in json.loads(fitted)
+
+
+def test_an_artifact_that_cannot_fit_drops_its_rows_and_keeps_every_histogram_a_figure_is_made_of():
+    stats, recorder = RequestStats(), StageRecorder()
+    for i in range(50):
+        stats.log_request("GET", f"/e{i}", 10, 10)
+        recorder.record("GET", f"/e{i}", 10)
+    recorder.keep_unsent()
+    _, artifact = build(stats, recorder)
+    fitted = json.loads(fit_artifact(artifact, budget=2000))
+    assert fitted["omitted"]["endpoints"] == 50 and fitted["endpoints"] == []
+    assert fitted["histogram"] == artifact["histogram"] and fitted["byMethod"] == artifact["byMethod"]
 
 
 def test_an_artifact_too_large_for_a_configmap_drops_the_least_requested_histograms_and_says_so():

@@ -31,6 +31,8 @@ def status_schema() -> dict[str, Any]:
         "type": "object",
         "description": "What the operator observed; written by the operator only.",
         "properties": {
+            "schemaVersion": {"type": "integer", "description": "The version of this status's layout, for an operator "
+                                                                "that resumes it (absent: 1)."},
             "phase": _string("Pending, Deploying, Running, Succeeded or Failed.", enum=PHASES),
             "reason": _string("A CamelCase reason for the phase, e.g. TargetNotReady."),
             "message": _string("What the experiment is doing or waiting for, in words."),

@@ -25,8 +25,12 @@ async def _ignore(status: dict[str, Any]) -> None:
     pass
 
 
+STATUS_SCHEMA_VERSION = 2   # 1: before the status said; every earlier version is read as it is
+
+
 def new_status(experiment: Experiment) -> dict[str, Any]:
     return {
+        "schemaVersion": STATUS_SCHEMA_VERSION,
         "phase": "Pending",
         "message": "waiting to start",
         "variants": [{"index": v.index, "settings": v.settings(), "stages": []}
@@ -61,6 +65,7 @@ class StageEngine:
     async def run(self, status: dict[str, Any] | None = None) -> dict[str, Any]:
         status = status or new_status(self.experiment)
         status.setdefault("startedAt", now())
+        status["schemaVersion"] = STATUS_SCHEMA_VERSION
         spec = self.experiment.spec
         variants = self.experiment.variants()
         records = [VariantRecord.from_status(v) for v in status["variants"]]

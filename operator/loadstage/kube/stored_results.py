@@ -36,8 +36,9 @@ class StoredResults:
         if artifact is None:
             raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master {pod} printed no "
                                                   f"artifact line; end of its log: {log[-500:]!r}")
-        await self.children.create(manifests.results_configmap(c.experiment, step, fit_artifact(artifact)))
-        return artifact
+        fitted = fit_artifact(artifact)
+        await self.children.create(manifests.results_configmap(c.experiment, step, fitted))
+        return json.loads(fitted)   # what is kept, with what had to be left out (`omitted`)
 
     async def _read_artifact(self, name: str) -> dict[str, Any] | None:
         try:

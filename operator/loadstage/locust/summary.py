@@ -17,6 +17,8 @@ from loadstage.results import histograms
 TERMINATION_MESSAGE_LIMIT = 4096
 INJECTOR_BOUND_PERCENT = 90.0      # an injector above this measured itself, not the target
 MAX_ERRORS = 50
+MAX_ENDPOINTS = 300     # request names with a row of their own; the rest are folded into one "(other)" row
+OTHER = "(other)"
 
 
 def _rows_of(recorded: dict[Row, Any], keys: Iterable[Row]):
@@ -77,11 +79,17 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None,
             fields["correctedHistogram"] = _encoded(_rows_of(recorder.corrected, selected))
         return fields
 
+    endpoints = [{"method": m, "name": n, **figures([(m, n)]), **histogram_fields([(m, n)])}
+                 for m, n in keys[:MAX_ENDPOINTS]]
+    if folded := keys[MAX_ENDPOINTS:]:   # ungrouped names (/item/<id>): one row, its figures still exact
+        headline["endpointsFolded"] = len(folded)
+        endpoints.append({"method": "*", "name": OTHER, "folded": len(folded), **figures(folded),
+                          **histogram_fields(folded)})
     artifact: dict[str, Any] = {
         "histogramUnit": "ns",
         **histogram_fields(keys),
         "byMethod": {m: histogram_fields([k for k in keys if k[0] == m]) for m in methods},
-        "endpoints": [{"method": m, "name": n, **figures([(m, n)]), **histogram_fields([(m, n)])} for m, n in keys],
+        "endpoints": endpoints,
         "errors": [{"method": err.method, "name": err.name, "error": str(err.error)[:500],
                     "occurrences": err.occurrences}
                    for err in sorted(stats.errors.values(), key=lambda x: -x.occurrences)][:MAX_ERRORS],

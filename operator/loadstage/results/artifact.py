@@ -31,7 +31,8 @@ def artifact_from_log(log: str) -> dict[str, Any] | None:
 
 def fit_artifact(artifact: dict[str, Any], budget: int = ARTIFACT_BUDGET) -> str:
     """The artifact as JSON of at most `budget` bytes: if it is larger, the time series goes first, then
-    the histograms of the least requested endpoints; `omitted` says what was left out."""
+    the histograms of the least requested endpoints, then the endpoint and the error rows themselves (the
+    stage's and each method's histograms stay); `omitted` says what was left out."""
     artifact = json.loads(encode(artifact))
     text = encode(artifact)
     omitted = {"series": False, "endpointHistograms": 0}
@@ -44,6 +45,10 @@ def fit_artifact(artifact: dict[str, Any], budget: int = ARTIFACT_BUDGET) -> str
             endpoint.pop("histogram", None)
             endpoint.pop("correctedHistogram", None)
             omitted["endpointHistograms"] += 1
+        elif artifact.get("endpoints"):
+            omitted["endpoints"], artifact["endpoints"] = len(artifact["endpoints"]), []
+        elif artifact.get("errors"):
+            omitted["errors"], artifact["errors"] = len(artifact["errors"]), []
         else:
             break
         artifact["omitted"] = omitted

@@ -190,6 +190,8 @@ class StageResult:
     lost_injectors: tuple[LostInjector, ...] = ()
     verdict: Verdict | None = None
     retries: tuple[Retry, ...] = ()     # the disrupted attempts before the one these figures are of
+    endpoints_folded: int | None = None     # request names beyond the artifact's rows, in its "(other)" row
+    artifact_omitted: dict[str, Any] | None = None   # what the stored artifact had to leave out to fit
 
     @property
     def attempts(self) -> int:
@@ -214,7 +216,8 @@ class StageResult:
             redis_peak_covers=d.get("redisPeakCovers"), error_kinds=d.get("errorKinds"),
             lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in lost),
             verdict=Verdict.from_status(d["verdict"]) if "verdict" in d else None,
-            retries=tuple(Retry.from_status(r) for r in d.get("retries", ())))
+            retries=tuple(Retry.from_status(r) for r in d.get("retries", ())),
+            endpoints_folded=d.get("endpointsFolded"), artifact_omitted=d.get("artifactOmitted"))
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -243,6 +246,10 @@ class StageResult:
         if self.retries:
             result["attempts"] = self.attempts
             result["retries"] = [r.to_status() for r in self.retries]
+        if self.endpoints_folded:
+            result["endpointsFolded"] = self.endpoints_folded
+        if self.artifact_omitted:
+            result["artifactOmitted"] = self.artifact_omitted
         return result
 
     def load(self, by_users: bool) -> int:

@@ -41,7 +41,8 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         corrected_latency=Latency.from_status(s["correctedLatencyMs"]) if "correctedLatencyMs" in s else None,
         redis_peak_covers=None if m.redis_peak_covers == "stage" else m.redis_peak_covers,
         error_kinds=s.get("errorKinds") or None,
-        lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in m.lost_injectors))
+        lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in m.lost_injectors),
+        endpoints_folded=s.get("endpointsFolded"), artifact_omitted=m.artifact.get("omitted"))
     if experiment.spec.thresholds is not None:
         result = replace(result, verdict=verdict(result, experiment.spec.thresholds))
     return result
