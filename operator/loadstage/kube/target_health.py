@@ -44,6 +44,7 @@ class TargetHealth:
         self._last: tuple[float, dict[str, bool]] | None = None
         self._task: asyncio.Task | None = None
         self._ending = False
+        self._outgoing: set[str] = set()
 
     async def __aenter__(self) -> TargetHealth:
         self._task = asyncio.create_task(self._follow())
@@ -67,6 +68,9 @@ class TargetHealth:
         at = time.monotonic()
         if self._baseline is None:
             self._baseline = {name: restart_count(pod) for name, pod in current.items()}
+            # the previous variant's pods, on their way out as the stage starts: not the stage's target
+            self._outgoing = {name for name, pod in current.items() if pod["metadata"].get("deletionTimestamp")}
+        current = {name: pod for name, pod in current.items() if name not in self._outgoing}
         if self._last is not None:
             since, was_ready = self._last
             for name, ok in was_ready.items():

@@ -1,0 +1,42 @@
+"""The target's health as the pod watch shows it: a stage's restarts, pods taken away and unready seconds,
+from a run of pod states (as the API server sends them)."""
+
+import asyncio
+
+from loadstage.kube.target_health import TargetHealth
+
+
+def pod(name, *, ready=True, restarts=0, deleting=False, last=None):
+    status = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+              "containerStatuses": [{"name": "runner", "restartCount": restarts,
+                                     **({"lastState": {"terminated": last}} if last else {})}]}
+    meta = {"name": name, **({"deletionTimestamp": "2026-11-23T10:00:00Z"} if deleting else {})}
+    return {"metadata": meta, "status": status}
+
+
+class NoEvents:
+    namespace = "default"
+
+    class core:
+        @staticmethod
+        def list_namespaced_event(namespace, field_selector):
+            return type("Events", (), {"items": []})()
+
+
+def health_after(*moments):
+    health = TargetHealth(NoEvents(), None)
+    for current in moments:
+        health._observe({p["metadata"]["name"]: p for p in current})
+    return asyncio.run(health.pods())
+
+
+def test_the_previous_variants_pods_going_away_as_the_stage_starts_are_no_disruption():
+    assert health_after([pod("old", ready=False, deleting=True), pod("new")], [pod("new")]) == ()
+
+
+def test_a_pod_of_the_stage_deleted_or_restarted_is_on_record():
+    (gone,) = health_after([pod("a"), pod("b")], [pod("b")])
+    assert gone.pod == "a" and gone.gone == "was deleted" and gone.interrupted
+    (restarted,) = health_after([pod("a", restarts=1)], [pod("a", restarts=3, last={"reason": "OOMKilled",
+                                                                                     "exitCode": 137})])
+    assert restarted.restarts == 2 and restarted.causes == ("OOMKilled (exit 137)",)
