@@ -31,6 +31,7 @@ from support.kube import (
     finish_stage,
     play_stage,
     pods,
+    policy_reach,
     running_pods_of_job,
     services_port,
     stages_done,
@@ -73,6 +74,8 @@ def ladder(cluster, real_stage, tmp_path_factory):
             found = {s.metadata.name: s for s in cluster.core.list_namespaced_service(namespace).items}
             return found if {"cluster-ladder-runner", "cluster-ladder-redis"} <= found.keys() else None
         seen["services"] = wait_for(target_services)  # created right after the Deployments
+        seen["policies"] = wait_for(lambda: (lambda found: found if len(found) == 3 else None)(
+            cluster.api.sanitize_for_serialization(cluster.networking.list_namespaced_network_policy(namespace).items)))
         for number, injectors in enumerate([2, 4, 6], 1):
             run = f"v1-s{number}"
             master = wait_for(lambda: cluster.batch.list_namespaced_job(
@@ -83,6 +86,9 @@ def ladder(cluster, real_stage, tmp_path_factory):
                 "run": run, "injectors": injectors, "master": master, "workers": workers,
                 "master_service_port": services_port(cluster, namespace, f"cluster-ladder-{run}-master"),
                 "row": cluster.kubectl("get", "lx", "-n", namespace, "--no-headers").stdout.split()})
+            if number == 1:
+                running_pods_of_job(cluster, namespace, workers.metadata.name, injectors)
+                seen["pods"] = {p.metadata.name: p.metadata.labels for p in cluster.core.list_namespaced_pod(namespace).items}
             play_stage(cluster, namespace, "cluster-ladder", run, injectors, real_stage,
                        hold_connections=3 * number, sampler_port=sampler)
             wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == number)
@@ -128,6 +134,22 @@ def test_redis_and_the_runner_get_services_that_select_their_pods(ladder):
     assert services["cluster-ladder-runner"].spec.selector.items() <= \
         ladder["runner"].spec.template.metadata.labels.items()
     assert services["cluster-ladder-redis"].spec.ports[0].port == 6379
+
+
+def test_network_policies_let_only_the_experiments_own_pods_reach_redis_the_master_and_the_runners(ladder):
+    pods = ladder["pods"]
+
+    def named(role):
+        return {n for n, labels in pods.items() if labels.get("loadstage.io/role") == role}
+    assert len(named("runner")) == 2 and len(named("locust-worker")) == 2 and named("redis") and named("locust-master")
+    reach = policy_reach(ladder["policies"], pods)
+    for name in named("redis"):
+        assert reach[name] == named("runner")
+    for name in named("locust-master"):
+        assert reach[name] == named("locust-worker")
+    for name in named("runner"):
+        assert reach[name] == named("locust-master") | named("locust-worker")
+    assert all(p["metadata"]["ownerReferences"][0]["uid"] == ladder["uid"] for p in ladder["policies"])
 
 
 def test_each_stage_is_a_master_job_and_a_worker_job_of_its_injectors(ladder):
@@ -684,6 +706,21 @@ def test_a_resource_quota_that_refuses_the_injectors_fails_the_experiment_within
     assert status["message"].startswith("variant 1/1 (gunicorn pods=2 workers=2 threads=2 gthread), stage 1/1: "
                                         "Job cluster-ladder-v1-s1-workers cannot create its pods: "), status
     assert "exceeded quota: four-pods" in status["message"], status
+
+
+def test_a_resource_quota_that_refuses_the_target_fails_the_experiment_naming_it(cluster, namespace, operator):
+    cluster.core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "two-pods"},
+                                                              "spec": {"hard": {"pods": "2"}}})
+    wait_for(lambda: cluster.core.read_namespaced_resource_quota("two-pods", namespace).status.hard)
+    operator()
+    started = time.monotonic()
+    assert apply(cluster, namespace, one_stage_ladder()).returncode == 0   # redis and 2 runners: 3 pods
+    wait_phase(cluster, namespace, "cluster-ladder", "Failed", timeout=90)
+    assert time.monotonic() - started < 60
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["reason"] == "PodsRefused"
+    assert re.fullmatch(r"the target: ReplicaSet cluster-ladder-(runner|redis)-\w+ cannot create its pods: .*"
+                        r"exceeded quota: two-pods.*", status["message"]), status["message"]
 
 
 def test_an_unschedulable_injector_fails_after_spec_scheduling_timeout_with_the_schedulers_reason(

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from loadstage.results import histograms
+from support.kube import policy_reach
 from support.realnode import OPERATOR_NAMESPACE, LxWatch, RealNode, StatusRecorder, node_setting
 from support.waiting import ROOT, wait_for
 
@@ -333,6 +334,21 @@ def test_an_evicted_master_reruns_its_stage_and_a_target_restarted_by_its_probe_
     apply(node, namespace, doc)
     wait_running_master(node, namespace, "disrupted-v1-s2-master")
     (master,) = node.core.list_namespaced_pod(namespace, label_selector="job-name=disrupted-v1-s2-master").items
+    # the bridge CNI enforces no NetworkPolicy: what is checked is that they select the real pods they mean to
+    pods = {p.metadata.name: p.metadata.labels for p in node.core.list_namespaced_pod(namespace).items}
+    policies = node.api.sanitize_for_serialization(node.networking.list_namespaced_network_policy(namespace).items)
+    reach = policy_reach(policies, pods)
+
+    def named(role):
+        return {n for n, labels in pods.items() if labels.get("loadstage.io/role") == role}
+    assert {n: reach[n] for n in named("redis")} == dict.fromkeys(named("redis"), named("runner"))
+    assert reach[master.metadata.name] == named("locust-worker") != set()
+    assert all(reach[n] == named("locust-master") | named("locust-worker") for n in named("runner"))
+    (operator_pod,) = node.operator_pods()
+    redis_policy = next(p for p in policies if p["metadata"]["name"] == "disrupted-redis")
+    operator_peer = redis_policy["spec"]["ingress"][0]["from"][-1]
+    assert operator_peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": OPERATOR_NAMESPACE}
+    assert operator_peer["podSelector"]["matchLabels"].items() <= operator_pod.metadata.labels.items()
     refused, said = evict(node, namespace, master.metadata.name)
     assert refused == 429 and "disruption budget" in said, (refused, said)
     node.policy.delete_namespaced_pod_disruption_budget("disrupted-v1-s2", namespace)

@@ -53,6 +53,7 @@ class Cluster:
         self.apps = client.AppsV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
         self.policy = client.PolicyV1Api(self.api)
+        self.networking = client.NetworkingV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
 
     def down(self):
@@ -260,3 +261,25 @@ def event_reasons(cluster, namespace, name):
 
 def services_port(cluster, namespace, name):
     return cluster.core.read_namespaced_service(name, namespace).spec.ports[0].port
+
+
+# -- NetworkPolicies, read as the network plugin would match them ------------------------------------
+
+def _selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def policy_reach(policies: list[dict], pods: dict[str, dict]) -> dict[str, set[str]]:
+    """For each pod a policy protects (by name): the pods of the same namespace it admits. `policies` as the
+    API server returns them (dicts), `pods`: labels by pod name. A peer with a namespaceSelector or an
+    ipBlock names no pod of the namespace here."""
+    reach: dict[str, set[str]] = {}
+    for policy in policies:
+        spec = policy["spec"]
+        protected = [name for name, labels in pods.items() if _selects(spec["podSelector"], labels)]
+        admitted = {name for rule in spec.get("ingress") or [] for peer in rule.get("from") or []
+                    if "podSelector" in peer and "namespaceSelector" not in peer and "ipBlock" not in peer
+                    for name, labels in pods.items() if _selects(peer["podSelector"], labels)}
+        for name in protected:
+            reach.setdefault(name, set()).update(admitted)
+    return reach

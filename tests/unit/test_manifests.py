@@ -316,3 +316,56 @@ def test_redis_password_comes_from_the_secret_for_redis_and_the_target():
     plain = experiment()
     assert "--requirepass" not in manifests.redis_deployment(plain, plain.variants()[0], DEFAULTS)[
         "spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+OPERATOR_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "loadstage-system"}},
+                 "podSelector": {"matchLabels": {"app.kubernetes.io/name": "loadstage"}}}
+
+
+def test_network_policies_admit_only_the_experiments_own_pods_the_operator_and_what_the_spec_allows():
+    grafana = {"podSelector": {"matchLabels": {"app": "grafana-agent"}},
+               "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    e = experiment(target={"allowFrom": [grafana, {"ipBlock": {"cidr": "10.8.0.0/16"}}]})
+    policies = {p["metadata"]["name"]: p["spec"] for p in manifests.network_policies(
+        e, replace(DEFAULTS, operator_peer=OPERATOR_PEER), 8000)}
+    assert set(policies) == {"demo-locust-master", "demo-redis", "demo-runner"}
+
+    def peers(name):
+        (rule,) = policies[name]["ingress"]
+        return rule["from"], rule["ports"]
+
+    def pods(role):
+        return {"podSelector": {"matchLabels": {"loadstage.io/experiment": "demo", "loadstage.io/role": role}}}
+    for name, role in (("demo-locust-master", "locust-master"), ("demo-redis", "redis"), ("demo-runner", "runner")):
+        assert policies[name]["podSelector"] == pods(role)["podSelector"]
+        assert policies[name]["policyTypes"] == ["Ingress"]
+    assert peers("demo-locust-master") == ([pods("locust-worker")], [{"protocol": "TCP", "port": 5557}])
+    assert peers("demo-redis") == ([pods("runner"), OPERATOR_PEER], [{"protocol": "TCP", "port": 6379}])
+    assert peers("demo-runner") == ([pods("locust-master"), pods("locust-worker"), OPERATOR_PEER, grafana,
+                                     {"ipBlock": {"cidr": "10.8.0.0/16"}}], [{"protocol": "TCP", "port": 8000}])
+
+
+def test_no_network_policy_when_turned_off_and_none_for_a_deployment_held_in_place():
+    assert manifests.network_policies(experiment(networkPolicies=False), DEFAULTS, 8000) == []
+    held = experiment(target={"deployment": {"name": "shop", "mode": "InPlace"}, "server": "gunicorn"},
+                      redis={"deploy": False})
+    assert [p["metadata"]["name"] for p in manifests.network_policies(held, DEFAULTS, 8080)] == ["demo-locust-master"]
+
+
+def test_an_allow_from_peer_must_say_whom_and_an_ip_block_stands_alone():
+    with pytest.raises(ValidationError) as refused:
+        experiment(target={"allowFrom": [{}, {"ipBlock": {"cidr": "10.0.0.0/8"},
+                                              "podSelector": {"matchLabels": {"a": "b"}}}]})
+    assert refused.value.problems == [
+        ("spec.target.allowFrom[0]", "give podSelector, namespaceSelector or ipBlock"),
+        ("spec.target.allowFrom[1]", "ipBlock stands alone: give it without podSelector and namespaceSelector")]
+
+
+def test_the_operators_peer_comes_from_the_chart_as_json_and_bad_json_names_the_option():
+    from loadstage.cli.operator import operator_peer
+    assert operator_peer(json.dumps(OPERATOR_PEER)) == OPERATOR_PEER and operator_peer(None) is None
+    for bad, said in (("{", "must be JSON"), ('{"ipBlock": {}}', "must be a NetworkPolicy peer")):
+        with pytest.raises(ValidationError) as refused:
+            operator_peer(bad)
+        ((where, message),) = refused.value.problems
+        assert where == "--operator-peer" and message.startswith(said)

@@ -82,6 +82,11 @@ app.kubernetes.io/component: operator
 - apiGroups: [""]
   resources: [events]
   verbs: [list]
+# NetworkPolicies per experiment (spec.networkPolicies): its Redis, Locust masters and target admit only
+# the experiment's own pods and the operator.
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, create, delete]
 # A disruption budget per running stage, so that a drain waits for it; deleted when the stage ends.
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]

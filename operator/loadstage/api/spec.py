@@ -29,9 +29,12 @@ from loadstage.api.types import (
     Exec,
     HttpGet,
     Injectors,
+    IpBlock,
+    LabelSelector,
     Locustfile,
     Matrix,
     Metadata,
+    Peer,
     PodResources,
     Probe,
     Redis,
@@ -181,6 +184,8 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
         "namespace": Str("Must be the experiment's own namespace, where the operator may act; a Deployment "
                          "elsewhere is refused.", max_length=63),
     }, required=["name"]),
+    "allowFrom": ListOf("Who else may reach the target's pods (with spec.networkPolicies): its injectors and "
+                        "the operator always may.", PEER, max_items=20, default=[]),
 }, rules=[Rule(lambda t: t.deployment is None or (
         t.image is None and t.command is None and t.app == DEFAULT_RUNNER_APP and t.readiness_probe is None
         and t.liveness_probe is None),
@@ -188,6 +193,26 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
     "command, readinessProbe or livenessProbe",
     cel=f"!has(self.deployment) || (!has(self.image) && !has(self.command) && (!has(self.app) || self.app == "
         f"'{DEFAULT_RUNNER_APP}') && !has(self.readinessProbe) && !has(self.livenessProbe))")], default={})
+
+_LABELS = MapOf("Labels the selected objects carry, all of them.", Str("Value.", max_length=63),
+                key_pattern=r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", key_hint="a label key")
+PEER = Obj(Peer, "Pods, namespaces or addresses that may reach the target's pods, as in a NetworkPolicy's from: "
+                 "podSelector and namespaceSelector (matchLabels; both together: those pods in those namespaces), "
+                 "or ipBlock.", {
+    "podSelector": Obj(LabelSelector, "Pods by label (in the experiment's namespace, unless namespaceSelector "
+                                      "is given too).", {"matchLabels": _LABELS}, required=["matchLabels"]),
+    "namespaceSelector": Obj(LabelSelector, "Namespaces by label.", {"matchLabels": _LABELS},
+                             required=["matchLabels"]),
+    "ipBlock": Obj(IpBlock, "Addresses.", {
+        "cidr": Str("An IPv4 or IPv6 CIDR, e.g. 10.0.0.0/8.", pattern=r"[0-9a-fA-F:.]+/[0-9]{1,3}",
+                    pattern_hint="a CIDR such as 10.0.0.0/8", max_length=64)}, required=["cidr"]),
+}, rules=[Rule(lambda p: (p.pod_selector or p.namespace_selector) is not None or p.ip_block is not None,
+               "give podSelector, namespaceSelector or ipBlock",
+               cel="has(self.podSelector) || has(self.namespaceSelector) || has(self.ipBlock)"),
+          Rule(lambda p: p.ip_block is None or (p.pod_selector is None and p.namespace_selector is None),
+               "ipBlock stands alone: give it without podSelector and namespaceSelector",
+               cel="!has(self.ipBlock) || (!has(self.podSelector) && !has(self.namespaceSelector))")])
 
 REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per variant, external, or none.", {
     "deploy": Bool("Deploy a fresh Redis for each variant (the default when no url is given); false without a "
@@ -295,6 +320,11 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
                         "mid-stage (evicted, preempted, deleted, their node lost); its partial numbers are "
                         "discarded and the stage records each retry's cause. A pod that fails by itself is "
                         "never retried.", minimum=0, maximum=5, default=1),
+    "networkPolicies": Bool("NetworkPolicies per experiment, so that its deployed Redis accepts only the target's "
+                            "pods and the operator, the Locust masters only the experiment's injectors, and the "
+                            "target (unless it is an existing Deployment held InPlace) only its injectors, the "
+                            "operator and target.allowFrom. They take effect where the cluster's network "
+                            "plugin enforces NetworkPolicies.", default=True),
     "schedulingTimeout": Duration("How long a pod of the experiment (target or Locust) may wait for a node, "
                                   "unschedulable, before the experiment fails naming the scheduler's reason; long "
                                   "enough for a cluster autoscaler to add a node. A Locust master waits this long, "

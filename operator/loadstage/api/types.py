@@ -9,6 +9,7 @@ import itertools
 import math
 import string
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from loadstage.api.quantities import format_duration
 
@@ -142,6 +143,34 @@ class DeploymentTarget:
 
 
 @dataclass(frozen=True)
+class LabelSelector:
+    match_labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class IpBlock:
+    cidr: str
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Who else may reach the target's pods: a NetworkPolicy peer, with label selectors by matchLabels."""
+    pod_selector: LabelSelector | None
+    namespace_selector: LabelSelector | None
+    ip_block: IpBlock | None
+
+    def manifest(self) -> dict[str, Any]:
+        peer: dict[str, Any] = {}
+        if self.pod_selector is not None:
+            peer["podSelector"] = {"matchLabels": dict(self.pod_selector.match_labels)}
+        if self.namespace_selector is not None:
+            peer["namespaceSelector"] = {"matchLabels": dict(self.namespace_selector.match_labels)}
+        if self.ip_block is not None:
+            peer["ipBlock"] = {"cidr": self.ip_block.cidr}
+        return peer
+
+
+@dataclass(frozen=True)
 class Target:
     image: str | None
     app: str
@@ -158,6 +187,7 @@ class Target:
     metrics: TargetMetrics = TargetMetrics(DEFAULT_METRICS_PATH, DEFAULT_COUNTER)
     resources: Resources = NO_RESOURCES
     deployment: DeploymentTarget | None = None
+    allow_from: list[Peer] = field(default_factory=list)
 
     @property
     def runner_app(self) -> bool:
@@ -290,6 +320,7 @@ class Spec:
     cleanup: str
     stage_retries: int = 1
     scheduling_timeout: float = 300.0
+    network_policies: bool = True
 
 
 @dataclass(frozen=True)

@@ -3,16 +3,16 @@ CustomResourceDefinition it serves, and the field reference of the same schema."
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 import threading
 
 from loadstage.api.crd import render_crd
+from loadstage.api.load import parse_pod_resources
 from loadstage.api.reference import render_reference
-from loadstage.api.load import parse_pod_resources
-from loadstage.api.types import DEFAULT_POD_RESOURCES
-from loadstage.api.load import parse_pod_resources
+from loadstage.api.schema import ValidationError
 from loadstage.api.types import DEFAULT_POD_RESOURCES
 from loadstage.cli.parser import EXIT_OK
 from loadstage.kube.manifests import Defaults
@@ -41,7 +41,7 @@ def cmd_operator(args) -> int:
         DEFAULT_POD_RESOURCES   # refused with the value's path (e.g. experimentResources.target.limits.cpu)
     config = handlers.OperatorConfig(
         defaults=Defaults(runner=args.runner_image, injector=args.injector_image, redis=args.redis_image,
-                          resources=resources),
+                          resources=resources, operator_peer=operator_peer(args.operator_peer)),
         namespaces=tuple(args.namespaces or ()), redis_sample_url=args.redis_sample_url,
         metrics_port=args.metrics_port or None, listen_address=args.listen_address)
     liveness = f"http://{args.listen_address}:{args.liveness_port}/healthz" if args.liveness_port else None
@@ -53,6 +53,19 @@ def cmd_operator(args) -> int:
         if election is not None:
             election.release()
     return EXIT_OK
+
+
+def operator_peer(text: str | None) -> dict | None:
+    if not text:
+        return None
+    try:
+        peer = json.loads(text)
+    except ValueError as e:
+        raise ValidationError([("--operator-peer", f"must be JSON: {e}")]) from None
+    if not isinstance(peer, dict) or not peer.keys() <= {"namespaceSelector", "podSelector"} or not peer:
+        raise ValidationError([("--operator-peer", "must be a NetworkPolicy peer: an object with namespaceSelector "
+                                                   "and/or podSelector")])
+    return peer
 
 
 def _lead(args):

@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                     metavar="JSON", help="requests and limits of each kind of pod, where an experiment sets none: "
                                          "{target, redis, locustMaster, locustWorker} (the chart's "
                                          "experimentResources; default: requests only, 50m-100m CPU)")
+    op.add_argument("--operator-peer", default=os.environ.get("LOADSTAGE_OPERATOR_PEER"), metavar="JSON",
+                    help="the operator's own pods as a NetworkPolicy peer ({namespaceSelector, podSelector}; the "
+                         "chart sets it), allowed into each experiment's Redis and target")
     op.add_argument("--redis-sample-url", default=os.environ.get("LOADSTAGE_REDIS_SAMPLE_URL"),
                     help="sample Redis connections at this URL instead of the experiment's Redis Service "
                          "(for an operator outside the cluster, e.g. through kubectl port-forward)")

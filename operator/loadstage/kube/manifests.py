@@ -37,6 +37,7 @@ class Defaults:
     injector: str
     redis: str
     resources: PodResources = DEFAULT_POD_RESOURCES
+    operator_peer: dict[str, Any] | None = None   # the operator's pods, as a NetworkPolicy peer (the chart's)
 
 
 def pod_resources(experiment: Experiment, variant: Variant, defaults: PodResources) -> PodResources:
@@ -259,6 +260,35 @@ def _job(name: str, lbls: dict[str, str], pod: dict, *, count: int, deadline: in
             "spec": {"parallelism": count, "completions": count, "backoffLimit": tolerated_failures,
                      "activeDeadlineSeconds": deadline,
                      "template": {"metadata": {"labels": lbls}, "spec": pod}}}
+
+
+def _ingress_policy(experiment: Experiment, component: str, peers: list[dict[str, Any]], port: int | str,
+                    ) -> dict[str, Any]:
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": _meta(f"{experiment.name}-{component}", labels(experiment, "network-policy")),
+            "spec": {"podSelector": {"matchLabels": _selector(experiment, component)}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": peers, "ports": [{"protocol": "TCP", "port": port}]}]}}
+
+
+def network_policies(experiment: Experiment, defaults: Defaults, server_port: int) -> list[dict[str, Any]]:
+    """Who may reach each pod the experiment deploys: its Redis only from the target and the operator, its
+    Locust masters only from its injectors, the target only from its injectors, the operator and
+    spec.target.allowFrom. An existing Deployment held InPlace serves more than the experiment: none for it."""
+    if not experiment.spec.network_policies:
+        return []
+
+    def pods(component: str) -> dict[str, Any]:
+        return {"podSelector": {"matchLabels": _selector(experiment, component)}}
+    operator = [defaults.operator_peer] if defaults.operator_peer else []
+    policies = [_ingress_policy(experiment, "locust-master", [pods("locust-worker")], argv.LOCUST_MASTER_PORT)]
+    if experiment.spec.redis.deployed:
+        policies.append(_ingress_policy(experiment, "redis", [pods("runner"), *operator], argv.REDIS_PORT))
+    target = experiment.spec.target
+    if target.deployment is None or target.deployment.mode == "Copy":
+        policies.append(_ingress_policy(
+            experiment, "runner", [pods("locust-master"), pods("locust-worker"), *operator,
+                                   *(peer.manifest() for peer in target.allow_from)], server_port))
+    return policies
 
 
 def stage_budget(experiment: Experiment, step: Step) -> dict[str, Any]:

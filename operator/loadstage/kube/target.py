@@ -58,6 +58,8 @@ class Target:
             service_port = self.server_port
         await self.children.create(manifests.runner_service(exp, service_port))
         await self.children.create(manifests.runner_pods_service(exp, service_port))
+        for policy in manifests.network_policies(exp, self.defaults, self.server_port):
+            await self.children.create(policy)
         runner_ips = await self._wait_until_ready(components, variant)
         checked = await self._check_settings(variant) if existing is not None else ""
         self.context.on_event("TargetReady", f"variant {variant.index + 1}: {variant.label()}, "
