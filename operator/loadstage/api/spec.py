@@ -130,6 +130,26 @@ def resources(what: str, *, cpu_limit_minimum: str | None = None, default=None) 
         **({} if default is None else {"default": default}))
 
 
+_LABELS = MapOf("Labels the selected objects carry, all of them.", Str("Value.", max_length=63),
+                key_pattern=r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", key_hint="a label key")
+PEER = Obj(Peer, "Pods, namespaces or addresses that may reach the target's pods, as in a NetworkPolicy's from: "
+                 "podSelector and namespaceSelector (matchLabels; both together: those pods in those namespaces), "
+                 "or ipBlock.", {
+    "podSelector": Obj(LabelSelector, "Pods by label (in the experiment's namespace, unless namespaceSelector "
+                                      "is given too).", {"matchLabels": _LABELS}, required=["matchLabels"]),
+    "namespaceSelector": Obj(LabelSelector, "Namespaces by label.", {"matchLabels": _LABELS},
+                             required=["matchLabels"]),
+    "ipBlock": Obj(IpBlock, "Addresses.", {
+        "cidr": Str("An IPv4 or IPv6 CIDR, e.g. 10.0.0.0/8.", pattern=r"[0-9a-fA-F:.]+/[0-9]{1,3}",
+                    pattern_hint="a CIDR such as 10.0.0.0/8", max_length=64)}, required=["cidr"]),
+}, rules=[Rule(lambda p: (p.pod_selector or p.namespace_selector) is not None or p.ip_block is not None,
+               "give podSelector, namespaceSelector or ipBlock",
+               cel="has(self.podSelector) || has(self.namespaceSelector) || has(self.ipBlock)"),
+          Rule(lambda p: p.ip_block is None or (p.pod_selector is None and p.namespace_selector is None),
+               "ipBlock stands alone: give it without podSelector and namespaceSelector",
+               cel="!has(self.ipBlock) || (!has(self.podSelector) && !has(self.namespaceSelector))")])
+
 TARGET = Obj(Target, "The system under test: a WSGI app, served by the server you choose.", {
     "image": _image,
     "app": Str("WSGI application that the server serves (module:callable).",
@@ -193,26 +213,6 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
     "command, readinessProbe or livenessProbe",
     cel=f"!has(self.deployment) || (!has(self.image) && !has(self.command) && (!has(self.app) || self.app == "
         f"'{DEFAULT_RUNNER_APP}') && !has(self.readinessProbe) && !has(self.livenessProbe))")], default={})
-
-_LABELS = MapOf("Labels the selected objects carry, all of them.", Str("Value.", max_length=63),
-                key_pattern=r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", key_hint="a label key")
-PEER = Obj(Peer, "Pods, namespaces or addresses that may reach the target's pods, as in a NetworkPolicy's from: "
-                 "podSelector and namespaceSelector (matchLabels; both together: those pods in those namespaces), "
-                 "or ipBlock.", {
-    "podSelector": Obj(LabelSelector, "Pods by label (in the experiment's namespace, unless namespaceSelector "
-                                      "is given too).", {"matchLabels": _LABELS}, required=["matchLabels"]),
-    "namespaceSelector": Obj(LabelSelector, "Namespaces by label.", {"matchLabels": _LABELS},
-                             required=["matchLabels"]),
-    "ipBlock": Obj(IpBlock, "Addresses.", {
-        "cidr": Str("An IPv4 or IPv6 CIDR, e.g. 10.0.0.0/8.", pattern=r"[0-9a-fA-F:.]+/[0-9]{1,3}",
-                    pattern_hint="a CIDR such as 10.0.0.0/8", max_length=64)}, required=["cidr"]),
-}, rules=[Rule(lambda p: (p.pod_selector or p.namespace_selector) is not None or p.ip_block is not None,
-               "give podSelector, namespaceSelector or ipBlock",
-               cel="has(self.podSelector) || has(self.namespaceSelector) || has(self.ipBlock)"),
-          Rule(lambda p: p.ip_block is None or (p.pod_selector is None and p.namespace_selector is None),
-               "ipBlock stands alone: give it without podSelector and namespaceSelector",
-               cel="!has(self.ipBlock) || (!has(self.podSelector) && !has(self.namespaceSelector))")])
 
 REDIS = Obj(Redis, "The Redis the target keeps its sessions in: deployed per variant, external, or none.", {
     "deploy": Bool("Deploy a fresh Redis for each variant (the default when no url is given); false without a "
