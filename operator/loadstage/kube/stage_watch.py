@@ -30,10 +30,10 @@ class StageWatch:
 
     async def wait_for_master(self, step: Step, resumed: bool):
         """Waits on the stage's pods. Every WATCH_SECONDS with nothing seen (ABSENT_POD_CHECK_SECONDS while
-        pods are missing), checks whether either Job ended without a pod to show it, or cannot create its pods. Returns the master
-        pod's name, its terminated state and the injectors lost on the way (onLost: Continue), which are kept
-        on the worker Job as they are seen. Raises StageDisrupted when the cluster took the master, or under
-        onLost: Fail an injector, away."""
+        pods are missing), checks whether either Job ended without a pod to show it, or cannot create its
+        pods. Returns the master pod's name, its terminated state and the injectors lost on the way (onLost:
+        Continue), which are kept on the worker Job as they are seen. Raises StageDisrupted when the cluster
+        took the master, or under onLost: Fail an injector, away."""
         c = self.context
         exp = c.experiment
         master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
