@@ -18,6 +18,11 @@ def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+def refusals_from() -> dt.datetime:
+    """Where a wait that starts now looks for refusals: its own, and the API server's clock may run behind."""
+    return utc_now() - dt.timedelta(seconds=REFUSAL_GRACE_SECONDS)
+
+
 def _parse(stamp: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
 
@@ -37,11 +42,6 @@ def unschedulable(pods, timeout: float, at: dt.datetime | None = None) -> str | 
     return None
 
 
-def _owned_by(event, kind: str, names: list[str], prefixes: list[str]) -> bool:
-    obj = event.involved_object
-    return obj.kind == kind and (obj.name in names or any(obj.name.startswith(p) for p in prefixes))
-
-
 async def refused_creation(context: ExperimentContext, since: dt.datetime, *, jobs: list[str] = (),
                            deployments: list[str] = ()) -> str | None:
     """Why the Jobs' or the Deployments' ReplicaSets cannot create their pods, when the API server has refused
@@ -52,13 +52,15 @@ async def refused_creation(context: ExperimentContext, since: dt.datetime, *, jo
     except ApiException:
         return None
     at = utc_now()
-    prefixes = [f"{d}-" for d in deployments]
+    replica_sets = tuple(f"{d}-" for d in deployments)
     for event in events.items:
-        if not (_owned_by(event, "Job", list(jobs), []) or _owned_by(event, "ReplicaSet", [], prefixes)):
+        obj = event.involved_object
+        if not ((obj.kind == "Job" and obj.name in jobs)
+                or (obj.kind == "ReplicaSet" and obj.name.startswith(replica_sets))):
             continue
         first = event.first_timestamp or event.event_time or event.metadata.creation_timestamp
         last = event.last_timestamp or event.event_time or first
         if first is None or last < since or (at - first).total_seconds() < REFUSAL_GRACE_SECONDS:
             continue
-        return f"{event.involved_object.kind} {event.involved_object.name} cannot create its pods: {event.message}"
+        return f"{obj.kind} {obj.name} cannot create its pods: {event.message}"
     return None

@@ -3,7 +3,6 @@ injector lost on the way (under spec.injectors.onLost), all seen as they happen.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Any
 
@@ -18,7 +17,7 @@ from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
 from loadstage.kube.pod_watch import WATCH_SECONDS, NamespacePods
 from loadstage.kube.pods import Pod, cannot_start, containers, disruption, job_of, loss, master_terminated
-from loadstage.kube.scheduling import REFUSAL_GRACE_SECONDS, refused_creation, unschedulable, utc_now
+from loadstage.kube.scheduling import refusals_from, refused_creation, unschedulable
 from loadstage.kube.stored_results import StoredResults
 
 ABSENT_POD_CHECK_SECONDS = 15    # how often the Jobs and their Events are read while pods are missing
@@ -44,7 +43,7 @@ class StageWatch:
         masters_seen: set[str] = set()
         absent = [True]     # no master pod: only the Job's status can tell whether it was there and went
         short = [True]      # fewer pods than the Jobs want: the API server may be refusing them
-        since = utc_now() - dt.timedelta(seconds=REFUSAL_GRACE_SECONDS)
+        since = refusals_from()
 
         def ended(current: dict[str, Pod]):
             fatal = cannot_start(current.values())

@@ -5,7 +5,6 @@ watch and the Deployments' status."""
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import time
 
 from kubernetes.client.rest import ApiException
@@ -28,7 +27,7 @@ from loadstage.kube.deployment_target import (
 from loadstage.kube.manifests import Defaults
 from loadstage.kube.pod_watch import NamespacePods
 from loadstage.kube.pods import Pod, cannot_start, ready
-from loadstage.kube.scheduling import REFUSAL_GRACE_SECONDS, refused_creation, unschedulable, utc_now
+from loadstage.kube.scheduling import refusals_from, refused_creation, unschedulable
 from loadstage.kube.server_settings import BOOT_LINES, workers_started
 
 SETTINGS_LOG_WAIT_SECONDS = 5    # a ready pod's server may still be booting its other workers
@@ -190,24 +189,23 @@ class Target:
                     return None
             return sorted(p["status"].get("podIP", "") for p in live
                           if p["metadata"]["labels"].get(LABEL_ROLE) == "runner")
-        since = utc_now() - dt.timedelta(seconds=REFUSAL_GRACE_SECONDS)
+        since = refusals_from()
         while True:
+            left = max(0.0, deadline - time.monotonic())
             runner_ips = await self.pods.until(exp.name, {LABEL_ROLE: ",".join(want)}, settled, c.stopped,
-                                               timeout=max(0.0, min(deadline - time.monotonic(), REFUSAL_CHECK_SECONDS)))
-            if not runner_ips and (refused := await refused_creation(c, since, deployments=names)):
-                raise ExperimentFailed("PodsRefused", f"the target: {refused}")
+                                               timeout=min(left, REFUSAL_CHECK_SECONDS))
             if runner_ips:
                 waiting = [n for n in names if not await self._deployment_ready(n)]
                 if not waiting:
                     return [ip for ip in runner_ips if ip]
+                await c.pause(c.poll)   # the Deployments' status lags the pods' a moment
             else:
+                if refused := await refused_creation(c, since, deployments=names):
+                    raise ExperimentFailed("PodsRefused", f"the target: {refused}")
                 waiting = names
-                if time.monotonic() <= deadline:
-                    continue
             if time.monotonic() > deadline:
                 raise ExperimentFailed("TargetNotReady", f"Deployment {', '.join(waiting)} not ready after "
                                                          f"{timeout:g}s ({await self._readiness(waiting[0])})")
-            await c.pause(c.poll)
 
     async def _deployment_ready(self, name: str) -> bool:
         d = await call(self.context.apps.read_namespaced_deployment_status, name, self.context.namespace)

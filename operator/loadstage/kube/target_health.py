@@ -104,7 +104,8 @@ class TargetHealth:
         c = self.context
         found: dict[str, str] = {}
         try:
-            events = await call(c.core.list_namespaced_event, c.namespace, field_selector="involvedObject.kind=Pod,reason=Killing")
+            events = await call(c.core.list_namespaced_event, c.namespace,
+                                field_selector="involvedObject.kind=Pod,reason=Killing")
         except ApiException:
             return found
         for event in events.items:

@@ -98,7 +98,7 @@ def flagged(text: str, stages: list[StageResult]) -> str:
 
 
 def _target_health(stage: StageResult) -> list[str]:
-    return [(stage.target.unsteady() or "steady").removeprefix("target ")]
+    return [stage.target.unsteady() or "steady"]
 
 
 def _verdict(stage: StageResult) -> str:

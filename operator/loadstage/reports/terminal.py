@@ -74,7 +74,7 @@ def render_cross_check(run: RunResults) -> list[str]:
         for s in variant.stages:
             if unsteady := s.target.unsteady():
                 pods = "; ".join(p.describe() for p in s.target.pods)
-                lines.append(f"variant {variant.index + 1} stage {s.stage}: {unsteady} ({pods})")
+                lines.append(f"variant {variant.index + 1} stage {s.stage}: target {unsteady} ({pods})")
             served = s.target.served_requests
             if served is None:
                 continue

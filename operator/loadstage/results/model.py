@@ -103,14 +103,14 @@ class TargetFigures:
         return None if self.pods is None else round(sum(p.unready_seconds for p in self.pods), 1)
 
     def unsteady(self) -> str | None:
-        """Why the stage did not load a steady target (restarts, pods gone or out of the Service), or None."""
+        """Why the stage did not load a steady target, e.g. '2 restart(s), 4.8 s unready'; None if it did."""
         if not self.pods:
             return None
         gone = sum(1 for p in self.pods if p.gone)
         said = [f"{self.restarts} restart(s)" if self.restarts else "",
                 f"{gone} pod(s) taken away" if gone else "",
                 f"{self.unready_seconds:g} s unready" if self.unready_seconds else ""]
-        return "target " + ", ".join(s for s in said if s)
+        return ", ".join(s for s in said if s)
 
     @classmethod
     def from_status(cls, d: dict[str, Any]) -> "TargetFigures":
