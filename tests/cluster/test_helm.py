@@ -206,6 +206,7 @@ def test_rbac_grants_nothing_it_does_not_need(cluster, namespace):
     assert can("list", "pods", "-n", "default") and can("get", "configmaps", "-n", "default")
     assert can("create", "configmaps", "-n", "default") and can("get", "pods/log", "-n", "default")
     assert can("update", "loadexperiments.loadstage.io", "--subresource=finalizers", "-n", "default")
+    assert can("create", "secrets", "-n", "default")   # generated Redis passwords, never read back
     for verb, resource in [("get", "secrets"), ("list", "secrets"), ("create", "pods"), ("delete", "pods"),
                            ("update", "configmaps"), ("delete", "configmaps"), ("list", "configmaps"),
                            ("update", "deployments.apps"),
@@ -294,6 +295,71 @@ def test_redis_password_secret_is_used_by_the_sampler_and_is_the_only_secret_rea
     finally:
         op.kill()
     cluster.helm("uninstall", "lsp", "-n", release_ns)
+
+
+def test_a_deployed_redis_gets_a_generated_password_the_sampler_derives_without_reading_a_secret(
+        cluster, namespace, namespaces, supervisor, tmp_path, real_stage):
+    import base64
+
+    import redis as redis_client
+
+    from loadstage.kube.redis_auth import derived_password
+    from loadstage.local.target import free_port
+    from support.kube import OperatorProcess
+    from support.processes import start_redis
+    release_ns = namespaces("system")
+    assert cluster.helm("install", "lsg", CHART, "-n", release_ns, "--wait").returncode == 0
+
+    def chart_key():
+        return base64.b64decode(cluster.core.read_namespaced_secret("lsg-loadstage-redis-key", release_ns).data["key"])
+    key = chart_key()
+    assert len(key) == 48
+    upgraded = cluster.helm("upgrade", "lsg", CHART, "-n", release_ns, "--wait", "--set", "metrics.enabled=false")
+    assert upgraded.returncode == 0 and chart_key() == key, upgraded.stderr   # kept: running experiments go on
+    env = cluster.apps.read_namespaced_deployment("lsg-loadstage", release_ns).spec.template.spec.containers[0].env
+    (ref,) = [e.value_from.secret_key_ref for e in env if e.name == "LOADSTAGE_REDIS_KEY"]
+    assert (ref.name, ref.key) == ("lsg-loadstage-redis-key", "key")
+    account = f"system:serviceaccount:{release_ns}:lsg-loadstage"
+    assert cluster.kubectl("auth", "can-i", f"--as={account}", "create", "secrets", "-n", namespace).returncode == 0
+    assert cluster.kubectl("auth", "can-i", f"--as={account}", "get", "secrets", "-n", namespace).returncode != 0
+
+    # the sampler's stand-in Redis requires the password the operator must derive, from the key and the uid
+    port = free_port()
+    start_redis(supervisor, tmp_path, port)
+    kubeconfig = cluster.service_account_kubeconfig(release_ns, "lsg-loadstage", tmp_path / "sa.kubeconfig")
+    op = OperatorProcess(kubeconfig, ["--all-namespaces"], f"redis://127.0.0.1:{port}/0",
+                         tmp_path / "operator.log", free_port(), env={"LOADSTAGE_REDIS_KEY": key.decode()})
+    try:
+        doc = example("cluster-ladder")
+        doc["spec"]["stages"] = doc["spec"]["stages"][:1]
+        assert apply(cluster, namespace, doc).returncode == 0
+        uid = cluster.lx(namespace, "cluster-ladder")["metadata"]["uid"]
+        password = derived_password(key, uid)
+        redis_client.Redis(port=port).config_set("requirepass", password)
+        name = f"cluster-ladder-redis-auth-{uid[:8]}"
+        secret = wait_for(lambda: cluster.core.list_namespaced_secret(
+            namespace, field_selector=f"metadata.name={name}").items)[0]
+        assert base64.b64decode(secret.data["password"]).decode() == password
+        assert [(o.kind, o.uid) for o in secret.metadata.owner_references] == [("LoadExperiment", uid)]
+        wanted = {"name": name, "key": "password"}
+        for component in ("redis", "runner"):
+            pod = wait_for(lambda: pods(cluster, namespace, f"app.kubernetes.io/component={component}"))[0]
+            (env,) = [e for e in pod.spec.containers[0].env if e.name == "REDIS_PASSWORD"]
+            assert env.value_from.secret_key_ref.to_dict() == {**wanted, "optional": None}, component
+        redis_pod = pods(cluster, namespace, "app.kubernetes.io/component=redis")[0]
+        assert redis_pod.spec.containers[0].args[-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
+        held = [redis_client.Redis(port=port, password=password) for _ in range(3)]
+        for r in held:
+            r.ping()
+        play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+        wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+        for r in held:
+            r.close()
+        assert cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"][0]["redisPeakConnections"] == 3
+        assert "Forbidden" not in op.output() and " ERROR " not in op.output(), op.output()[-3000:]
+    finally:
+        op.kill()
+    cluster.helm("uninstall", "lsg", "-n", release_ns)
 
 
 def test_missing_permission_is_reported_in_status_and_recovers_when_restored(

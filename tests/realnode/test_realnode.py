@@ -138,6 +138,8 @@ def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_
     stages = final["variants"][-1]["stages"]
     ips = runner_ips(node, namespace, "real-ladder")
     held = [c for c in node.redis_clients(namespace, "real-ladder-redis") if c["addr"].rsplit(":", 1)[0] in ips]
+    # the chart's key gave this Redis a password: the runners and the sampler above used it, nobody else can
+    assert "NOAUTH" in node.redis_cli(namespace, "real-ladder-redis", "PING", auth=False)
     assert stages[-1]["redisPeakConnections"] == len(held), (stages[-1], held)
     assert 0 < len(held) <= 2 * 2
     assert sum(s["redisConnectionsReceived"] for s in stages) <= len(held), stages

@@ -94,10 +94,10 @@ class Cluster:
 
 class OperatorProcess:
     def __init__(self, kubeconfig: str, scope: list[str], redis_sample_url: str, log_path: Path, port: int,
-                 extra: tuple[str, ...] = ()):
+                 extra: tuple[str, ...] = (), env: dict[str, str] | None = None):
         self.log_path = log_path
         self.port = port
-        env = {**os.environ, "KUBECONFIG": kubeconfig}
+        env = {**os.environ, "KUBECONFIG": kubeconfig, **(env or {})}
         self.log = open(log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "loadstage.cli", "operator", *scope, "--liveness-port", str(port),

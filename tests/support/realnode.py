@@ -90,10 +90,15 @@ class RealNode(Cluster):
         return {f"{p.metadata.name}/{c.name}": self.logs(namespace, p.metadata.name, c.name)
                 for p in self.core.list_namespaced_pod(namespace).items for c in p.spec.containers}
 
+    def redis_cli(self, namespace: str, redis_deployment: str, *command: str, auth: bool = True) -> str:
+        """redis-cli inside the Redis pod, with the password the pod was given (if any)."""
+        login = 'REDISCLI_AUTH="$REDIS_PASSWORD" ' if auth else ""
+        return self.kubectl("exec", "-n", namespace, f"deploy/{redis_deployment}", "--", "sh", "-c",
+                            f'{login}exec redis-cli "$@"', "redis-cli", *command, check=True).stdout
+
     def redis_clients(self, namespace: str, redis_deployment: str) -> list[dict[str, str]]:
         """CLIENT LIST of a deployed Redis, run inside its pod; redis-cli's own connection left out."""
-        listed = self.kubectl("exec", "-n", namespace, f"deploy/{redis_deployment}", "--", "redis-cli",
-                              "CLIENT", "LIST", check=True).stdout
+        listed = self.redis_cli(namespace, redis_deployment, "CLIENT", "LIST")
         clients = [dict(field.split("=", 1) for field in line.split() if "=" in field)
                    for line in listed.splitlines() if line.strip()]
         return [c for c in clients if c.get("cmd") != "client|list"]

@@ -16,6 +16,7 @@ from loadstage.api.types import DEFAULT_POD_RESOURCES, ResourceList, Resources
 from loadstage.engine import argv as commands
 from loadstage.engine.steps import Step
 from loadstage.kube import manifests
+from loadstage.kube.redis_auth import derived_password, operator_key
 from loadstage.kube.status import conditions_for
 from support.documents import BASE
 from support.waiting import ROOT
@@ -317,6 +318,39 @@ def test_redis_password_comes_from_the_secret_for_redis_and_the_target():
     assert "--requirepass" not in manifests.redis_deployment(plain, plain.variants()[0], DEFAULTS)[
         "spec"]["template"]["spec"]["containers"][0]["args"]
 
+
+
+def test_a_deployed_redis_gets_a_password_derived_from_the_operators_key_and_the_experiments_uid():
+    keyed = replace(DEFAULTS, redis_key=b"k" * 48)
+    e = experiment()
+    v = e.variants()[0]
+    uid = "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
+    redis_container = manifests.redis_deployment(e, v, keyed, uid)["spec"]["template"]["spec"]["containers"][0]
+    assert redis_container["args"][-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
+    secret_ref = {"name": "REDIS_PASSWORD",
+                  "valueFrom": {"secretKeyRef": {"name": "demo-redis-auth-0a1b2c3d", "key": "password"}}}
+    assert secret_ref in redis_container["env"]
+    assert secret_ref in manifests.runner_deployment(e, v, keyed, uid)["spec"]["template"]["spec"]["containers"][0][
+        "env"]
+    password = derived_password(keyed.redis_key, uid)
+    secret = manifests.redis_auth_secret(e, uid, password)
+    assert secret["metadata"]["name"] == "demo-redis-auth-0a1b2c3d" and secret["stringData"] == {"password": password}
+    assert len(password) == 64 and derived_password(keyed.redis_key, uid) == password   # a restart finds it again
+    assert password not in (derived_password(keyed.redis_key, uid.replace("0", "1")),
+                            derived_password(b"j" * 48, uid))
+    assert "k" * 48 not in repr(keyed)
+    # the spec's own Secret wins; an external Redis, and an operator without a key, get none
+    own = experiment(redis={"passwordSecret": {"name": "redis-auth"}})
+    assert manifests.redis_password_ref(own, keyed, uid).name == "redis-auth"
+    assert manifests.redis_password_ref(experiment(redis={"url": "redis://cache:6379/0"}), keyed, uid) is None
+    assert "--requirepass" not in manifests.redis_deployment(e, v, DEFAULTS, uid)["spec"]["template"]["spec"][
+        "containers"][0]["args"]
+
+
+def test_the_operators_redis_key_is_refused_when_short_naming_the_variable():
+    assert operator_key(None) is None and operator_key("") is None
+    with pytest.raises(ValidationError, match="LOADSTAGE_REDIS_KEY: the key has 8 characters; at least 32"):
+        operator_key("short-ky")
 
 OPERATOR_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "loadstage-system"}},
                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "loadstage"}}}

@@ -113,6 +113,13 @@ app.kubernetes.io/component: operator
 - apiGroups: [metrics.k8s.io]
   resources: [pods]
   verbs: [get, list]
+{{- if .Values.generatedRedisPasswords }}
+# Each deployed Redis's generated password, in a Secret owned by its experiment. Create only: the operator
+# derives a password again from its key, and reads no Secret back.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
+{{- end }}
 {{- with .Values.rbac.redisPasswordSecrets }}
 # The Redis password of experiments with spec.redis.passwordSecret, for the sampler (these Secrets only).
 - apiGroups: [""]

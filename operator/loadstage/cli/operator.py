@@ -16,6 +16,7 @@ from loadstage.api.schema import ValidationError
 from loadstage.api.types import DEFAULT_POD_RESOURCES
 from loadstage.cli.parser import EXIT_OK
 from loadstage.kube.manifests import Defaults
+from loadstage.kube.redis_auth import KEY_ENV, operator_key
 
 
 def cmd_crd(_args) -> int:
@@ -41,7 +42,8 @@ def cmd_operator(args) -> int:
         DEFAULT_POD_RESOURCES   # refused with the value's path (e.g. experimentResources.target.limits.cpu)
     config = handlers.OperatorConfig(
         defaults=Defaults(runner=args.runner_image, injector=args.injector_image, redis=args.redis_image,
-                          resources=resources, operator_peer=operator_peer(args.operator_peer)),
+                          resources=resources, operator_peer=operator_peer(args.operator_peer),
+                          redis_key=operator_key(os.environ.get(KEY_ENV))),
         namespaces=tuple(args.namespaces or ()), redis_sample_url=args.redis_sample_url,
         metrics_port=args.metrics_port or None, listen_address=args.listen_address)
     liveness = f"http://{args.listen_address}:{args.liveness_port}/healthz" if args.liveness_port else None

@@ -67,6 +67,16 @@ class Children:
                 return False
             await self._wait_until_gone(kind, name, existing)
 
+    async def create_secret(self, manifest: dict) -> None:
+        """Creates the Secret unless it is there: the operator may create Secrets, but not read them, so one
+        of the same name is taken as this experiment's (its name carries the experiment's uid)."""
+        self.context.adopt(manifest)
+        try:
+            await call(self.context.core.create_namespaced_secret, self.context.namespace, manifest)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+
     async def apply_deployment(self, manifest: dict) -> None:
         if not await self.create(manifest):
             await call(self.context.apps.patch_namespaced_deployment, manifest["metadata"]["name"],

@@ -6,7 +6,7 @@ default seccomp profile and a read-only root filesystem (a scratch /tmp is mount
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from loadstage.api.names import (
@@ -18,7 +18,15 @@ from loadstage.api.names import (
     LABEL_RUN,
 )
 from loadstage.api.quantities import cpu_cores, memory_bytes
-from loadstage.api.types import DEFAULT_POD_RESOURCES, Experiment, PodResources, Probe, Resources, Variant
+from loadstage.api.types import (
+    DEFAULT_POD_RESOURCES,
+    Experiment,
+    KeyRef,
+    PodResources,
+    Probe,
+    Resources,
+    Variant,
+)
 from loadstage.engine import argv
 from loadstage.engine.steps import Step
 
@@ -27,6 +35,7 @@ LOCUSTFILE_DIR = "/etc/loadstage/locustfile"
 CUSTOM_LOCUSTFILE = f"{LOCUSTFILE_DIR}/locustfile.py"
 APP_UID = 10001
 REDIS_UID = 999
+REDIS_AUTH_KEY = "password"
 STAGE_DEADLINE_GRACE_SECONDS = 300
 
 
@@ -38,6 +47,7 @@ class Defaults:
     redis: str
     resources: PodResources = DEFAULT_POD_RESOURCES
     operator_peer: dict[str, Any] | None = None   # the operator's pods, as a NetworkPolicy peer (the chart's)
+    redis_key: bytes | None = field(default=None, repr=False)   # derives each deployed Redis's password
 
 
 def pod_resources(experiment: Experiment, variant: Variant, defaults: PodResources) -> PodResources:
@@ -80,6 +90,12 @@ def runner_pods_name(experiment: Experiment) -> str:
 
 def redis_name(experiment: Experiment) -> str:
     return f"{experiment.name}-redis"
+
+
+def redis_auth_name(experiment: Experiment, owner_uid: str) -> str:
+    """Named by the experiment's uid: a same-named earlier experiment's Secret may not be collected yet, and the
+    operator may create Secrets but not read them."""
+    return f"{experiment.name}-redis-auth-{owner_uid[:8]}"
 
 
 def master_name(experiment: Experiment, step: Step) -> str:
@@ -145,8 +161,24 @@ def _pod_spec(containers: list[dict], uid: int, *, restart_policy: str | None = 
     return spec
 
 
-def _password_env(experiment: Experiment) -> list[dict]:
-    secret = experiment.spec.redis.password_secret
+def redis_password_ref(experiment: Experiment, defaults: Defaults, owner_uid: str | None) -> KeyRef | None:
+    """Where the Redis password is: the spec's Secret, else, for a deployed Redis, the one the operator
+    generates (where it has a key to derive it from)."""
+    redis = experiment.spec.redis
+    if redis.password_secret is not None:
+        return redis.password_secret
+    if redis.deployed and defaults.redis_key and owner_uid:
+        return KeyRef(redis_auth_name(experiment, owner_uid), REDIS_AUTH_KEY)
+    return None
+
+
+def redis_auth_secret(experiment: Experiment, owner_uid: str, password: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": _meta(redis_auth_name(experiment, owner_uid), labels(experiment, "redis-auth")),
+            "type": "Opaque", "stringData": {REDIS_AUTH_KEY: password}}
+
+
+def _password_env(secret: KeyRef | None) -> list[dict]:
     if secret is None:
         return []
     return [{"name": argv.REDIS_PASSWORD_ENV,
@@ -185,14 +217,16 @@ def _deployment(name: str, lbls: dict[str, str], selector: dict[str, str], repli
                      "template": {"metadata": {"labels": lbls, "annotations": annotations}, "spec": pod_spec}}}
 
 
-def redis_deployment(experiment: Experiment, variant: Variant, defaults: Defaults) -> dict[str, Any]:
+def redis_deployment(experiment: Experiment, variant: Variant, defaults: Defaults,
+                     owner_uid: str | None = None) -> dict[str, Any]:
+    """`owner_uid`: the experiment's, which names its generated password's Secret."""
     image = experiment.spec.redis.image or defaults.redis
     port = {"name": "redis", "containerPort": argv.REDIS_PORT, "protocol": "TCP"}
-    require_password = experiment.spec.redis.password_secret is not None
+    password = redis_password_ref(experiment, defaults, owner_uid)
     # No probe: each probe would be a Redis client and count as load. The runners' readiness
     # (/readyz pings Redis) is what tells that Redis serves.
-    container = _container("redis", image, argv.redis_command(require_password=require_password),
-                           secret_env=_password_env(experiment), ports=[port],
+    container = _container("redis", image, argv.redis_command(require_password=password is not None),
+                           secret_env=_password_env(password), ports=[port],
                            mounts=[{"name": "data", "mountPath": "/data"}],
                            resources=pod_resources(experiment, variant, defaults.resources).redis)
     pod = _pod_spec([container], REDIS_UID, volumes=[{"name": "data", "emptyDir": {}}])
@@ -205,13 +239,14 @@ def redis_service(experiment: Experiment) -> dict[str, Any]:
                     argv.REDIS_PORT, "redis")
 
 
-def runner_deployment(experiment: Experiment, variant: Variant, defaults: Defaults) -> dict[str, Any]:
+def runner_deployment(experiment: Experiment, variant: Variant, defaults: Defaults,
+                      owner_uid: str | None = None) -> dict[str, Any]:
     target = experiment.spec.target
     env = argv.runner_env(experiment, redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
     args = argv.runner_command(experiment, variant, binds=[f"0.0.0.0:{argv.RUNNER_PORT}"])
     container = _container(
         "runner", target.image or defaults.runner, args, env=env,
-        secret_env=_password_env(experiment),
+        secret_env=_password_env(redis_password_ref(experiment, defaults, owner_uid)),
         ports=[{"name": "http", "containerPort": argv.RUNNER_PORT, "protocol": "TCP"}],
         resources=pod_resources(experiment, variant, defaults.resources).target,
         readinessProbe=probe(target.readiness()),

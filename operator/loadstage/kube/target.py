@@ -26,6 +26,7 @@ from loadstage.kube.deployment_target import (
 )
 from loadstage.kube.manifests import Defaults
 from loadstage.kube.pod_watch import NamespacePods
+from loadstage.kube.redis_auth import derived_password
 from loadstage.kube.pods import Pod, cannot_start, ready
 from loadstage.kube.scheduling import refusals_from, refused_creation, unschedulable
 from loadstage.kube.server_settings import BOOT_LINES, workers_started
@@ -43,13 +44,16 @@ class Target:
         """Deploys the variant's target and waits until it is ready; returns its runner pods' IPs."""
         exp = self.context.experiment
         components = {}
+        uid = self.context.owner_uid
         if exp.spec.redis.deployed:
-            await self.children.apply_deployment(manifests.redis_deployment(exp, variant, self.defaults))
+            if exp.spec.redis.password_secret is None and (password := await self.redis_password()):
+                await self.children.create_secret(manifests.redis_auth_secret(exp, uid, password))
+            await self.children.apply_deployment(manifests.redis_deployment(exp, variant, self.defaults, uid))
             await self.children.create(manifests.redis_service(exp))
             components["redis"] = manifests.redis_name(exp)
         existing = exp.spec.target.deployment
         if existing is None:
-            await self.children.apply_deployment(manifests.runner_deployment(exp, variant, self.defaults))
+            await self.children.apply_deployment(manifests.runner_deployment(exp, variant, self.defaults, uid))
             components["runner"] = manifests.runner_name(exp)
             service_port = None
         else:
@@ -123,7 +127,9 @@ class Target:
         c = self.context
         secret = c.experiment.spec.redis.password_secret
         if secret is None:
-            return None
+            if manifests.redis_password_ref(c.experiment, self.defaults, c.owner_uid) is None:
+                return None
+            return derived_password(self.defaults.redis_key, c.owner_uid)
         where = f"spec.redis.passwordSecret: Secret {secret.name!r}"
         try:
             found = await call(c.core.read_namespaced_secret, secret.name, c.namespace)
