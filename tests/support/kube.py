@@ -59,6 +59,19 @@ class Cluster:
     def down(self):
         subprocess.run([ROOT / "scripts" / "cluster", "down", self.name], check=False)
 
+    def _kwokctl(self, *args):
+        workdir = os.environ.get("LOADSTAGE_CLUSTER_DIR") or str(Path.home() / ".cache" / "loadstage" / "kwok")
+        subprocess.run([self.bin / "kwokctl", *args, "cluster", "--name", self.name], check=True,
+                       capture_output=True, env={**os.environ, "KWOK_WORKDIR": workdir})
+
+    def stop(self):
+        """Stops the whole control plane (API server, etcd, controllers, kwok); its state stays on disk."""
+        self._kwokctl("stop")
+
+    def start(self):
+        self._kwokctl("start")
+        wait_for(lambda: self.kubectl("get", "--raw", "/readyz").returncode == 0, timeout=60)
+
     def kubectl(self, *args, input=None, check=False):
         return subprocess.run([self.bin / "kubectl", "--kubeconfig", self.kubeconfig, *args], input=input,
                               capture_output=True, text=True, check=check)

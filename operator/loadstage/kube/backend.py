@@ -101,6 +101,7 @@ class KubernetesBackend:
             started_at=terminated.get("startedAt") or now(), finished_at=terminated.get("finishedAt") or now(),
             redis_peak_connections=sample.peak, redis_connections_received=sample.received,
             redis_peak_covers=sample.covers("stage" if created else
-                                            f"from {sampling_from}: the operator restarted mid-stage"),
+                                            f"from {sampling_from}: the operator resumed the stage "
+                                            f"(it restarted, or lost the API server)"),
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory,
             lost_injectors=lost, target_pods=await target_health.pods())
