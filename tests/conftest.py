@@ -55,7 +55,7 @@ def cluster():
 
 @pytest.fixture(scope="session")
 def real_stage():
-    """What a real Locust master wrote for a small local stage (2 injectors, 3 s), kept in tests/data: what a
+    """What a real Locust master wrote for a small local stage (2 injectors, 10 s), kept in tests/data: what a
     master pod would report. tests/e2e/test_local_engine.py checks that a fresh stage has the same shape."""
     import json
 

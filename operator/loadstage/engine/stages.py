@@ -7,6 +7,8 @@ continues after them, so a restarted operator neither loses nor repeats a stage.
 
 from __future__ import annotations
 
+import asyncio
+
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
@@ -104,11 +106,13 @@ class StageEngine:
                 progress = _with_attempts(status, progress)
                 await self._set(status, phase="Running", progress=progress, message=f"running {step.label()}")
                 measurement, retries = await self._run_step(step, status)
-                result = replace(stage_result(self.experiment, number, step.stage, measurement), retries=retries)
+                # the intervals' bootstrap takes a second or two of CPU: off the event loop
+                result = replace(await asyncio.to_thread(stage_result, self.experiment, number, step.stage,
+                                                         measurement), retries=retries)
                 record.stages.append(result)
                 artifacts.append(measurement.artifact)
                 kept.append(Artifact.from_artifact(measurement.artifact))
-                record.aggregate = variant_aggregate(record.stages, kept)
+                record.aggregate = await asyncio.to_thread(variant_aggregate, record.stages, kept)
                 if spec.thresholds is not None:
                     record.judged, record.capacity = True, capacity(record.stages)
                 status["variants"][variant.index] = record.to_status()

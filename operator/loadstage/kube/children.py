@@ -26,7 +26,8 @@ class Children:
                               "Job": c.batch.create_namespaced_job,
                               "ConfigMap": c.core.create_namespaced_config_map,
                               "PodDisruptionBudget": c.policy.create_namespaced_pod_disruption_budget,
-                              "NetworkPolicy": c.networking.create_namespaced_network_policy}
+                              "NetworkPolicy": c.networking.create_namespaced_network_policy,
+                              "Secret": c.core.create_namespaced_secret}
         self._read_calls = {"Deployment": c.apps.read_namespaced_deployment,
                             "Service": c.core.read_namespaced_service,
                             "Job": c.batch.read_namespaced_job,
@@ -60,22 +61,16 @@ class Children:
                         continue
                 if e.status != 409:
                     raise  # forbidden, throttled, unavailable: the caller retries
+            if kind not in self._read_calls:
+                # the operator may create Secrets but not read them: one of its name (which carries the
+                # experiment's uid) is this experiment's
+                return False
             existing = await self.read(kind, name)
             if existing is None:
                 continue
             if self._owned(existing) and existing.metadata.deletion_timestamp is None:
                 return False
             await self._wait_until_gone(kind, name, existing)
-
-    async def create_secret(self, manifest: dict) -> None:
-        """Creates the Secret unless it is there: the operator may create Secrets, but not read them, so one
-        of the same name is taken as this experiment's (its name carries the experiment's uid)."""
-        self.context.adopt(manifest)
-        try:
-            await call(self.context.core.create_namespaced_secret, self.context.namespace, manifest)
-        except ApiException as e:
-            if e.status != 409:
-                raise
 
     async def apply_deployment(self, manifest: dict) -> None:
         if not await self.create(manifest):

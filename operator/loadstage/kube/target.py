@@ -47,7 +47,7 @@ class Target:
         uid = self.context.owner_uid
         if exp.spec.redis.deployed:
             if exp.spec.redis.password_secret is None and (password := await self.redis_password()):
-                await self.children.create_secret(manifests.redis_auth_secret(exp, uid, password))
+                await self.children.create(manifests.redis_auth_secret(exp, uid, password))
             await self.children.apply_deployment(manifests.redis_deployment(exp, variant, self.defaults, uid))
             await self.children.create(manifests.redis_service(exp))
             components["redis"] = manifests.redis_name(exp)

@@ -8,7 +8,9 @@ master adds them up, so its histograms hold exactly every request of the stage.
 The time series comes from histograms too: every request also goes into the histogram of the
 second it completed in, on whichever injector made it; the master merges each second's histograms
 from every worker, and once no report can still add to a second (reports come every 3 s) turns it
-into a row of the series (requests, rate, p50, p99) and lets the histogram go."""
+into a row of the series (requests, rate, p50, p99). Each closed second is kept compact (its encoded
+histogram, mean, count and failures) until the stage ends, when the seconds are merged into the blocks
+that the stage's confidence intervals resample (loadstage.results.intervals)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 
 from hdrh.histogram import HdrHistogram
 
-from loadstage.results import histograms
+from loadstage.results import histograms, intervals
 
 REPORT_KEY = "loadstage"
 WINDOW_SECONDS = 1.0
@@ -44,6 +46,9 @@ class StageRecorder:
     cpu_peak_percent: float | None = None
     series: list[dict] = field(default_factory=list)
     _windows: dict[int, HdrHistogram] = field(default_factory=dict)
+    _window_failures: dict[int, int] = field(default_factory=dict)
+    _closed: list[list] = field(default_factory=list)   # per closed second: [encoded or None, mean ns, n, failed]
+    _unsent_failures: dict[int, int] = field(default_factory=dict)
     _unsent_raw: dict[Row, HdrHistogram] = field(default_factory=dict)
     _unsent_corrected: dict[Row, HdrHistogram] = field(default_factory=dict)
     _unsent_windows: dict[int, HdrHistogram] = field(default_factory=dict)
@@ -51,24 +56,27 @@ class StageRecorder:
     # -- an injector ----------------------------------------------------------------
 
     def record(self, method: str, name: str, response_ms: float, corrected_ms: float | None = None,
-               at: float | None = None) -> None:
+               at: float | None = None, failed: bool = False) -> None:
         """On a worker the samples wait for the next report; standalone they are final at once.
         `at` is when the request completed (epoch seconds; default now)."""
         key = (method, name)
         value = histograms.to_ns(response_ms)
+        window = int((time.time() if at is None else at) // WINDOW_SECONDS)
         _record(self._unsent_raw, key, value)
-        _record(self._unsent_windows, int((time.time() if at is None else at) // WINDOW_SECONDS), value)
+        _record(self._unsent_windows, window, value)
+        if failed:
+            self._unsent_failures[window] = self._unsent_failures.get(window, 0) + 1
         if corrected_ms is not None:
             _record(self._unsent_corrected, key, histograms.to_ns(corrected_ms))
 
     def on_request(self, request_type: str, name: str, response_time: float, context: dict | None = None,
-                   start_time: float | None = None, **_) -> None:
+                   start_time: float | None = None, exception: BaseException | None = None, **_) -> None:
         """Locust's request event. With pacing, the context carries the task's intended start."""
         intended = context.get("loadstage_intended") if context else None
         corrected = None
         if intended is not None and start_time is not None:
             corrected = max(response_time, (start_time - intended) * 1000 + response_time)
-        self.record(request_type, name, response_time, corrected)
+        self.record(request_type, name, response_time, corrected, failed=exception is not None)
 
     def note_cpu(self, percent: float) -> None:
         self.cpu_peak_percent = max(self.cpu_peak_percent or 0.0, percent)
@@ -78,14 +86,15 @@ class StageRecorder:
         data = {"raw": {f"{m} {n}": histograms.encode(h) for (m, n), h in self._unsent_raw.items()},
                 "corrected": {f"{m} {n}": histograms.encode(h) for (m, n), h in self._unsent_corrected.items()},
                 "windows": {str(w): histograms.encode(h) for w, h in self._unsent_windows.items()},
+                "windowFailures": {str(w): n for w, n in self._unsent_failures.items()},
                 "cpuPeakPercent": self.cpu_peak_percent}
-        self._unsent_raw, self._unsent_corrected, self._unsent_windows = {}, {}, {}
+        self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures = {}, {}, {}, {}
         return data
 
     def keep_unsent(self) -> None:
         """Standalone: what was recorded counts at once."""
-        self._merge(self._unsent_raw, self._unsent_corrected, self._unsent_windows)
-        self._unsent_raw, self._unsent_corrected, self._unsent_windows = {}, {}, {}
+        self._merge(self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures)
+        self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures = {}, {}, {}, {}
 
     # -- the master -----------------------------------------------------------------
 
@@ -93,24 +102,32 @@ class StageRecorder:
         def rows(encoded: dict[str, str]) -> dict[Row, HdrHistogram]:
             return {tuple(key.split(" ", 1)): histograms.decode(value) for key, value in encoded.items()}
         self._merge(rows(data.get("raw", {})), rows(data.get("corrected", {})),
-                    {int(w): histograms.decode(v) for w, v in data.get("windows", {}).items()})
+                    {int(w): histograms.decode(v) for w, v in data.get("windows", {}).items()},
+                    {int(w): n for w, n in data.get("windowFailures", {}).items()})
         if data.get("cpuPeakPercent") is not None:
             self.note_cpu(data["cpuPeakPercent"])
 
     def _merge(self, raw: dict[Row, HdrHistogram], corrected: dict[Row, HdrHistogram],
-               windows: dict[int, HdrHistogram]) -> None:
+               windows: dict[int, HdrHistogram], failures: dict[int, int]) -> None:
         for key, histogram in raw.items():
             _add(self.raw, key, histogram)
         for key, histogram in corrected.items():
             _add(self.corrected, key, histogram)
         for window, histogram in windows.items():
-            if self.series and window * WINDOW_SECONDS < self.series[-1]["start"] + WINDOW_SECONDS:
+            if self._closed_already(window):
                 self._late(window, histogram.get_total_count())
             else:
                 _add(self._windows, window, histogram)
+        for window, failed in failures.items():
+            if not self._closed_already(window):
+                self._window_failures[window] = self._window_failures.get(window, 0) + failed
+
+    def _closed_already(self, window: int) -> bool:
+        return bool(self.series) and window * WINDOW_SECONDS < self.series[-1]["start"] + WINDOW_SECONDS
 
     def _late(self, window: int, requests: int) -> None:
-        """Samples of a window already in the series (a report over 10 s late): counted, not in its percentiles."""
+        """Samples of a window already in the series (a report over 10 s late): counted, not in its percentiles
+        (nor in the intervals' blocks)."""
         start = window * WINDOW_SECONDS
         row = next((r for r in self.series if r["start"] == start), None)
         if row is not None:
@@ -127,7 +144,29 @@ class StageRecorder:
                 gap = int(round(self.series[-1]["start"] / WINDOW_SECONDS)) + 1
                 for empty in range(gap, window):
                     self.series.append(_row(empty, histograms.new()))
-            self.series.append(_row(window, self._windows.pop(window)))
+                    self._closed.append([None, 0.0, 0, self._window_failures.pop(empty, 0)])
+            histogram = self._windows.pop(window)
+            self.series.append(_row(window, histogram))
+            self._closed.append([histograms.encode(histogram), histogram.get_mean_value(),
+                                 histogram.get_total_count(), self._window_failures.pop(window, 0)])
+
+    def blocks(self) -> dict | None:
+        """The closed seconds merged into blocks for the confidence intervals (loadstage.results.intervals):
+        {seconds: the block length, correlationSeconds, histograms, failures, durations}; None for a stage
+        too short for them."""
+        chosen = intervals.block_seconds([c[1] for c in self._closed], [c[2] for c in self._closed])
+        if chosen is None:
+            return None
+        length, lag = chosen
+        result: dict = {"seconds": length, "correlationSeconds": lag, "histograms": [], "failures": [],
+                        "durations": []}
+        for start in range(0, len(self._closed), length):
+            seconds = self._closed[start:start + length]
+            merged = histograms.merge_encoded(c[0] for c in seconds if c[0])
+            result["histograms"].append(histograms.encode(merged))
+            result["failures"].append(sum(c[3] for c in seconds))
+            result["durations"].append(len(seconds) * WINDOW_SECONDS)
+        return result
 
 
 def _row(window: int, histogram: HdrHistogram) -> dict:

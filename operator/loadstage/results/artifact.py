@@ -31,8 +31,8 @@ def artifact_from_log(log: str) -> dict[str, Any] | None:
 
 def fit_artifact(artifact: dict[str, Any], budget: int = ARTIFACT_BUDGET) -> str:
     """The artifact as JSON of at most `budget` bytes: if it is larger, the time series goes first, then
-    the histograms of the least requested endpoints, then the endpoint and the error rows themselves (the
-    stage's and each method's histograms stay); `omitted` says what was left out."""
+    the intervals' blocks, then the histograms of the least requested endpoints, then the endpoint and the
+    error rows themselves (the stage's and each method's histograms stay); `omitted` says what was left out."""
     artifact = json.loads(encode(artifact))
     text = encode(artifact)
     omitted = {"series": False, "endpointHistograms": 0}
@@ -40,6 +40,9 @@ def fit_artifact(artifact: dict[str, Any], budget: int = ARTIFACT_BUDGET) -> str
     while len(text) > budget:
         if artifact.get("series") and not omitted["series"]:
             artifact["series"], omitted["series"] = [], True
+        elif artifact.get("blocks"):
+            del artifact["blocks"]
+            omitted["blocks"] = True
         elif omitted["endpointHistograms"] < len(endpoints):
             endpoint = endpoints[omitted["endpointHistograms"]]
             endpoint.pop("histogram", None)

@@ -192,6 +192,7 @@ class StageResult:
     retries: tuple[Retry, ...] = ()     # the disrupted attempts before the one these figures are of
     endpoints_folded: int | None = None     # request names beyond the artifact's rows, in its "(other)" row
     artifact_omitted: dict[str, Any] | None = None   # what the stored artifact had to leave out to fit
+    intervals: dict[str, Any] | None = None   # confidence intervals of the figures (results.intervals)
 
     @property
     def attempts(self) -> int:
@@ -217,7 +218,8 @@ class StageResult:
             lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in lost),
             verdict=Verdict.from_status(d["verdict"]) if "verdict" in d else None,
             retries=tuple(Retry.from_status(r) for r in d.get("retries", ())),
-            endpoints_folded=d.get("endpointsFolded"), artifact_omitted=d.get("artifactOmitted"))
+            endpoints_folded=d.get("endpointsFolded"), artifact_omitted=d.get("artifactOmitted"),
+            intervals=d.get("intervals"))
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -250,6 +252,8 @@ class StageResult:
             result["endpointsFolded"] = self.endpoints_folded
         if self.artifact_omitted:
             result["artifactOmitted"] = self.artifact_omitted
+        if self.intervals:
+            result["intervals"] = self.intervals
         return result
 
     def load(self, by_users: bool) -> int:
@@ -268,6 +272,7 @@ class VariantAggregate:
     by_method: dict[str, MethodFigures]
     redis_peak_connections: int | None
     corrected_latency: Latency | None = None
+    intervals: dict[str, Any] | None = None
 
     @classmethod
     def from_status(cls, d: dict[str, Any]) -> "VariantAggregate":
@@ -275,7 +280,8 @@ class VariantAggregate:
                    Latency.from_status(d["latencyMs"]),
                    {m: MethodFigures.from_status(row) for m, row in d.get("byMethod", {}).items()},
                    d.get("redisPeakConnections"),
-                   Latency.from_status(d["correctedLatencyMs"]) if "correctedLatencyMs" in d else None)
+                   Latency.from_status(d["correctedLatencyMs"]) if "correctedLatencyMs" in d else None,
+                   d.get("intervals"))
 
     def to_status(self) -> dict[str, Any]:
         result = {"stages": self.stages, "requests": self.requests, "failures": self.failures,
@@ -284,6 +290,8 @@ class VariantAggregate:
                   "redisPeakConnections": self.redis_peak_connections}
         if self.corrected_latency is not None:
             result["correctedLatencyMs"] = self.corrected_latency.to_status()
+        if self.intervals:
+            result["intervals"] = self.intervals
         return result
 
 
@@ -399,6 +407,7 @@ class Artifact:
     endpoints: tuple[dict[str, Any], ...] = ()
     errors: tuple[dict[str, Any], ...] = ()
     series: tuple[Window, ...] = ()
+    blocks: dict[str, Any] | None = None   # what the confidence intervals resample (results.intervals)
 
     @classmethod
     def from_artifact(cls, d: dict[str, Any] | None) -> "Artifact":
@@ -408,4 +417,4 @@ class Artifact:
                    {m: h["histogram"] for m, h in by_method.items() if h.get("histogram")},
                    {m: h["correctedHistogram"] for m, h in by_method.items() if h.get("correctedHistogram")},
                    tuple(d.get("endpoints", ())), tuple(d.get("errors", ())),
-                   tuple(Window.from_artifact(w) for w in d.get("series") or ()))
+                   tuple(Window.from_artifact(w) for w in d.get("series") or ()), d.get("blocks"))

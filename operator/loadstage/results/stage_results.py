@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from loadstage.api.types import Experiment, Stage
-from loadstage.results import histograms
+from loadstage.results import histograms, intervals
 from loadstage.results.measurement import StageMeasurement
 from loadstage.results.model import (
     Artifact,
@@ -42,7 +42,8 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         redis_peak_covers=None if m.redis_peak_covers == "stage" else m.redis_peak_covers,
         error_kinds=s.get("errorKinds") or None,
         lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in m.lost_injectors),
-        endpoints_folded=s.get("endpointsFolded"), artifact_omitted=m.artifact.get("omitted"))
+        endpoints_folded=s.get("endpointsFolded"), artifact_omitted=m.artifact.get("omitted"),
+        intervals=intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}"))
     if experiment.spec.thresholds is not None:
         result = replace(result, verdict=verdict(result, experiment.spec.thresholds))
     return result
@@ -67,7 +68,8 @@ def _merged(encoded: list[str | None]) -> histograms.HdrHistogram:
 
 def variant_aggregate(stages: list[StageResult], artifacts: list[Artifact]) -> VariantAggregate:
     """The ONS headline row of a variant over all its stages: percentiles of every request of every
-    stage together (from the merged histograms, never averaged), totals, and the variant's Redis peak."""
+    stage together (from the merged histograms, never averaged), totals, and the variant's Redis peak.
+    Its intervals resample each stage's blocks on their own (stages ran at different loads), then merge."""
     requests = sum(s.requests for s in stages)
     failures = sum(s.failures for s in stages)
     max_ms = max((s.latency.max for s in stages if s.latency.max is not None), default=None)
@@ -86,7 +88,8 @@ def variant_aggregate(stages: list[StageResult], artifacts: list[Artifact]) -> V
         error_rate=round(failures / requests, 6) if requests else 0.0,
         latency=Latency.from_status(histograms.latency_ms(_merged([a.histogram for a in artifacts]), max_ms)),
         by_method=by_method, redis_peak_connections=max(peaks) if peaks else None,
-        corrected_latency=Latency.from_status(histograms.latency_ms(_merged(corrected))) if corrected else None)
+        corrected_latency=Latency.from_status(histograms.latency_ms(_merged(corrected))) if corrected else None,
+        intervals=intervals.of_artifacts([a.blocks for a in artifacts], seed="variant"))
 
 
 def p99_pivot(variants: list[VariantRecord]) -> list[PivotRow]:

@@ -1,0 +1,228 @@
+"""Confidence intervals of a stage's figures from a single run: a block bootstrap over the stage's
+per-second histograms.
+
+A bootstrap resamples what was measured to see how much the figures would move in another run. Resampling
+single requests, or single seconds, treats them as independent, and under load they are not: a queue that
+builds up in one second drains over the next few, so neighbouring seconds are slow together. Intervals from
+independent resampling then come out too narrow. So the stage's seconds are cut into blocks of consecutive
+seconds, and whole blocks are resampled, which keeps the dependence inside a block. The block length is
+twice the lag at which the autocorrelation of the per-second mean latency, and of the per-second request
+count, first falls inside the noise band 2/sqrt(n) (twice: the correlation is small there, not gone), and at
+least n^(1/3) seconds, the usual length for a variance; a stage needs MIN_BLOCKS blocks, or gets none.
+
+Histograms are sparse here: {value_ns: count}, where each value is the top of its HdrHistogram bucket, so
+that percentiles come out exactly as loadstage.results.histograms computes them for the merged histogram."""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from hdrh.histogram import HdrHistogram
+
+from loadstage.results import histograms
+
+CONFIDENCE = 0.95
+RESAMPLES = 1000
+MIN_BLOCKS = 8
+FIGURES = ("p50", "p90", "p95", "p99", "p999", "mean", "rps", "errorRate")
+
+Sparse = dict[int, int]
+
+
+def sparse(histogram: HdrHistogram) -> Sparse:
+    """The histogram's counts by the top value of each bucket (nanoseconds)."""
+    if histogram.get_total_count() == 0:
+        return {}
+    counts: Sparse = {}
+    for index in range(histogram.get_counts_array_index(histogram.get_min_value()),
+                       histogram.get_counts_array_index(histogram.get_max_value()) + 1):
+        if count := histogram.counts[index]:
+            value = histogram.get_highest_equivalent_value(histogram.get_value_from_index(index))
+            counts[value] = counts.get(value, 0) + count
+    return counts
+
+
+def as_histogram(counts: Sparse) -> HdrHistogram:
+    histogram = histograms.new()
+    for value, count in counts.items():
+        histogram.record_value(value, count)
+    return histogram
+
+
+@dataclass(frozen=True)
+class Block:
+    """Consecutive seconds of a stage: their requests' times, how many of them failed, and how long."""
+    counts: Sparse
+    failures: int
+    seconds: float
+
+    @property
+    def requests(self) -> int:
+        return sum(self.counts.values())
+
+
+def _autocorrelation(series: Sequence[float], lag: int) -> float:
+    n = len(series)
+    mean = sum(series) / n
+    variance = sum((x - mean) ** 2 for x in series)
+    if variance == 0:
+        return 0.0
+    return sum((series[i] - mean) * (series[i + lag] - mean) for i in range(n - lag)) / variance
+
+
+def decorrelation_lag(series: Sequence[float]) -> int:
+    """The first lag at which the autocorrelation is inside the noise band 2/sqrt(n)."""
+    n = len(series)
+    band = 2 / math.sqrt(n) if n else 1.0
+    for lag in range(1, n // 2):
+        if abs(_autocorrelation(series, lag)) < band:
+            return lag
+    return max(1, n // 2)
+
+
+def block_seconds(means: Sequence[float], counts: Sequence[float]) -> tuple[int, int] | None:
+    """The block length for a stage, from its per-second mean latency and request count, and the lag at which
+    they decorrelate; None when the stage is too short for MIN_BLOCKS blocks (or made too few requests)."""
+    n = len(counts)
+    if sum(1 for c in counts if c) < MIN_BLOCKS:
+        return None
+    lag = max(decorrelation_lag(means), decorrelation_lag(counts))
+    length = min(max(2 * lag, math.ceil(n ** (1 / 3))), n // MIN_BLOCKS)
+    return (length, lag) if length else None
+
+
+def seconds_figures(seconds: Sequence[Sparse]) -> tuple[list[float], list[float]]:
+    """Each second's mean latency (ns; 0 without requests) and request count."""
+    counts = [float(sum(s.values())) for s in seconds]
+    means = [sum(v * c for v, c in s.items()) / n if n else 0.0 for s, n in zip(seconds, counts)]
+    return means, counts
+
+
+def blocks_of(seconds: Sequence[Sparse], failures: Sequence[int], length: int) -> list[Block]:
+    """Consecutive `length`-second blocks; the last one may be shorter. No second is left out."""
+    blocks = []
+    for start in range(0, len(seconds), length):
+        merged: Sparse = {}
+        for second in seconds[start:start + length]:
+            for value, count in second.items():
+                merged[value] = merged.get(value, 0) + count
+        blocks.append(Block(merged, sum(failures[start:start + length]), len(seconds[start:start + length])))
+    return blocks
+
+
+def blocks_from_artifact(section: dict[str, Any] | None) -> list[Block]:
+    """The blocks a Locust master wrote into a stage's artifact (locust.recorder); none if it wrote none."""
+    if not section:
+        return []
+    return [Block(sparse(histograms.decode(encoded)), failures, seconds) for encoded, failures, seconds in
+            zip(section["histograms"], section["failures"], section["durations"])]
+
+
+def of_artifacts(sections: Sequence[dict[str, Any] | None], *, seed: str,
+                 confidence: float = CONFIDENCE) -> dict[str, Any] | None:
+    """Intervals from the blocks of one stage's artifact, or of several stages (a variant's row); None when a
+    stage has no blocks (too short, or its artifact had to leave them out)."""
+    if not sections or not all(sections):
+        return None
+    found = bootstrap([blocks_from_artifact(s) for s in sections], seed=seed, confidence=confidence)
+    if found is None:
+        return None
+    if len(sections) == 1:
+        found["blockSeconds"] = sections[0]["seconds"]
+    if short := [s for s in sections if s["seconds"] < 2 * s.get("correlationSeconds", 0)]:
+        found["warning"] = (f"too short for blocks of 2 x {short[0]['correlationSeconds']} s (how long its "
+                            f"seconds stay alike): may be too narrow")
+    return found
+
+
+class _Resampler:
+    """Cumulative counts of every block over one grid of values, so that a percentile of any mix of blocks
+    is a binary search over sums of a few rows."""
+
+    def __init__(self, strata: Sequence[Sequence[Block]]):
+        self.strata = [list(s) for s in strata if s]
+        self.grid = sorted({v for stratum in self.strata for block in stratum for v in block.counts})
+        position = {v: i for i, v in enumerate(self.grid)}
+        self.cumulative: dict[int, list[int]] = {}
+        self.weighted_ns = {id(b): sum(v * c for v, c in b.counts.items()) for s in self.strata for b in s}
+        for stratum in self.strata:
+            for block in stratum:
+                row = [0] * len(self.grid)
+                for value, count in block.counts.items():
+                    row[position[value]] += count
+                running = 0
+                for i, count in enumerate(row):
+                    running += count
+                    row[i] = running
+                self.cumulative[id(block)] = row
+
+    def figures(self, chosen: list[Block]) -> dict[str, float | None]:
+        weights: dict[int, int] = {}
+        by_id = {}
+        for block in chosen:
+            weights[id(block)] = weights.get(id(block), 0) + 1
+            by_id[id(block)] = block
+        rows = [(self.cumulative[i], w) for i, w in weights.items()]
+        total = sum(row[-1] * w for row, w in rows) if self.grid else 0
+        seconds = sum(by_id[i].seconds * w for i, w in weights.items())
+        failures = sum(by_id[i].failures * w for i, w in weights.items())
+        result: dict[str, float | None] = {
+            "rps": total / seconds if seconds else None,
+            "errorRate": failures / total if total else None,
+            "mean": sum(self.weighted_ns[i] * w for i, w in weights.items()) / total / 1e6 if total else None}
+        for name, q in histograms.LEVELS.items():
+            if not total:
+                result[name] = None
+                continue
+            rank = max(1, math.ceil(q * total - 1e-9))
+            lo, hi = 0, len(self.grid) - 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if sum(row[mid] * w for row, w in rows) >= rank:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            result[name] = self.grid[lo] / 1e6
+        return result
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    position = q * (len(sorted_values) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(sorted_values) - 1)
+    return sorted_values[below] + (sorted_values[above] - sorted_values[below]) * (position - below)
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def bootstrap(strata: Iterable[Sequence[Block]], *, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+              seed: int | str = 0) -> dict | None:
+    """Percentile-bootstrap intervals of FIGURES over the blocks, resampled within each stratum (a stage: a
+    variant's row resamples each of its stages on its own, then merges them). None without enough blocks.
+    p999 gets no interval when there are fewer than histograms.P999_MIN_SAMPLES requests."""
+    strata = [list(s) for s in strata if s]
+    if not strata or any(len(s) < MIN_BLOCKS for s in strata):
+        return None
+    resampler = _Resampler(strata)
+    rng = random.Random(str(seed))
+    draws: dict[str, list[float]] = {name: [] for name in FIGURES}
+    for _ in range(resamples):
+        chosen = [block for stratum in strata for block in rng.choices(stratum, k=len(stratum))]
+        for name, value in resampler.figures(chosen).items():
+            if value is not None:
+                draws[name].append(value)
+    alpha = (1 - confidence) / 2
+    result: dict = {"confidence": confidence, "method": "bootstrap", "blocks": sum(len(s) for s in strata)}
+    requests = sum(block.requests for s in strata for block in s)
+    for name in FIGURES:
+        values = sorted(draws[name])
+        if len(values) < resamples or (name == "p999" and requests < histograms.P999_MIN_SAMPLES):
+            continue
+        result[name] = [_round(_quantile(values, alpha)), _round(_quantile(values, 1 - alpha))]
+    return result

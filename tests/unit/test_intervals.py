@@ -1,0 +1,105 @@
+"""Confidence intervals from one run: the block bootstrap over per-second histograms."""
+
+import math
+import random
+
+import pytest
+
+from loadstage.results import histograms
+from loadstage.results.intervals import (
+    MIN_BLOCKS,
+    Block,
+    as_histogram,
+    block_seconds,
+    seconds_figures,
+    blocks_of,
+    bootstrap,
+    sparse,
+)
+
+
+def seconds_of(latencies_ms_per_second):
+    out = []
+    for latencies in latencies_ms_per_second:
+        h = histograms.new()
+        for ms in latencies:
+            histograms.record(h, ms)
+        out.append(sparse(h))
+    return out
+
+
+def queueing_run(rng, seconds=120, rate=40, phi=0.9):
+    """Per-second latencies whose level drifts like a queue: an AR(1) factor with correlation time ~1/(1-phi) s."""
+    level, run = 0.0, []
+    for _ in range(seconds):
+        level = phi * level + rng.gauss(0, math.sqrt(1 - phi ** 2))
+        run.append([rng.expovariate(1 / (10 * math.exp(0.5 * level))) for _ in range(rate)])
+    return run
+
+
+def independent_run(rng, seconds=120, rate=40):
+    return [[rng.expovariate(1 / 10) for _ in range(rate)] for _ in range(seconds)]
+
+
+def test_the_bootstrap_of_every_block_once_gives_the_exact_percentiles_of_the_merged_histogram():
+    rng = random.Random(1)
+    seconds = seconds_of(independent_run(rng, seconds=40))
+    blocks = blocks_of(seconds, [0] * 40, 5)
+    merged = histograms.merge(as_histogram(s) for s in seconds)
+    assert sum(b.requests for b in blocks) == merged.get_total_count() == 40 * 40
+    exact = histograms.percentiles_ns(merged, histograms.LEVELS)
+    from loadstage.results.intervals import _Resampler
+    figures = _Resampler([blocks]).figures(blocks)
+    assert {k: round(figures[k] * 1e6) for k in exact} == exact
+    assert figures["rps"] == 40 and figures["errorRate"] == 0
+
+
+def test_a_queue_that_drifts_gets_longer_blocks_and_wider_intervals_than_independent_seconds():
+    rng = random.Random(7)
+    queued = seconds_of(queueing_run(rng))
+    independent = seconds_of(independent_run(rng))
+    assert block_seconds(*seconds_figures(independent))[0] <= 6          # about n^(1/3) = 5
+    length, lag = block_seconds(*seconds_figures(queued))
+    assert length >= 8, length                      # the drift lasts about 10 s
+    failures = [0] * len(queued)
+    blocked = bootstrap([blocks_of(queued, failures, length)], resamples=300)
+    naive = bootstrap([blocks_of(queued, failures, 1)], resamples=300)
+    width = {name: blocked[name][1] - blocked[name][0] for name in ("p50", "p99", "mean")}
+    naive_width = {name: naive[name][1] - naive[name][0] for name in ("p50", "p99", "mean")}
+    assert all(width[n] > 1.3 * naive_width[n] for n in width), (width, naive_width)
+
+
+def test_intervals_of_independent_seconds_cover_the_true_figures_about_as_often_as_they_claim():
+    # 40 runs of an exponential(10 ms) service: true p50 = 10 ln 2, mean = 10, p90 = 10 ln 10
+    rng = random.Random(11)
+    truth = {"p50": 10 * math.log(2), "mean": 10.0, "p90": 10 * math.log(10)}
+    covered = {name: 0 for name in truth}
+    runs = 40
+    for run in range(runs):
+        seconds = seconds_of(independent_run(rng, seconds=60, rate=30))
+        found = bootstrap([blocks_of(seconds, [0] * 60, block_seconds(*seconds_figures(seconds))[0])], resamples=200, seed=run)
+        for name, value in truth.items():
+            lo, hi = found[name]
+            covered[name] += lo <= value * 1.001 and value <= hi * 1.001   # buckets are 0.1% wide
+    # 95% intervals: 38 of 40 expected; fewer than 33 would be a coverage below ~82%
+    assert all(count >= 33 for count in covered.values()), covered
+
+
+def test_a_short_stage_gets_no_interval_and_a_p999_from_few_requests_none():
+    rng = random.Random(3)
+    short = seconds_of(independent_run(rng, seconds=MIN_BLOCKS - 1, rate=10))
+    assert block_seconds(*seconds_figures(short)) is None
+    assert bootstrap([blocks_of(short, [0] * len(short), 1)]) is None
+    few = seconds_of(independent_run(rng, seconds=30, rate=10))   # 300 requests
+    found = bootstrap([blocks_of(few, [0] * 30, 2)], resamples=100)
+    assert "p999" not in found and found["p99"][0] <= found["p99"][1]
+    assert found["method"] == "bootstrap" and found["confidence"] == 0.95
+
+
+def test_failures_and_rate_come_from_the_blocks_and_strata_are_resampled_each_on_its_own():
+    busy = [Block({1_000_000: 100}, failures=10, seconds=1.0) for _ in range(MIN_BLOCKS)]
+    quiet = [Block({5_000_000: 10}, failures=0, seconds=1.0) for _ in range(MIN_BLOCKS)]
+    found = bootstrap([busy, quiet], resamples=50)
+    # every resample takes 8 blocks from each stage: the figures cannot move
+    assert found["rps"] == [55.0, 55.0] and found["errorRate"] == [pytest.approx(80 / 880, rel=1e-3)] * 2
+    assert found["p50"] == [found["p50"][0]] * 2 and found["blocks"] == 16
