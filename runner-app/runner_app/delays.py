@@ -1,8 +1,8 @@
 """Server-side delays for tests and benchmarks:
 - named delay distributions, seeded per process (RUNNER_DELAY_SEED), so that benchmarks can load the
   app with a known and different latency shape per endpoint;
-- a delay on every request (RUNNER_DELAY=slow): one draw of that profile, to make the same app
-  slower or faster between two runs (a regression to catch);
+- a delay on every request (RUNNER_DELAY=slow): one draw of that profile, times RUNNER_DELAY_SCALE (default
+  1; 1.1 is 10% more), to make the same app slower or faster between two runs (a regression to catch);
 - stalls (RUNNER_STALL="every=20s,for=2s"): in the first 2 s of every 20 s of wall-clock time, every
   request waits until the stall is over, in every process at once, as a stop-the-world pause would."""
 
@@ -46,11 +46,25 @@ def _request_profile() -> str | None:
 REQUEST_PROFILE = _request_profile()
 
 
+def _request_scale() -> float:
+    text = os.environ.get("RUNNER_DELAY_SCALE") or "1"
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = -1.0
+    if not 0 < scale <= 100:
+        raise ValueError(f"RUNNER_DELAY_SCALE must be a number above 0 and at most 100, got {text!r}")
+    return scale
+
+
+REQUEST_SCALE = _request_scale()
+
+
 def wait_request_delay() -> float:
     """Sleeps for one draw of RUNNER_DELAY's profile, if it is set; returns the seconds slept."""
     if REQUEST_PROFILE is None:
         return 0.0
-    seconds = draw(REQUEST_PROFILE)
+    seconds = draw(REQUEST_PROFILE) * REQUEST_SCALE
     time.sleep(seconds)
     return seconds
 

@@ -3,7 +3,7 @@ sample size decide."""
 
 import pytest
 
-from loadstage.reports.compare import compare_stage, parse_tolerance
+from loadstage.reports.compare import compare_stage, parse_confidence, parse_tolerance
 from loadstage.results.model import StageResult
 
 
@@ -35,3 +35,48 @@ def test_verdicts_follow_the_tolerance_the_resolution_and_the_sample_size():
     with pytest.raises(ValueError, match="must be a percentage"):
         parse_tolerance("-5%")
     assert parse_tolerance("10") == parse_tolerance("10%") == 0.1
+
+
+def _sure(p99, spread, rps=100.0, rps_spread=0.02):
+    """A stage whose p99 and req/s have 95% intervals of +-spread around them."""
+    stage = _stage(p99, rps=rps)
+    from dataclasses import replace
+    return replace(stage, intervals={"confidence": 0.95, "method": "bootstrap",
+                                     "p99": [p99 * (1 - spread), p99 * (1 + spread)],
+                                     "p999": [p99 * 2 * (1 - spread), p99 * 2 * (1 + spread)],
+                                     "rps": [rps * (1 - rps_spread), rps * (1 + rps_spread)]})
+
+
+def test_a_regression_must_be_beyond_the_tolerance_and_beyond_the_noise():
+    # +20%: beyond 10%, and the runs are tight (+-3%): a regression, with the interval of the change
+    changes = {c.figure: c for c in compare_stage(_sure(100, 0.03), _sure(120, 0.03), 0.10)}
+    assert changes["p99"].verdict == "regressed"
+    assert changes["p99"].difference.text() == "+20.0% [+15.0%, +25.2%]"
+    # +20% from noisy runs (+-30%): beyond the tolerance, not beyond the noise
+    assert _verdicts(_sure(100, 0.3), _sure(120, 0.3))["p99"] == "noise"
+    # +4% from tight runs (+-1%): significant, but within the tolerance
+    assert _verdicts(_sure(100, 0.01), _sure(104, 0.01))["p99"] == "small"
+    # an improvement counts only where it is significant too
+    assert _verdicts(_sure(100, 0.3), _sure(70, 0.3))["p99"] == "noise"
+    assert _verdicts(_sure(100, 0.03), _sure(70, 0.03))["p99"] == "improved"
+    # throughput: -15% from runs within +-2% is a regression; a higher confidence asks for more
+    assert _verdicts(_sure(100, 0.03, rps=100), _sure(100, 0.03, rps=85))["rps"] == "regressed"
+    base, new = _sure(100, 0.03, rps_spread=0.1), _sure(100, 0.03, rps=85, rps_spread=0.1)
+    assert {c.figure: c.verdict for c in compare_stage(base, new, 0.10, 0.95)}["rps"] == "regressed"
+    assert {c.figure: c.verdict for c in compare_stage(base, new, 0.10, 0.99)}["rps"] == "noise"
+    # one side without intervals (a short stage): the tolerance alone decides, as before
+    assert _verdicts(_stage(100), _sure(120, 0.3))["p99"] == "regressed"
+    with pytest.raises(ValueError, match="from 50% to 99.9%"):
+        parse_confidence("100%")
+
+
+def test_the_best_variant_is_marked_only_where_it_beats_every_other_by_more_than_the_noise():
+    from loadstage.reports.significance import best
+    a, b, c = (("a", 100.0, {"confidence": 0.95, "p99": [97.0, 103.0]}),
+               ("b", 120.0, {"confidence": 0.95, "p99": [116.4, 123.6]}),
+               ("c", 103.0, {"confidence": 0.95, "p99": [99.9, 106.1]}))
+    assert best("p99", [a, b]) == 0 and best("p99", [b, a]) == 1
+    assert best("p99", [a, b, c]) is None                     # c is within a's noise
+    assert best("rps", [("x", 90.0, {"confidence": 0.95, "rps": [88.0, 92.0]}),
+                        ("y", 100.0, {"confidence": 0.95, "rps": [98.0, 102.0]})]) == 1   # more is better
+    assert best("p99", [a, ("d", 150.0, None)]) is None        # no interval: nothing is marked

@@ -1,5 +1,5 @@
-"""The reports of three stored result files (real local runs: the quick start, the five servers, a paced
-users ladder with failed thresholds) are exactly the stored ones. A refactor must not move a character;
+"""The reports of three stored result files (real local runs: the quick start with 20 s stages and their
+confidence intervals, the five servers, a paced users ladder with failed thresholds) are exactly the stored ones. A refactor must not move a character;
 a change that means to alters the stored files, and the diff shows what a user will see.
 LOADSTAGE_UPDATE_GOLDEN=1 rewrites them."""
 
@@ -20,11 +20,11 @@ SVG = re.compile(r"<svg\b.*?</svg>", re.S)
 
 
 def shown(form: str, text: str) -> str:
-    """What is compared: the whole report; in HTML every chart is reduced to the ids of its data lines
-    (the drawing's coordinates follow the fonts the machine has)."""
+    """What is compared: the whole report; in HTML every chart is reduced to the ids of its data lines and
+    interval bars (the drawing's coordinates follow the fonts the machine has)."""
     if form != "html":
         return text
-    return SVG.sub(lambda m: "<svg " + " ".join(sorted(set(re.findall(r'id="([^"]*-data-[^"]*)"', m.group(0)))))
+    return SVG.sub(lambda m: "<svg " + " ".join(sorted(set(re.findall(r'id="([^"]*-(?:data|interval)-[^"]*)"', m.group(0)))))
                    + ">", text)
 
 

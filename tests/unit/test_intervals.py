@@ -103,3 +103,28 @@ def test_failures_and_rate_come_from_the_blocks_and_strata_are_resampled_each_on
     # every resample takes 8 blocks from each stage: the figures cannot move
     assert found["rps"] == [55.0, 55.0] and found["errorRate"] == [pytest.approx(80 / 880, rel=1e-3)] * 2
     assert found["p50"] == [found["p50"][0]] * 2 and found["blocks"] == 16
+
+
+def _run_figures(rng, scale=1.0, seed=0):
+    seconds = seconds_of([[ms * scale for ms in second] for second in independent_run(rng, seconds=40, rate=30)])
+    found = bootstrap([blocks_of(seconds, [0] * 40, block_seconds(*seconds_figures(seconds))[0])],
+                      resamples=200, seed=seed)
+    merged = histograms.latency_ms(histograms.merge(as_histogram(s) for s in seconds))
+    return {"p50": merged["p50"], "p99": merged["p99"]}, found
+
+
+def test_the_difference_of_two_runs_is_significant_for_a_real_slowdown_and_rarely_for_the_same_service():
+    from loadstage.results.differences import difference
+    rng = random.Random(5)
+    same = slower = 0
+    pairs = 12
+    for pair in range(pairs):
+        base, base_iv = _run_figures(rng, seed=pair)
+        again, again_iv = _run_figures(rng, seed=pair + 100)
+        slow, slow_iv = _run_figures(rng, scale=1.3, seed=pair + 200)
+        same += difference("p50", base["p50"], base_iv, again["p50"], again_iv).significant
+        found = difference("p50", base["p50"], base_iv, slow["p50"], slow_iv)
+        assert 0.15 < found.relative < 0.45 and found.low < found.relative < found.high
+        slower += found.worse
+    assert same <= 2 and slower >= pairs - 1, (same, slower)
+    assert difference("p50", 1.0, None, 2.0, base_iv) is None

@@ -41,6 +41,13 @@ def _tolerance_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _confidence_arg(text: str) -> float:
+    try:
+        return compare.parse_confidence(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loadstage", description="Load-stage experiments for gunicorn apps.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--tolerance", default="10%", type=_tolerance_arg,
                      help="how much worse a figure may get before it counts (default 10%%): p99 and p99.9 up, "
                           "throughput down, the error rate up")
+    cmp.add_argument("--confidence", default="95%", type=_confidence_arg,
+                     help="how sure a regression must be (default 95%%): the interval of the change, from both "
+                          "runs' confidence intervals, must leave zero out")
     cmp.add_argument("--format", choices=("table", "markdown"), default="table",
                      help="table (default) or markdown (for a pull-request comment)")
 

@@ -94,7 +94,8 @@ def cmd_compare(args) -> int:
     for source in (args.base, args.new):
         document = sources.load_document(source, args.namespace)
         runs.append((sources.experiment_of(source, document), RunResults.from_status(document["status"])))
-    comparison = compare.compare(runs[0], runs[1], args.tolerance, names=(args.base, args.new))
+    comparison = compare.compare(runs[0], runs[1], args.tolerance, names=(args.base, args.new),
+                                 confidence=args.confidence)
     sys.stdout.write(compare.render_markdown(comparison) if args.format == "markdown"
                      else compare.render_table(comparison))
     return EXIT_REGRESSION if comparison.regressed else EXIT_OK

@@ -53,15 +53,22 @@ def _style(axes, xlabel: str, ylabel: str) -> None:
 
 
 def _per_variant(axes, chart_id: str, run: RunResults, figure_of: Callable[[StageResult], Any],
-                 by_users: bool) -> None:
-    """One line per variant: a stage figure against the stage's load (its injectors, or its users)."""
+                 by_users: bool, interval: str | None = None) -> None:
+    """One line per variant: a stage figure against the stage's load (its injectors, or its users), with
+    the stages' 95% intervals of `interval` as error bars where they have them."""
     axes.set_xticks(sorted({s.load(by_users) for v in run.variants for s in v.stages}))
     for i, variant in enumerate(run.variants):
         stages = variant.stages
         if stages:
-            axes.plot([s.load(by_users) for s in stages], [_number(figure_of(s)) for s in stages], marker="o",
+            xs = [s.load(by_users) for s in stages]
+            axes.plot(xs, [_number(figure_of(s)) for s in stages], marker="o",
                       color=COLOURS[i % len(COLOURS)], label=tables.variant_label(run, variant),
                       gid=f"{chart_id}-data-{i + 1}")
+            bounds = [(s.intervals or {}).get(interval) or (None, None) for s in stages] if interval else []
+            if any(low is not None for low, _ in bounds):
+                axes.vlines(xs, [_number(low) for low, _ in bounds], [_number(high) for _, high in bounds],
+                            color=COLOURS[i % len(COLOURS)], linewidth=2, alpha=0.45,
+                            gid=f"{chart_id}-interval-{i + 1}")
 
 
 def _legend(figure, axes) -> None:
@@ -74,18 +81,18 @@ def latency_chart(run: RunResults, by_users: bool = False) -> Chart:
     chart_id = "latency"
     figure, panels = _figure(10, 5.6, 2, 3)
     for axes, (key, name) in zip(panels, PERCENTILES):
-        _per_variant(axes, f"{chart_id}-{key}", run, lambda s, k=key: s.latency.percentile(k), by_users)
+        _per_variant(axes, f"{chart_id}-{key}", run, lambda s, k=key: s.latency.percentile(k), by_users, key)
         _style(axes, _load_label(by_users), f"{name} (ms)")
         axes.set_title(name)
     panels[-1].set_visible(False)
     _legend(figure, panels[0])
-    return chart_id, "Latency percentiles against load", _svg(figure, chart_id)
+    return chart_id, "Latency percentiles against load (bars: 95% confidence intervals)", _svg(figure, chart_id)
 
 
 def throughput_chart(run: RunResults, by_users: bool = False) -> Chart:
     chart_id = "throughput"
     figure, (axes,) = _figure(7, 4)
-    _per_variant(axes, chart_id, run, lambda s: s.rps, by_users)
+    _per_variant(axes, chart_id, run, lambda s: s.rps, by_users, "rps")
     for i, variant in enumerate(run.variants):
         first = next((s for s in variant.stages if s.rps), None)
         if first is not None and len(variant.stages) > 1:

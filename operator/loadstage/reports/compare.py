@@ -1,10 +1,12 @@
 """`loadstage compare BASE NEW`: the same stages of two runs side by side, and a verdict.
 
 Stages are matched by what they ran: the variant's settings, the injectors and the users. A stage
-regressed when its p99 or p99.9 went up by more than the tolerance, its throughput went down by more
-than it, or its error rate went up. A latency change within the histograms' resolution (3
-significant digits: two values that close may be one bucket) never counts, and neither does a
-p99.9 of fewer than 1,000 requests, which is close to the maximum."""
+regressed when its p99 or p99.9 went up, or its throughput down, by more than the tolerance (the
+practical threshold) and by more than the two runs' noise (the interval of the difference, from each
+stage's confidence intervals, leaves out zero), or when its error rate went up. A stage without intervals
+(shorter than 8 s, or a result from before them) is judged by the tolerance alone. A latency change within
+the histograms' resolution (3 significant digits: two values that close may be one bucket) never counts,
+and neither does a p99.9 of fewer than 1,000 requests, which is close to the maximum."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import DEFAULT_SERVER, Experiment
 from loadstage.reports import ons_layout, tables
+from loadstage.results.differences import CONFIDENCE, Difference, difference
 from loadstage.results.model import RunResults, StageResult
 
 RESOLUTION = 2.0 ** -10          # HDR histograms at 3 significant digits
@@ -25,7 +28,9 @@ class Change:
     figure: str
     base: float | None
     new: float | None
-    verdict: str            # "regressed", "improved", "same", "thin" (not judged), or "" (shown only)
+    verdict: str    # "regressed", "improved", "same", "noise" (beyond the tolerance, not the noise), "small"
+    #                 (a significant slowdown within the tolerance), "thin" (not judged), or "" (shown only)
+    difference: Difference | None = None
 
     @property
     def relative(self) -> float | None:
@@ -49,6 +54,7 @@ class StageComparison:
 class Comparison:
     tolerance: float
     stages: list[StageComparison]
+    confidence: float = CONFIDENCE
     only_in_base: list[str] = field(default_factory=list)
     only_in_new: list[str] = field(default_factory=list)
     differing_settings: list[tuple[str, str, str]] = field(default_factory=list)
@@ -58,16 +64,36 @@ class Comparison:
         return [s for s in self.stages if s.with_verdict("regressed")]
 
 
-def parse_tolerance(text: str) -> float:
-    """'10%' or '10' (percent) as a fraction."""
+def _percentage(text: str, low: float, high: float, example: str) -> float:
+    """'10%' or '10' (percent) as a fraction, from `low` to `high`."""
     number = text.strip().removesuffix("%")
     try:
         value = float(number) / 100
     except ValueError:
         value = -1.0
-    if not 0 <= value <= 10:
-        raise ValueError(f"must be a percentage from 0% to 1000%, such as 10%, got {text!r}")
+    if not low <= value <= high:
+        raise ValueError(f"must be a percentage from {low:.1%} to {high:.1%}, such as {example}, got {text!r}"
+                         .replace(".0%", "%"))
     return value
+
+
+def parse_tolerance(text: str) -> float:
+    return _percentage(text, 0, 10, "10%")
+
+
+def parse_confidence(text: str) -> float:
+    return _percentage(text, 0.5, 0.999, "95%")
+
+
+def _with_noise(verdict: str, found: Difference | None) -> str:
+    """The tolerance's verdict, held against the interval of the difference where there is one."""
+    if found is None:
+        return verdict
+    if verdict == "regressed":
+        return "regressed" if found.worse else "noise"
+    if verdict == "improved":
+        return "improved" if found.better else "noise"
+    return "small" if found.worse else verdict
 
 
 def _judge_latency(base: float | None, new: float | None, tolerance: float) -> str:
@@ -93,18 +119,24 @@ def _judge_errors(base: float, new: float, tolerance: float) -> str:
     return "same"
 
 
-def compare_stage(base: StageResult, new: StageResult, tolerance: float) -> list[Change]:
+def compare_stage(base: StageResult, new: StageResult, tolerance: float,
+                  confidence: float = CONFIDENCE) -> list[Change]:
+    def between(figure: str, b: float | None, n: float | None) -> Difference | None:
+        return difference(figure, b, base.intervals, n, new.intervals, confidence)
     changes = []
     for key in LATENCIES:
         b, n = base.latency.percentile(key), new.latency.percentile(key)
+        found = between(key, b, n)
         if key == "p50":
             verdict = ""
         elif key == "p999" and not (base.latency.p999_reliable and new.latency.p999_reliable):
             verdict = "thin"
         else:
-            verdict = _judge_latency(b, n, tolerance)
-        changes.append(Change(key, b, n, verdict))
-    changes.append(Change("rps", base.rps, new.rps, _judge_throughput(base.rps, new.rps, tolerance)))
+            verdict = _with_noise(_judge_latency(b, n, tolerance), found)
+        changes.append(Change(key, b, n, verdict, found))
+    found = between("rps", base.rps, new.rps)
+    changes.append(Change("rps", base.rps, new.rps,
+                          _with_noise(_judge_throughput(base.rps, new.rps, tolerance), found), found))
     changes.append(Change("errorRate", base.error_rate, new.error_rate,
                           _judge_errors(base.error_rate, new.error_rate, tolerance)))
     return changes
@@ -134,7 +166,8 @@ _ABSENT = ons_layout.Option("", object(), "-")
 
 
 def compare(base: tuple[Experiment, RunResults], new: tuple[Experiment, RunResults],
-            tolerance: float, names: tuple[str, str] = ("BASE", "NEW")) -> Comparison:
+            tolerance: float, names: tuple[str, str] = ("BASE", "NEW"),
+            confidence: float = CONFIDENCE) -> Comparison:
     base_stages, new_stages = _stages(base[1]), _stages(new[1])
     shared = [k for k in new_stages if k in base_stages]
     if not shared:
@@ -143,7 +176,7 @@ def compare(base: tuple[Experiment, RunResults], new: tuple[Experiment, RunResul
                                           f"{'; '.join(map(_describe, base_stages)) or 'none'}, {names[1]} has "
                                           f"{'; '.join(map(_describe, new_stages)) or 'none'}")])
     stages = [StageComparison(new_stages[k][0], k[1], k[2],
-                              compare_stage(base_stages[k][1], new_stages[k][1], tolerance))
+                              compare_stage(base_stages[k][1], new_stages[k][1], tolerance, confidence))
               for k in shared]
     base_profile = {o.name: o for o in ons_layout.profile(*base)}
     new_profile = {o.name: o for o in ons_layout.profile(*new)}
@@ -151,7 +184,7 @@ def compare(base: tuple[Experiment, RunResults], new: tuple[Experiment, RunResul
                   new_profile[name].text if name in new_profile else "-")
                  for name in dict.fromkeys([*base_profile, *new_profile])
                  if (base_profile.get(name) or _ABSENT).value != (new_profile.get(name) or _ABSENT).value]
-    return Comparison(tolerance, stages,
+    return Comparison(tolerance, stages, confidence,
                       only_in_base=[_describe(k) for k in base_stages if k not in new_stages],
                       only_in_new=[_describe(k) for k in new_stages if k not in base_stages],
                       differing_settings=differing)
@@ -165,19 +198,30 @@ def _value(figure: str, value: float | None) -> str:
     return tables.format_ms(value) if figure != "rps" else f"{value:,.0f}"
 
 
-def _cell(change: Change) -> str:
+def _delta(change: Change) -> str:
+    if change.difference is not None:
+        return change.difference.text()
     relative = None if change.figure == "errorRate" else change.relative
-    delta = "" if relative is None else f" ({relative:+.1%})"
-    return f"{_value(change.figure, change.base)} -> {_value(change.figure, change.new)}{delta}"
+    return "" if relative is None else f"{relative:+.1%}"
+
+
+def _cell(change: Change) -> str:
+    delta = _delta(change)
+    return f"{_value(change.figure, change.base)} -> {_value(change.figure, change.new)}" + (f" ({delta})" if delta
+                                                                                           else "")
 
 
 def _verdict(stage: StageComparison, strong=lambda text: text) -> str:
     def listed(changes: list[Change]) -> str:
-        return ", ".join(NAMES[c.figure] + ("" if c.relative is None else f" {c.relative:+.1%}") for c in changes)
+        return ", ".join(NAMES[c.figure] + (f" {_delta(c)}" if _delta(c) else "") for c in changes)
     if stage.with_verdict("regressed"):
         return strong("regressed") + ": " + listed(stage.with_verdict("regressed"))
     if stage.with_verdict("improved"):
         return "improved: " + listed(stage.with_verdict("improved"))
+    if stage.with_verdict("noise"):
+        return "ok: beyond the tolerance, within the noise: " + listed(stage.with_verdict("noise"))
+    if stage.with_verdict("small"):
+        return "ok: significant, within the tolerance: " + listed(stage.with_verdict("small"))
     return "ok"
 
 
@@ -198,13 +242,20 @@ def summary(comparison: Comparison) -> str:
     matched, regressed = len(comparison.stages), len(comparison.regressed)
     head = f"{regressed} of {matched} matched stage(s) regressed" if regressed else \
         f"no regression in {matched} matched stage(s)"
-    return f"{head} (tolerance {comparison.tolerance * 100:.4g}%)"
+    return f"{head} (tolerance {comparison.tolerance * 100:.4g}%, {comparison.confidence * 100:.4g}% confidence)"
 
 
 def notes(comparison: Comparison) -> list[str]:
     lines = []
     if any(c.verdict == "thin" for s in comparison.stages for c in s.changes):
         lines.append("* p99.9 of fewer than 1,000 requests on one side: shown, not judged.")
+    if any(c.difference is not None for s in comparison.stages for c in s.changes):
+        lines.append(f"[a, b]: the {comparison.confidence * 100:.4g}% interval of the change; a regression must "
+                     f"be beyond the tolerance and leave zero out.")
+    unsure = [s for s in comparison.stages if all(c.difference is None for c in s.changes)]
+    if unsure:
+        lines.append(f"Judged by the tolerance alone ({len(unsure)} stage(s) without intervals on one side: "
+                     f"shorter than 8 s, or run before loadstage kept them).")
     lines += [f"Setting that differs: {option}: {base} -> {new}" for option, base, new in comparison.differing_settings]
     lines += [f"Only in BASE (not compared): {text}" for text in comparison.only_in_base]
     lines += [f"Only in NEW (not compared): {text}" for text in comparison.only_in_new]

@@ -15,6 +15,8 @@ from loadstage.results.model import RunResults, StageResult, VariantRecord
 SETTINGS = ["server", "pods", "workers", "threads", "workerClass"]
 FIGURES = ["requests", "failures", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms",
            "maxMs", "p999Reliable"]
+INTERVALS = [f"{figure}{side}" for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms", "meanMs", "rps", "errorRate")
+             for side in ("_lo", "_hi")]   # 95% confidence intervals (results.intervals)
 TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores", "targetPeakMemoryBytes",
         "targetServedRequests", "targetRestarts", "targetUnreadySeconds", "injectorPeakCpuPercent", "injectorBound",
         "attempts", "passed", "violations"]
@@ -24,7 +26,7 @@ def columns(run: RunResults) -> list[str]:
     per_method = [f"{m.lower()}{figure}" for m in ons_layout.methods(run) for figure in ("Requests", "MeanMs", "P99Ms")]
     return ["experiment", "variant", *SETTINGS, "stage", "injectors", "users", "usersPerInjector",
             "spawnRatePerInjector", "waitMinSeconds", "waitMaxSeconds", "pacingSeconds", "durationSeconds",
-            "startedAt", "finishedAt", *FIGURES, *per_method, *TAIL]
+            "startedAt", "finishedAt", *FIGURES, *INTERVALS, *per_method, *TAIL]
 
 
 def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> dict[str, Any]:
@@ -50,6 +52,10 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
         "passed": None if verdict is None else verdict.passed,
         "violations": None if verdict is None else "; ".join(verdict.violations),
     }
+    for figure, bounds in (stage.intervals or {}).items():
+        if isinstance(bounds, list):
+            name = figure if figure in ("rps", "errorRate") else f"{figure}Ms"
+            values.update({f"{name}_lo": bounds[0], f"{name}_hi": bounds[1]})
     for method, figures in stage.by_method.items():
         values.update({f"{method.lower()}Requests": figures.requests, f"{method.lower()}MeanMs": figures.mean_ms,
                        f"{method.lower()}P99Ms": figures.p99_ms})

@@ -7,7 +7,8 @@ from __future__ import annotations
 import html
 
 from loadstage.api.types import Experiment
-from loadstage.reports import charts, ons_layout, terminal
+from loadstage.reports import charts, ons_layout, tables, terminal
+from loadstage.reports.significance import between_variants
 from loadstage.results.model import Artifact, RunResults
 
 STYLE = """
@@ -45,6 +46,13 @@ def render_html(experiment: Experiment, run: RunResults, artifacts: dict[tuple[i
     for section in sections:
         if not section.per_variant:
             parts += shown(section)
+    decided = between_variants(run, [tables.variant_label(run, v) for v in run.variants])
+    if decided:
+        parts += ["<h2>Between variants</h2>", "<ul>", *(f"<li>{html.escape(line)}</li>" for line in decided),
+                  "</ul>"]
+    header, rows = tables.interval_rows(run)
+    if rows:
+        parts += ["<h2>95% confidence intervals per variant, over all its stages</h2>", _table(header, rows, 1)]
     for chart_id, title, svg in charts.charts(run, artifacts, by_users=ons_layout.by_users(experiment)):
         parts.append(f"<figure class=chart id=chart-{chart_id}><figcaption>{html.escape(title)}</figcaption>"
                      f"{svg}</figure>")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout, tables, terminal
+from loadstage.reports.significance import between_variants
+from loadstage.reports.tables import interval_rows
 from loadstage.results.model import RunResults
 
 
@@ -27,6 +29,13 @@ def render_markdown(experiment: Experiment, run: RunResults) -> str:
     for section in sections:
         parts += ["", f"## {section.title}", "",
                   table(section.header, section.rows, left=tuple(section.header[:section.text_columns]))]
+    decided = between_variants(run, [tables.variant_label(run, v) for v in run.variants])
+    if decided:
+        parts += ["", "## Between variants", "", *(f"- {line}" for line in decided)]
+    intervals = interval_rows(run)
+    if intervals[1]:
+        parts += ["", "## 95% confidence intervals per variant, over all its stages", "",
+                  table(*intervals, left=("Variant",))]
     failed = [f"- {tables.variant_label(run, v)}, {s.injectors} injectors: {', '.join(s.verdict.violations)}"
               for v in run.variants for s in v.stages if s.verdict and not s.verdict.passed]
     if failed:

@@ -13,6 +13,7 @@ from loadstage.reports.tables import (
     Table,
     count,
     footnotes,
+    headline_marks,
     key_settings,
     method_cell,
     number,
@@ -34,9 +35,9 @@ INJECTORS_COLUMN = "Load injector instances"
 
 def ons_headline_rows(run: RunResults) -> Table:
     keys = key_settings(run)
-    rows = [[*(setting_cell(v.settings.get(k)) for k in keys), *percentiles(v.aggregate.latency),
+    rows = [[*(setting_cell(v.settings.get(k)) for k in keys), *percentiles(v.aggregate.latency, marks),
              count(v.aggregate.requests), count(v.aggregate.redis_peak_connections)]
-            for v in run.variants if v.aggregate]
+            for v, marks in zip([v for v in run.variants if v.aggregate], headline_marks(run))]
     return [*(SETTING_NAMES.get(k, k) for k in keys), *PERCENTILE_COLUMNS, "total requests",
             "Redis connections (peak)"], rows
 

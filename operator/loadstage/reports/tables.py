@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Callable
 
 from loadstage.api.quantities import cpu_cores
+from loadstage.reports import significance
+from loadstage.reports.significance import BEST
 from loadstage.results.model import Latency, MethodFigures, RunResults, StageResult, VariantRecord
 
 STAGE_COLUMNS = ["Injectors", "Users", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99", "POSTs avg",
@@ -21,7 +23,9 @@ FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to th
              UNSTEADY: "† the target was not steady during the stage: a pod restarted, was taken away, or was out "
                        "of its Service (not ready); the stage does not count toward capacity.",
              "injector-bound": "injector-bound: an injector's CPU went over 90%; the stage measured the injectors, "
-                               "not the target, and does not count toward capacity."}
+                               "not the target, and does not count toward capacity.",
+             BEST: "^ the best of its column by more than the noise: its difference from every other variant's "
+                   "is significant (95% confidence intervals)."}
 Table = tuple[list[str], list[list[str]]]
 
 
@@ -37,8 +41,17 @@ def _p999(latency: Latency) -> str:
     return text + THIN_P999 if latency.p999_reliable is False else text
 
 
-def percentiles(latency: Latency) -> list[str]:
-    return [*(format_ms(v) for v in (latency.p50, latency.p90, latency.p95, latency.p99)), _p999(latency)]
+def percentiles(latency: Latency, best: set[str] = frozenset()) -> list[str]:
+    """p50..p99.9, each marked where it is significantly the best of its column (reports.significance)."""
+    cells = [*(format_ms(v) for v in (latency.p50, latency.p90, latency.p95, latency.p99)), _p999(latency)]
+    return [c + BEST if name in best else c for name, c in zip(significance.COMPARED, cells)]
+
+
+def headline_marks(run: RunResults) -> list[set[str]]:
+    """For each variant with a row over all its stages, the percentiles in which it is significantly best."""
+    shown = [v for v in run.variants if v.aggregate]
+    return significance.best_columns([variant_label(run, v) for v in shown], [v.aggregate.latency for v in shown],
+                                     [v.aggregate.intervals for v in shown])
 
 
 def method_cell(by_method: dict[str, MethodFigures], method: str, figure: str) -> str:
@@ -145,10 +158,11 @@ def resource_rows(run: RunResults) -> Table:
 
 def headline_rows(run: RunResults) -> Table:
     """One row per variant over all its stages: the ONS layout's first table."""
-    rows = [[flagged(variant_label(run, variant), variant.stages), *percentiles(a.latency),
+    shown = [v for v in run.variants if v.aggregate]
+    rows = [[flagged(variant_label(run, variant), variant.stages), *percentiles(a.latency, marks),
              method_cell(a.by_method, "GET", "mean"),
              method_cell(a.by_method, "POST", "mean"), count(a.requests), count(a.redis_peak_connections)]
-            for variant in run.variants if (a := variant.aggregate)]
+            for variant, marks in zip(shown, headline_marks(run)) if (a := variant.aggregate)]
     return ["Variant", *HEADLINE_COLUMNS], rows
 
 
@@ -157,10 +171,34 @@ def pivot_rows(run: RunResults, users: bool = True) -> Table:
     pivot = run.p99_by_stage
     users = users and all(r.users is not None for r in pivot)
     header = ["Injectors", *(["Users"] if users else []), *(variant_label(run, v) for v in run.variants)]
-    def p99(variant: VariantRecord, row_stage: int, value: float | None) -> str:
-        return flagged(format_ms(value), [s for s in variant.stages if s.stage == row_stage])
-    return header, [[str(r.injectors), *([count(r.users)] if users else []),
-                     *(p99(v, r.stage, p) for v, p in zip(run.variants, r.p99_ms_by_variant))] for r in pivot]
+    def stage_of(variant: VariantRecord, number: int) -> StageResult | None:
+        return next((s for s in variant.stages if s.stage == number), None)
+
+    def cells(number: int, values: tuple[float | None, ...]) -> list[str]:
+        stages = [stage_of(v, number) for v in run.variants]
+        best = significance.best("p99", [(variant_label(run, v), p, s and s.intervals)
+                                         for v, p, s in zip(run.variants, values, stages)])
+        return [flagged(format_ms(p), [s] if s else []) + (BEST if i == best else "")
+                for i, (p, s) in enumerate(zip(values, stages))]
+    return header, [[str(r.injectors), *([count(r.users)] if users else []), *cells(r.stage, r.p99_ms_by_variant)]
+                    for r in pivot]
+
+
+def interval_cell(intervals: dict | None, figure: str) -> str:
+    bounds = (intervals or {}).get(figure)
+    if not bounds:
+        return "-"
+    if figure == "rps":
+        return f"{bounds[0]:,.0f}–{bounds[1]:,.0f}"
+    return f"{format_ms(bounds[0])}–{format_ms(bounds[1])}"
+
+
+def interval_rows(run: RunResults) -> Table:
+    """Each variant's row over all its stages, as 95% intervals (results.intervals); none without them."""
+    figures = ["p50", "p90", "p95", "p99", "p999", "mean", "rps"]
+    rows = [[variant_label(run, v) or "-", *(interval_cell(v.aggregate.intervals, f) for f in figures)]
+            for v in run.variants if v.aggregate and v.aggregate.intervals]
+    return ["Variant", "50th", "90th", "95th", "99th", "99.9th", "mean", "req/s"], rows
 
 
 def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Variant", "Verdict")) -> str:
@@ -174,6 +212,8 @@ def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("V
 
 
 def footnotes(cells: list[str]) -> list[str]:
-    return ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in cells) else []) + \
-           ([FOOTNOTES[UNSTEADY]] if any(c.endswith(UNSTEADY) for c in cells) else []) + \
+    unmarked = [c.removesuffix(BEST) for c in cells]
+    return ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in unmarked) else []) + \
+           ([FOOTNOTES[UNSTEADY]] if any(c.endswith(UNSTEADY) for c in unmarked) else []) + \
+           ([FOOTNOTES[BEST]] if any(c.endswith(BEST) for c in cells) else []) + \
            ([FOOTNOTES["injector-bound"]] if any("(injector-bound)" in c for c in cells) else [])

@@ -17,7 +17,9 @@ from loadstage.reports.tables import (
     resource_rows,
     stage_rows,
     target_cpu,
+    variant_label,
 )
+from loadstage.reports.significance import between_variants
 from loadstage.results.model import RunResults
 
 
@@ -32,6 +34,9 @@ def render_report(run: RunResults) -> str:
     headline_header, headline_table = headline_rows(run)
     if headline_table:
         parts += ["", "Per variant, over all its stages:", render(headline_header, headline_table)]
+    decided = between_variants(run, [variant_label(run, v) for v in run.variants])
+    if decided:
+        parts += ["", "Between variants, over all their stages:", *decided]
     pivot_header, pivot_table = pivot_rows(run)
     if len(run.variants) > 1 and pivot_table:
         parts += ["", "99th percentile per stage (ms):", render(pivot_header, pivot_table, left=())]

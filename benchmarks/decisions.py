@@ -1,0 +1,143 @@
+"""Benchmark (f): can `loadstage compare` tell a real slowdown from noise?
+
+Four local runs of one configuration, each a ladder of the same stage repeated (compare matches the
+repeats apart, so each run is several stages' worth of pairs):
+- A and A again: every pair is an A/A comparison; a regression there is a false alarm;
+- A with the runner app's delay 10% longer, and 30% longer (RUNNER_DELAY_SCALE): how often compare
+  catches each, against A.
+The runs go A, A+10%, A again, A+30%, so that a drift of the machine does not favour one side.
+
+It also reports the coverage of the single-run intervals: across A's stages, how often one stage's
+95% bootstrap interval contains the median of the other stages' figures; and how many runs a decision
+like the ONS study's (threads=3 against threads=2, p99 1.4% apart) would need on this machine.
+
+    python benchmarks/decisions.py [--stages 10] [--duration 20s] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from common import loadstage, write_result
+
+FIGURES = ("p50", "p99", "mean", "rps")
+
+
+def experiment(stages: int, duration: str, scale: float) -> dict:
+    return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": "decisions"},
+            "spec": {"target": {"pods": 1, "workers": 2, "threads": 4,
+                                "env": {"RUNNER_DELAY": "fast", "RUNNER_DELAY_SCALE": str(scale)}},
+                     "injectors": {"usersPerInjector": 10, "waitTime": {"min": "20ms", "max": "60ms"}},
+                     "stages": [{"injectors": 2, "duration": duration}] * stages}}
+
+
+def run(tmp: Path, name: str, stages: int, duration: str, scale: float) -> Path:
+    spec = tmp / f"{name}.yaml"
+    spec.write_text(yaml.safe_dump(experiment(stages, duration, scale)))
+    result = tmp / f"{name}.json"
+    loadstage("run", str(spec), "-q", "-o", str(result))
+    print(f"{name}: done", flush=True)
+    return result
+
+
+def compared(base: Path, new: Path) -> tuple[list[str], str]:
+    """compare's verdict per matched stage, and what the command printed."""
+    from loadstage.reports import compare, sources
+    from loadstage.results.model import RunResults
+    runs = []
+    for path in (base, new):
+        document = sources.load_document(str(path), None)
+        runs.append((sources.experiment_of(str(path), document), RunResults.from_status(document["status"])))
+    comparison = compare.compare(runs[0], runs[1], compare.parse_tolerance("10%"))
+    done = loadstage("compare", str(base), str(new), check=False)
+    if done.returncode != (4 if comparison.regressed else 0):
+        raise SystemExit(done.stdout + done.stderr)
+    return [compare.rows(comparison)[i][-1] for i in range(len(comparison.stages))], done.stdout
+
+
+def stages_of(result: Path) -> list[dict]:
+    return json.loads(result.read_text())["status"]["variants"][0]["stages"]
+
+
+def figure(stage: dict, name: str) -> float | None:
+    if name in ("rps", "mean"):
+        return stage["rps"] if name == "rps" else stage["meanMs"]
+    return stage["latencyMs"][name]
+
+
+def coverage(stages: list[dict]) -> dict:
+    """How often a stage's interval holds the median of the other stages' figures."""
+    found = {}
+    for name in FIGURES:
+        held = tried = 0
+        for i, stage in enumerate(stages):
+            bounds = (stage.get("intervals") or {}).get(name)
+            if not bounds:
+                continue
+            others = [figure(s, name) for j, s in enumerate(stages) if j != i]
+            tried += 1
+            held += bounds[0] <= statistics.median(others) <= bounds[1]
+        found[name] = {"held": held, "of": tried, "rate": round(held / tried, 3) if tried else None}
+    return found
+
+
+def runs_needed(stages: list[dict], difference: float = 0.014, power: float = 0.8) -> dict:
+    """Runs per side for a two-sided 95% test to find `difference` in p99 with `power`, from the run-to-run
+    spread of log p99 among A's stages."""
+    from statistics import NormalDist
+    logs = [math.log(figure(s, "p99")) for s in stages]
+    sigma = statistics.stdev(logs)
+    z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(power)
+    return {"p99LogStdev": round(sigma, 4), "difference": difference, "power": power,
+            "runsPerSide": math.ceil(2 * (z * sigma / math.log(1 + difference)) ** 2)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stages", type=int, default=10)
+    parser.add_argument("--duration", default="20s")
+    parser.add_argument("--smoke", action="store_true", help="2 stages of 9 s per run")
+    args = parser.parse_args()
+    stages, duration = (2, "9s") if args.smoke else (args.stages, args.duration)
+    with tempfile.TemporaryDirectory(prefix="loadstage-decisions-") as tmp_name:
+        tmp = Path(tmp_name)
+        a = run(tmp, "a", stages, duration, 1.0)
+        slower10 = run(tmp, "a-plus-10", stages, duration, 1.1)
+        again = run(tmp, "a-again", stages, duration, 1.0)
+        slower30 = run(tmp, "a-plus-30", stages, duration, 1.3)
+        result: dict = {"stages": stages, "stageDuration": duration}
+        for name, new in (("aa", again), ("plus10", slower10), ("plus30", slower30)):
+            verdicts, output = compared(a, new)
+            result[name] = {"pairs": len(verdicts),
+                            "regressed": sum(v.startswith("regressed") for v in verdicts),
+                            "withinNoise": sum("within the noise" in v for v in verdicts),
+                            "verdicts": verdicts}
+            print(f"\n== compare a.json {new.name} ==\n{output}")
+        a_stages = stages_of(a) + stages_of(again)
+        result["coverage"] = coverage(a_stages)
+        result["examples"] = {"a": stages_of(a)[0].get("intervals"), "plus30": stages_of(slower30)[0].get("intervals")}
+        if len(a_stages) >= 3:
+            result["onsDecision"] = runs_needed(a_stages)
+    print(f"A/A: {result['aa']['regressed']} false regression(s) in {result['aa']['pairs']} pair(s); "
+          f"+10%: {result['plus10']['regressed']} of {result['plus10']['pairs']} caught; "
+          f"+30%: {result['plus30']['regressed']} of {result['plus30']['pairs']} caught")
+    print("coverage of single-run 95% intervals: " + ", ".join(
+        f"{name} {c['held']}/{c['of']}" for name, c in result["coverage"].items()))
+    if "onsDecision" in result:
+        print(f"a 1.4% p99 difference at 80% power needs {result['onsDecision']['runsPerSide']} run(s) per side "
+              f"(stdev of log p99 between runs {result['onsDecision']['p99LogStdev']})")
+    if not args.smoke:
+        print(f"written to {write_result('decisions', result)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

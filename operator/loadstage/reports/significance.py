@@ -1,0 +1,88 @@
+"""Which variant is best, and only where it is by more than the noise: the best figure of a column is
+marked when its difference from every other variant's is significant (results.differences); otherwise the
+variants are said to show no significant difference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadstage.results.differences import CONFIDENCE, LOWER_IS_BETTER, Difference, difference
+from loadstage.results.model import Latency, RunResults, VariantRecord
+
+BEST = "^"
+FIGURE_NAMES = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9", "mean": "mean",
+                "rps": "req/s"}
+COMPARED = ("p50", "p90", "p95", "p99", "p999")
+Candidate = tuple[str, float | None, dict[str, Any] | None]   # (label, figure, intervals)
+
+
+def _against_best(figure: str, candidates: list[Candidate],
+                  confidence: float) -> tuple[int, list[tuple[str, Difference | None]]] | None:
+    """The best candidate's index, and every other's difference from it; None with fewer than 2 figures."""
+    known = [i for i, (_, value, _) in enumerate(candidates) if value is not None]
+    if len(known) < 2:
+        return None
+    pick = min if figure in LOWER_IS_BETTER else max
+    best = pick(known, key=lambda i: candidates[i][1])
+    _, value, intervals = candidates[best]
+    return best, [(label, difference(figure, value, intervals, other, other_intervals, confidence))
+                  for i, (label, other, other_intervals) in enumerate(candidates) if i != best and i in known]
+
+
+def best(figure: str, candidates: list[Candidate], confidence: float = CONFIDENCE) -> int | None:
+    """The index of the candidate whose figure is best, and significantly so against every other one."""
+    found = _against_best(figure, candidates, confidence)
+    if found is None:
+        return None
+    index, others = found
+    return index if all(d is not None and d.worse for _, d in others) else None
+
+
+def latency_candidates(labels: list[str], latencies: list[Latency | None], intervals: list[dict | None],
+                       figure: str) -> list[Candidate]:
+    return [(label, None if latency is None or (figure == "p999" and latency.p999_reliable is False)
+             else latency.percentile(figure), iv) for label, latency, iv in zip(labels, latencies, intervals)]
+
+
+def best_columns(labels: list[str], latencies: list[Latency | None], intervals: list[dict | None],
+                 confidence: float = CONFIDENCE) -> list[set[str]]:
+    """For each candidate, the percentiles in which it is significantly best."""
+    marks: list[set[str]] = [set() for _ in labels]
+    for figure in COMPARED:
+        index = best(figure, latency_candidates(labels, latencies, intervals, figure), confidence)
+        if index is not None:
+            marks[index].add(figure)
+    return marks
+
+
+def _mean(variant: VariantRecord) -> float | None:
+    """The variant's mean over all its stages' requests."""
+    timed = [s for s in variant.stages if s.mean_ms is not None and s.requests]
+    total = sum(s.requests for s in timed)
+    return sum(s.mean_ms * s.requests for s in timed) / total if total else None
+
+
+def between_variants(run: RunResults, labels: list[str], confidence: float = CONFIDENCE) -> list[str]:
+    """One line per figure of the variants' rows over all their stages: which is best, by how much, and
+    whether that is more than the noise."""
+    aggregates = [v.aggregate for v in run.variants]
+    if len(aggregates) < 2 or not all(a is not None and a.intervals for a in aggregates):
+        return []
+    level = f"{confidence * 100:.4g}%"
+    lines = []
+    for figure in ("p50", "p99", "p999", "mean"):
+        candidates = (latency_candidates(labels, [a.latency for a in aggregates],
+                                         [a.intervals for a in aggregates], figure) if figure != "mean" else
+                      [(label, _mean(v), v.aggregate.intervals) for label, v in zip(labels, run.variants)])
+        found = _against_best(figure, candidates, confidence)
+        if found is None:
+            continue
+        index, others = found
+        against = ", ".join(f"{label} {d.text() if d else 'no interval'}" for label, d in others)
+        if all(d is not None and d.worse for _, d in others):
+            lines.append(f"{FIGURE_NAMES[figure]}: {labels[index]} is best, by more than the noise ({level}): "
+                         f"{against}")
+        else:
+            lines.append(f"{FIGURE_NAMES[figure]}: no significant difference ({level}); against "
+                         f"{labels[index]}: {against}")
+    return lines

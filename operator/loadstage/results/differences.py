@@ -1,0 +1,71 @@
+"""Whether two figures differ by more than their noise: the interval of their relative difference, from
+each figure's own confidence interval (results.intervals).
+
+Each interval is read as a normal distribution of the figure's logarithm: a percentile's bootstrap
+distribution is skewed, its logarithm much less, and a difference of logarithms is a ratio. The standard
+error of each is its interval's width in logarithms over 2z; two runs (or two variants) are independent, so
+the variance of their difference is the sum of theirs. A difference is significant when its interval leaves
+out zero."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+CONFIDENCE = 0.95
+COMPARED = ("p50", "p90", "p95", "p99", "p999", "mean", "rps")   # the error rate can be 0: no logarithm
+LOWER_IS_BETTER = {"p50", "p90", "p95", "p99", "p999", "mean"}
+
+
+def z_of(confidence: float) -> float:
+    return NormalDist().inv_cdf((1 + confidence) / 2)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """`new` against `base`: new / base - 1, and its interval at `confidence`."""
+    figure: str
+    relative: float
+    low: float
+    high: float
+    confidence: float
+
+    @property
+    def significant(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    @property
+    def worse(self) -> bool:
+        """Significantly worse: slower, or less throughput."""
+        return self.low > 0 if self.figure in LOWER_IS_BETTER else self.high < 0
+
+    @property
+    def better(self) -> bool:
+        return self.high < 0 if self.figure in LOWER_IS_BETTER else self.low > 0
+
+    def text(self) -> str:
+        return f"{self.relative:+.1%} [{self.low:+.1%}, {self.high:+.1%}]"
+
+
+def _log_error(value: float, intervals: dict[str, Any], figure: str) -> float | None:
+    bounds = intervals.get(figure)
+    if not bounds or value is None or value <= 0 or bounds[0] <= 0 or bounds[1] <= 0:
+        return None
+    return (math.log(bounds[1]) - math.log(bounds[0])) / (2 * z_of(intervals["confidence"]))
+
+
+def difference(figure: str, base: float | None, base_intervals: dict[str, Any] | None, new: float | None,
+               new_intervals: dict[str, Any] | None, confidence: float = CONFIDENCE) -> Difference | None:
+    """None where either side has no interval of the figure (a short stage, a result from before intervals),
+    or a figure of 0."""
+    if not base_intervals or not new_intervals or not base or not new:
+        return None
+    errors = [_log_error(base, base_intervals, figure), _log_error(new, new_intervals, figure)]
+    if None in errors:
+        return None
+    spread = z_of(confidence) * math.hypot(*errors)
+    log_ratio = math.log(new / base)
+    return Difference(figure, math.expm1(log_ratio), math.expm1(log_ratio - spread), math.expm1(log_ratio + spread),
+                      confidence)
