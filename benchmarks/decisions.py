@@ -104,9 +104,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", type=int, default=10)
     parser.add_argument("--duration", default="20s")
-    parser.add_argument("--smoke", action="store_true", help="2 stages of 9 s per run")
+    parser.add_argument("--smoke", action="store_true", help="1 stage of 9 s per run")
     args = parser.parse_args()
-    stages, duration = (2, "9s") if args.smoke else (args.stages, args.duration)
+    stages, duration = (1, "9s") if args.smoke else (args.stages, args.duration)
     with tempfile.TemporaryDirectory(prefix="loadstage-decisions-") as tmp_name:
         tmp = Path(tmp_name)
         a = run(tmp, "a", stages, duration, 1.0)

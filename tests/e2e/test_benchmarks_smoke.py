@@ -38,6 +38,12 @@ def test_local_overhead_smoke_runs():
     assert "gaps between stages" in result.stdout
 
 
+def test_decisions_smoke_runs_every_comparison():
+    result = run("decisions.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "A/A: " in result.stdout and "coverage of single-run 95% intervals: p50 " in result.stdout
+
+
 @pytest.mark.cluster
 def test_operator_cost_smoke_runs_and_leaves_no_file_behind():
     result = run("operator_cost.py")

@@ -438,7 +438,8 @@ def test_nothing_leaves_the_machine(node):
 
     # pods resolve cluster names only: CoreDNS has no upstream
     namespace = node.restricted_namespace("lx-network")
-    probe = node.kubectl("run", "dns-probe", "-n", namespace, "--restart=Never", "--rm", "-i", "--quiet",
+    # not `kubectl run -i --rm`: a pod that ends before kubectl attaches leaves it nothing to print
+    started = node.kubectl("run", "dns-probe", "-n", namespace, "--restart=Never",
                          f"--image={node_setting('PYTHON_BASE_IMAGE')}", "--overrides", json.dumps({"spec": {
                              "securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
                                                  "seccompProfile": {"type": "RuntimeDefault"}},
@@ -446,7 +447,13 @@ def test_nothing_leaves_the_machine(node):
                                              "command": ["python3", "-c", DNS_PROBE],
                                              "securityContext": {"allowPrivilegeEscalation": False,
                                                                  "capabilities": {"drop": ["ALL"]}}}]}}))
-    assert probe.stdout.split() == ["cluster:ok", "outside:refused"], (probe.stdout, probe.stderr)
+    assert started.returncode == 0, started.stderr
+    ended = node.kubectl("wait", "-n", namespace, "pod/dns-probe", "--for=jsonpath={.status.phase}=Succeeded",
+                         "--timeout=120s")
+    probe = node.kubectl("logs", "-n", namespace, "dns-probe")
+    node.kubectl("delete", "-n", namespace, "pod/dns-probe", "--wait=false")
+    assert ended.returncode == 0 and probe.stdout.split() == ["cluster:ok", "outside:refused"], (
+        ended.stderr, probe.stdout, probe.stderr)
 
 
 DNS_PROBE = """

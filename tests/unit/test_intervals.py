@@ -128,3 +128,27 @@ def test_the_difference_of_two_runs_is_significant_for_a_real_slowdown_and_rarel
         slower += found.worse
     assert same <= 2 and slower >= pairs - 1, (same, slower)
     assert difference("p50", 1.0, None, 2.0, base_iv) is None
+
+
+def test_the_master_merges_each_seconds_requests_and_failures_into_blocks_that_lose_none():
+    from loadstage.locust.recorder import StageRecorder
+    from loadstage.results.intervals import blocks_from_artifact
+    rng = random.Random(9)
+    master, workers = StageRecorder(), [StageRecorder(), StageRecorder()]
+    recorded = failed = 0
+    for second in range(30):
+        for worker in workers:
+            for _ in range(rng.randint(5, 15)):
+                failure = rng.random() < 0.1
+                worker.record("GET", "/", rng.expovariate(0.1), at=1000.0 + second + rng.random(), failed=failure)
+                recorded, failed = recorded + 1, failed + failure
+        if second % 3 == 2:                      # a report every 3 s, as Locust's workers send them
+            for worker in workers:
+                master.merge_report(worker.report())
+    master.close_windows()
+    section = master.blocks()
+    assert section["seconds"] >= 3 and sum(section["durations"]) == 30 == len(master.series)
+    blocks = blocks_from_artifact(section)
+    assert sum(b.requests for b in blocks) == recorded and sum(b.failures for b in blocks) == failed
+    found = bootstrap([blocks], resamples=100)
+    assert found["errorRate"][0] < failed / recorded < found["errorRate"][1]

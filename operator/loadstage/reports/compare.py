@@ -72,8 +72,8 @@ def _percentage(text: str, low: float, high: float, example: str) -> float:
     except ValueError:
         value = -1.0
     if not low <= value <= high:
-        raise ValueError(f"must be a percentage from {low:.1%} to {high:.1%}, such as {example}, got {text!r}"
-                         .replace(".0%", "%"))
+        raise ValueError(f"must be a percentage from {low * 100:g}% to {high * 100:g}%, such as {example}, "
+                         f"got {text!r}")
     return value
 
 
