@@ -80,8 +80,8 @@ def between_variants(run: RunResults, labels: list[str], confidence: float = CON
         index, others = found
         against = ", ".join(f"{label} {d.text() if d else 'no interval'}" for label, d in others)
         if all(d is not None and d.worse for _, d in others):
-            lines.append(f"{FIGURE_NAMES[figure]}: {labels[index]} is best, by more than the noise ({level}): "
-                         f"{against}")
+            lines.append(f"{FIGURE_NAMES[figure]}: {labels[index]} is best, by more than the run's own noise "
+                         f"({level}): {against}")
         else:
             lines.append(f"{FIGURE_NAMES[figure]}: no significant difference ({level}); against "
                          f"{labels[index]}: {against}")

@@ -24,8 +24,8 @@ FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to th
                        "of its Service (not ready); the stage does not count toward capacity.",
              "injector-bound": "injector-bound: an injector's CPU went over 90%; the stage measured the injectors, "
                                "not the target, and does not count toward capacity.",
-             BEST: "^ the best of its column by more than the noise: its difference from every other variant's "
-                   "is significant (95% confidence intervals)."}
+             BEST: "^ the best of its column by more than the run's own noise: its difference from every other "
+                   "variant's is significant at 95%. Separate runs on a busy machine vary more (BENCHMARKS.md (f))."}
 Table = tuple[list[str], list[list[str]]]
 
 
