@@ -105,6 +105,7 @@ def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, 
      "experimentResources.target.requests.cpu: Does not match pattern"),
     (["--set", "experimentResources.locustWorker.limit.memory=1Gi"],
      "experimentResources.locustWorker: Additional property limit is not allowed"),
+    (["--set", "generatedRedisPasswords=true"], "generatedRedisPasswords: Invalid type. Expected: object"),
 ])
 def test_wrong_values_fail_at_install_naming_the_value(cluster, namespace, bad, message):
     result = cluster.helm("install", "bad", CHART, "-n", namespace, *bad)
@@ -316,6 +317,9 @@ def test_a_deployed_redis_gets_a_generated_password_the_sampler_derives_without_
     assert len(key) == 48
     upgraded = cluster.helm("upgrade", "lsg", CHART, "-n", release_ns, "--wait", "--set", "metrics.enabled=false")
     assert upgraded.returncode == 0 and chart_key() == key, upgraded.stderr   # kept: running experiments go on
+    mine = cluster.helm("template", "lsg", CHART, "-n", release_ns,
+                        "--set", "generatedRedisPasswords.existingSecret=team-redis-key").stdout
+    assert "lsg-loadstage-redis-key" not in mine and "{name: team-redis-key, key: key}" in mine
     env = cluster.apps.read_namespaced_deployment("lsg-loadstage", release_ns).spec.template.spec.containers[0].env
     (ref,) = [e.value_from.secret_key_ref for e in env if e.name == "LOADSTAGE_REDIS_KEY"]
     assert (ref.name, ref.key) == ("lsg-loadstage-redis-key", "key")
@@ -359,7 +363,8 @@ def test_a_deployed_redis_gets_a_generated_password_the_sampler_derives_without_
         assert "Forbidden" not in op.output() and " ERROR " not in op.output(), op.output()[-3000:]
     finally:
         op.kill()
-    cluster.helm("uninstall", "lsg", "-n", release_ns)
+    assert cluster.helm("uninstall", "lsg", "-n", release_ns).returncode == 0
+    assert chart_key() == key   # kept (helm.sh/resource-policy: keep): a reinstall finds the same key
 
 
 def test_missing_permission_is_reported_in_status_and_recovers_when_restored(

@@ -12,6 +12,7 @@ from loadstage.results.intervals import (
     as_histogram,
     block_seconds,
     seconds_figures,
+    blocks_from_artifact,
     blocks_of,
     bootstrap,
     sparse,
@@ -152,3 +153,46 @@ def test_the_master_merges_each_seconds_requests_and_failures_into_blocks_that_l
     assert sum(b.requests for b in blocks) == recorded and sum(b.failures for b in blocks) == failed
     found = bootstrap([blocks], resamples=100)
     assert found["errorRate"][0] < failed / recorded < found["errorRate"][1]
+    # the first and last seconds were partial: the blocks cover what the load really lasted
+    assert sum(master.blocks(elapsed=28.5)["durations"]) == pytest.approx(28.5)
+
+
+def test_a_rhythm_is_not_read_as_memory_and_a_day_long_trend_stays_within_the_blocks_cap():
+    # one request every 2 s at a steady latency: empty seconds are no latency, and the rhythm is no memory
+    rhythm = block_seconds([10e6 if i % 2 == 0 else 0.0 for i in range(120)], [1.0 if i % 2 == 0 else 0.0
+                                                                               for i in range(120)])
+    assert rhythm == (5, 1)                              # n^(1/3) for 120 s; a lag of 1
+    # a latency that only climbs never decorrelates: the search stops where longer blocks could not go
+    day = 86_400
+    length, lag = block_seconds([float(i) for i in range(day)], [10.0] * day)
+    assert lag == day // (2 * MIN_BLOCKS) and length == day // MIN_BLOCKS
+
+
+def test_an_artifact_too_large_merges_its_blocks_before_it_drops_the_series():
+    import json
+
+    from loadstage.results.artifact import encode, fit_artifact
+    rng = random.Random(4)
+    seconds = seconds_of(independent_run(rng, seconds=256, rate=20))
+    section = {"seconds": 1, "correlationSeconds": 1,
+               "histograms": [histograms.encode(as_histogram(s)) for s in seconds],
+               "failures": [1] * 256, "durations": [1.0] * 256}
+    series = [{"start": float(i), "seconds": 1.0, "requests": 20, "rps": 20.0, "p50Ms": 7.0, "p99Ms": 40.0}
+              for i in range(256)]
+    artifact = {"histogram": histograms.encode(histograms.merge(as_histogram(s) for s in seconds)),
+                "blocks": section, "series": series}
+    budget = len(encode({**artifact, "blocks": {**section, "histograms": section["histograms"][:100]}}))
+    fitted = json.loads(fit_artifact(artifact, budget))
+    kept = fitted["blocks"]
+    assert fitted["series"] == series and fitted["omitted"]["blocksMerged"] >= 1
+    assert len(kept["histograms"]) < 256 and kept["seconds"] == 256 // len(kept["histograms"])
+    blocks = blocks_from_artifact(kept)
+    assert sum(b.requests for b in blocks) == 256 * 20 and sum(b.failures for b in blocks) == 256
+    assert sum(b.seconds for b in blocks) == 256
+
+
+def test_a_one_bucket_interval_still_knows_its_figure_only_to_the_bucket():
+    from loadstage.results.differences import difference
+    tight = {"confidence": 0.95, "p50": [10.0, 10.0]}
+    assert not difference("p50", 10.0, tight, 10.005, {"confidence": 0.95, "p50": [10.005, 10.005]}).significant
+    assert difference("p50", 10.0, tight, 10.5, {"confidence": 0.95, "p50": [10.5, 10.5]}).significant

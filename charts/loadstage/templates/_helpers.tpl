@@ -113,7 +113,7 @@ app.kubernetes.io/component: operator
 - apiGroups: [metrics.k8s.io]
   resources: [pods]
   verbs: [get, list]
-{{- if .Values.generatedRedisPasswords }}
+{{- if .Values.generatedRedisPasswords.enabled }}
 # Each deployed Redis's generated password, in a Secret owned by its experiment. Create only: the operator
 # derives a password again from its key, and reads no Secret back.
 - apiGroups: [""]

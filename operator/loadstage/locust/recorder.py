@@ -150,10 +150,11 @@ class StageRecorder:
             self._closed.append([histograms.encode(histogram), histogram.get_mean_value(),
                                  histogram.get_total_count(), self._window_failures.pop(window, 0)])
 
-    def blocks(self) -> dict | None:
+    def blocks(self, elapsed: float | None = None) -> dict | None:
         """The closed seconds merged into blocks for the confidence intervals (loadstage.results.intervals):
         {seconds: the block length, correlationSeconds, histograms, failures, durations}; None for a stage
-        too short for them."""
+        too short for them. `elapsed`: how long the load really ran; the first and last seconds are partial,
+        so the durations are scaled to add up to it."""
         chosen = intervals.block_seconds([c[1] for c in self._closed], [c[2] for c in self._closed])
         if chosen is None:
             return None
@@ -166,6 +167,9 @@ class StageRecorder:
             result["histograms"].append(histograms.encode(merged))
             result["failures"].append(sum(c[3] for c in seconds))
             result["durations"].append(len(seconds) * WINDOW_SECONDS)
+        if elapsed:
+            scale = elapsed / sum(result["durations"])
+            result["durations"] = [round(d * scale, 3) for d in result["durations"]]
         return result
 
 

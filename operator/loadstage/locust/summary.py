@@ -95,6 +95,6 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None,
                    for err in sorted(stats.errors.values(), key=lambda x: -x.occurrences)][:MAX_ERRORS],
         "series": recorder.series,
     }
-    if (blocks := recorder.blocks()) is not None:
+    if (blocks := recorder.blocks(elapsed)) is not None:
         artifact["blocks"] = blocks
     return headline, artifact

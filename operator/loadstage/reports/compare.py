@@ -2,8 +2,9 @@
 
 Stages are matched by what they ran: the variant's settings, the injectors and the users. A stage
 regressed when its p99 or p99.9 went up, or its throughput down, by more than the tolerance (the
-practical threshold) and by more than the two runs' noise (the interval of the difference, from each
-stage's confidence intervals, leaves out zero), or when its error rate went up. A stage without intervals
+practical threshold) and by more than the runs' own noise (the interval of the difference, from each
+stage's confidence intervals, leaves out zero; they are the noise within each run, and separate runs on a
+busy machine differ by more: BENCHMARKS.md (f)), or when its error rate went up. A stage without intervals
 (shorter than 8 s, or a result from before them) is judged by the tolerance alone. A latency change within
 the histograms' resolution (3 significant digits: two values that close may be one bucket) never counts,
 and neither does a p99.9 of fewer than 1,000 requests, which is close to the maximum."""
@@ -15,10 +16,9 @@ from dataclasses import dataclass, field
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import DEFAULT_SERVER, Experiment
 from loadstage.reports import ons_layout, tables
-from loadstage.results.differences import CONFIDENCE, Difference, difference
+from loadstage.results.differences import CONFIDENCE, RESOLUTION, Difference, difference
 from loadstage.results.model import RunResults, StageResult
 
-RESOLUTION = 2.0 ** -10          # HDR histograms at 3 significant digits
 LATENCIES = ("p50", "p99", "p999")    # p50 is shown, not judged
 NAMES = {"p50": "p50", "p99": "p99", "p999": "p99.9", "rps": "req/s", "errorRate": "errors"}
 

@@ -8,6 +8,9 @@ import json
 import zlib
 from typing import Any
 
+from loadstage.results import histograms
+from loadstage.results.intervals import MIN_BLOCKS
+
 ARTIFACT_MARKER = "LOADSTAGE-ARTIFACT "   # a log line: this, then base64 of the zlib-compressed JSON
 ARTIFACT_BUDGET = 1_000_000               # a ConfigMap holds at most 1 MiB
 
@@ -29,18 +32,34 @@ def artifact_from_log(log: str) -> dict[str, Any] | None:
     return None
 
 
+def coarser(blocks: dict[str, Any]) -> dict[str, Any]:
+    """The intervals' blocks merged in pairs: half as many, twice as long (longer blocks only make an interval
+    more cautious)."""
+    def pairs(values: list) -> list[list]:
+        return [values[i:i + 2] for i in range(0, len(values), 2)]
+    return {**blocks, "seconds": blocks["seconds"] * 2,
+            "histograms": [histograms.encode(histograms.merge_encoded(pair)) for pair in pairs(blocks["histograms"])],
+            "failures": [sum(pair) for pair in pairs(blocks["failures"])],
+            "durations": [round(sum(pair), 3) for pair in pairs(blocks["durations"])]}
+
+
 def fit_artifact(artifact: dict[str, Any], budget: int = ARTIFACT_BUDGET) -> str:
-    """The artifact as JSON of at most `budget` bytes: if it is larger, the time series goes first, then
-    the intervals' blocks, then the histograms of the least requested endpoints, then the endpoint and the
-    error rows themselves (the stage's and each method's histograms stay); `omitted` says what was left out."""
+    """The artifact as JSON of at most `budget` bytes: if it is larger, the intervals' blocks are merged in
+    pairs (down to twice the fewest a stage needs), then the time series goes, then the blocks, then the
+    histograms of the least requested endpoints, then the endpoint and the error rows themselves (the stage's
+    and each method's histograms stay); `omitted` says what was left out."""
     artifact = json.loads(encode(artifact))
     text = encode(artifact)
     omitted = {"series": False, "endpointHistograms": 0}
     endpoints = sorted(artifact.get("endpoints", []), key=lambda e: e["requests"])
     while len(text) > budget:
-        if artifact.get("series") and not omitted["series"]:
+        blocks = artifact.get("blocks")
+        if blocks and len(blocks["histograms"]) >= 4 * MIN_BLOCKS:
+            artifact["blocks"] = coarser(blocks)
+            omitted["blocksMerged"] = omitted.get("blocksMerged", 0) + 1
+        elif artifact.get("series") and not omitted["series"]:
             artifact["series"], omitted["series"] = [], True
-        elif artifact.get("blocks"):
+        elif blocks:
             del artifact["blocks"]
             omitted["blocks"] = True
         elif omitted["endpointHistograms"] < len(endpoints):

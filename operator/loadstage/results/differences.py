@@ -15,6 +15,7 @@ from statistics import NormalDist
 from typing import Any
 
 CONFIDENCE = 0.95
+RESOLUTION = 2.0 ** -10   # HDR histograms at 3 significant digits: a bucket is this wide, relatively
 COMPARED = ("p50", "p90", "p95", "p99", "p999", "mean", "rps")   # the error rate can be 0: no logarithm
 LOWER_IS_BETTER = {"p50", "p90", "p95", "p99", "p999", "mean"}
 
@@ -50,10 +51,13 @@ class Difference:
 
 
 def _log_error(value: float, intervals: dict[str, Any], figure: str) -> float | None:
+    """The standard error of the figure's logarithm; never below the histograms' resolution (an interval of
+    one bucket, [x, x], still knows the figure only to that bucket)."""
     bounds = intervals.get(figure)
     if not bounds or value is None or value <= 0 or bounds[0] <= 0 or bounds[1] <= 0:
         return None
-    return (math.log(bounds[1]) - math.log(bounds[0])) / (2 * z_of(intervals["confidence"]))
+    width = max(math.log(bounds[1]) - math.log(bounds[0]), 2 * RESOLUTION)
+    return width / (2 * z_of(intervals["confidence"]))
 
 
 def difference(figure: str, base: float | None, base_intervals: dict[str, Any] | None, new: float | None,

@@ -7,7 +7,7 @@ builds up in one second drains over the next few, so neighbouring seconds are sl
 independent resampling then come out too narrow. So the stage's seconds are cut into blocks of consecutive
 seconds, and whole blocks are resampled, which keeps the dependence inside a block. The block length is
 twice the lag at which the autocorrelation of the per-second mean latency, and of the per-second request
-count, first falls inside the noise band 2/sqrt(n) (twice: the correlation is small there, not gone), and at
+count, first falls below the noise band 2/sqrt(n) (twice: the correlation is small there, not gone), and at
 least n^(1/3) seconds, the usual length for a variance; a stage needs MIN_BLOCKS blocks, or gets none.
 
 Histograms are sparse here: {value_ns: count}, where each value is the top of its HdrHistogram bucket, so
@@ -15,7 +15,6 @@ that percentiles come out exactly as loadstage.results.histograms computes them 
 
 from __future__ import annotations
 
-import bisect
 import math
 import random
 from dataclasses import dataclass
@@ -65,23 +64,27 @@ class Block:
         return sum(self.counts.values())
 
 
-def _autocorrelation(series: Sequence[float], lag: int) -> float:
+MAX_SERIES = 3600   # a longer stage's seconds are averaged into this many bins before the autocorrelation
+
+
+def decorrelation_lag(series: Sequence[float], longest: int) -> int:
+    """The first lag at which the autocorrelation falls below the noise band 2/sqrt(n) (a negative one, as in
+    a rhythm, counts as fallen); `longest` if it has not by then. A long series is averaged into at most
+    MAX_SERIES bins first, so that this stays linear in the stage's length."""
     n = len(series)
-    mean = sum(series) / n
-    variance = sum((x - mean) ** 2 for x in series)
+    width = max(1, math.ceil(n / MAX_SERIES))
+    if width > 1:
+        series = [sum(series[i:i + width]) / len(series[i:i + width]) for i in range(0, n, width)]
+    mean = sum(series) / len(series)
+    centred = [x - mean for x in series]
+    variance = sum(x * x for x in centred)
     if variance == 0:
-        return 0.0
-    return sum((series[i] - mean) * (series[i + lag] - mean) for i in range(n - lag)) / variance
-
-
-def decorrelation_lag(series: Sequence[float]) -> int:
-    """The first lag at which the autocorrelation is inside the noise band 2/sqrt(n)."""
-    n = len(series)
-    band = 2 / math.sqrt(n) if n else 1.0
-    for lag in range(1, n // 2):
-        if abs(_autocorrelation(series, lag)) < band:
-            return lag
-    return max(1, n // 2)
+        return 1
+    band = 2 / math.sqrt(len(series))
+    for lag in range(1, min(longest // width, len(series) - 1) + 1):
+        if sum(a * b for a, b in zip(centred, centred[lag:])) / variance < band:
+            return lag * width
+    return longest
 
 
 def block_seconds(means: Sequence[float], counts: Sequence[float]) -> tuple[int, int] | None:
@@ -90,7 +93,9 @@ def block_seconds(means: Sequence[float], counts: Sequence[float]) -> tuple[int,
     n = len(counts)
     if sum(1 for c in counts if c) < MIN_BLOCKS:
         return None
-    lag = max(decorrelation_lag(means), decorrelation_lag(counts))
+    longest = max(1, n // (2 * MIN_BLOCKS))   # blocks are at most n // MIN_BLOCKS long: no need to look further
+    busy = [m for m, c in zip(means, counts) if c]   # a second without requests has no latency
+    lag = max(decorrelation_lag(busy, longest), decorrelation_lag(counts, longest))
     length = min(max(2 * lag, math.ceil(n ** (1 / 3))), n // MIN_BLOCKS)
     return (length, lag) if length else None
 
