@@ -354,9 +354,10 @@ def test_a_stage_of_1000_injectors_starts_every_worker_and_is_recorded(cluster, 
     doc = one_stage_ladder()
     doc["spec"]["stages"] = [{"injectors": 1000, "duration": "20m"}]
     assert apply(cluster, namespace, doc).returncode == 0
-    wait_for(lambda: cluster.batch.list_namespaced_job(namespace, label_selector="loadstage.io/run=v1-s1").items,
-             timeout=60)
-    job = cluster.batch.read_namespaced_job("cluster-ladder-v1-s1-workers", namespace)
+    # the worker Job itself: the master Job, made a moment before it, carries the same run label
+    job = wait_for(lambda: next((j for j in cluster.batch.list_namespaced_job(
+        namespace, label_selector="loadstage.io/run=v1-s1").items if j.metadata.name.endswith("-workers")), None),
+        timeout=60)
     assert job.spec.parallelism == job.spec.completions == 1000
     running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 1000, timeout=300)
     print(f"\n1000 worker pods Running {time.time() - job.metadata.creation_timestamp.timestamp():.1f} s "
