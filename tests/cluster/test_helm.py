@@ -252,9 +252,22 @@ def test_pods_of_an_experiment_pass_restricted_pod_security(cluster, namespaces,
     assert not warnings, [w.message for w in warnings]
 
 
+def peak_while_holding(cluster, namespace, port, password, count, real_stage):
+    """Holds `count` authenticated connections to the sampler's Redis while cluster-ladder's one stage is played
+    to the end; returns the Redis peak the stage recorded."""
+    import redis as redis_client
+    held = [redis_client.Redis(port=port, password=password) for _ in range(count)]
+    for r in held:
+        r.ping()
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    for r in held:
+        r.close()
+    return cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"][0]["redisPeakConnections"]
+
+
 def test_redis_password_secret_is_used_by_the_sampler_and_is_the_only_secret_readable(
         cluster, namespace, namespaces, supervisor, tmp_path, real_stage):
-    import redis as redis_client
 
     from loadstage.local.target import free_port
     from support.kube import OperatorProcess
@@ -285,14 +298,7 @@ def test_redis_password_secret_is_used_by_the_sampler_and_is_the_only_secret_rea
         assert apply(cluster, namespace, doc).returncode == 0
         redis_pod = wait_for(lambda: pods(cluster, namespace, "app.kubernetes.io/component=redis"))[0]
         assert redis_pod.spec.containers[0].args[-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
-        held = [redis_client.Redis(port=port, password="s3cret-pass") for _ in range(4)]
-        for r in held:
-            r.ping()
-        play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
-        wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
-        for r in held:
-            r.close()
-        assert cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"][0]["redisPeakConnections"] == 4
+        assert peak_while_holding(cluster, namespace, port, "s3cret-pass", 4, real_stage) == 4
     finally:
         op.kill()
     cluster.helm("uninstall", "lsp", "-n", release_ns)
@@ -352,14 +358,7 @@ def test_a_deployed_redis_gets_a_generated_password_the_sampler_derives_without_
             assert env.value_from.secret_key_ref.to_dict() == {**wanted, "optional": None}, component
         redis_pod = pods(cluster, namespace, "app.kubernetes.io/component=redis")[0]
         assert redis_pod.spec.containers[0].args[-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
-        held = [redis_client.Redis(port=port, password=password) for _ in range(3)]
-        for r in held:
-            r.ping()
-        play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
-        wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
-        for r in held:
-            r.close()
-        assert cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"][0]["redisPeakConnections"] == 3
+        assert peak_while_holding(cluster, namespace, port, password, 3, real_stage) == 3
         assert "Forbidden" not in op.output() and " ERROR " not in op.output(), op.output()[-3000:]
     finally:
         op.kill()
