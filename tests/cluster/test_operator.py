@@ -932,7 +932,7 @@ INVALID = [
     (_variant(target__readyTimeout="2h"), "spec.target.readyTimeout: Invalid value: \"string\": must be at most 1h"),
     (_variant(matrix={"workers": list(range(1, 11)), "threads": list(range(1, 11))},
               stages=[{"injectors": n, "duration": "1m"} for n in range(1, 7)]),
-     "spec: Invalid value: \"object\": at most 500 stages in all (variants x stages)"),
+     "spec: Invalid value: \"object\": at most 500 stages in all (variants x stages x repeats)"),
     (_variant(injectors__pacing="5ms"), "spec.injectors.pacing: Invalid value: \"string\": must be at least 10ms"),
     (_variant(stages__0__users=50), "spec.stages[0]: Invalid value: \"object\": set exactly one of injectors or users"),
     (_variant(stages=[{"duration": "1m"}]),

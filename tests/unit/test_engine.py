@@ -4,12 +4,14 @@ import asyncio
 import copy
 import json
 
+import pytest
 from locust.stats import RequestStats
 
 from loadstage.api.load import parse_experiment
 from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.errors import ExperimentFailed, StageDisrupted
 from loadstage.engine.stages import STATUS_SCHEMA_VERSION, StageEngine, new_status
+from loadstage.engine.steps import plan
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
 from loadstage.results.measurement import StageMeasurement
@@ -19,9 +21,12 @@ PHASE_ORDER = {"Pending": 0, "Deploying": 1, "Running": 2, "Succeeded": 3}
 
 
 class RecordingBackend:
-    def __init__(self, disrupted=()):
+    def __init__(self, disrupted=(), slower=None):
         self.calls = []
         self.disrupted = set(disrupted)   # run ids whose pods are taken away
+        self.saved = []                   # run ids whose artifacts were read back
+        self.slower = slower or {}        # run id: how much slower its requests are
+        self.stored = {}                  # run id: artifact, as a cluster keeps it
 
     def discard_stage(self, step):
         self.calls.append(("discard", step.run_id))
@@ -30,20 +35,24 @@ class RecordingBackend:
         self.calls.append(("prepare", variant.index))
 
     def run_stage(self, step):
-        self.calls.append(("stage", step.variant.index, step.number) if step.attempt == 1 else ("stage", step.run_id))
+        self.calls.append(("stage", step.variant.index, step.number) if step.attempt == step.repeat == 1
+                          else ("stage", step.run_id))
         if step.run_id in self.disrupted:
             raise StageDisrupted(f"the Locust master pod of {step.run_id} was evicted")
         stats, recorder = RequestStats(), StageRecorder()
         for ms in range(1, 101):
+            ms *= self.slower.get(step.run_id, 1)
             stats.log_request("GET", "/", ms, 10)
             recorder.record("GET", "/", ms)
         recorder.keep_unsent()
         headline, artifact = build(stats, recorder, injectors=step.stage.injectors)
+        self.stored[step.run_id] = artifact
         return StageMeasurement(summary=headline, artifact=artifact, started_at="t0", finished_at="t1",
                                 redis_peak_connections=3)
 
-    def saved_artifacts(self, variant, count):
-        return [{}] * count
+    def saved_artifacts(self, steps):
+        self.saved.extend(s.run_id for s in steps)
+        return [self.stored.get(s.run_id, {}) for s in steps]
 
     def finish_variant(self, variant):
         self.calls.append(("finish", variant.index))
@@ -56,9 +65,9 @@ def experiment(base_doc, stages=3, matrix=None):
     return parse_experiment(base_doc)
 
 
-def run(exp, status=None, disrupted=()):
+def run(exp, status=None, disrupted=(), backend=None):
     writes = []
-    backend = RecordingBackend(disrupted)
+    backend = backend or RecordingBackend(disrupted)
 
     async def record(s):
         writes.append(copy.deepcopy(s))
@@ -145,3 +154,94 @@ def test_a_status_written_mid_run_by_the_version_before_is_resumed_by_this_one()
     stages = final["variants"][0]["stages"]
     assert stages[0] == old["variants"][0]["stages"][0]    # read, and written back, as it was
     assert [s["stage"] for s in stages] == [1, 2] and final["startedAt"] == old["startedAt"]
+
+
+def test_interleaved_repeats_run_each_stage_of_every_variant_in_turn_with_a_warmup_on_each_fresh_target(base_doc):
+    base_doc["spec"].update(repeats=2, order="Interleaved", warmup={"injectors": 1, "duration": "5s"})
+    writes, calls = run(experiment(base_doc, stages=2, matrix={"threads": [1, 2]}))
+    stages = [c[1] if c[1] != 0 and isinstance(c[1], str) else c for c in calls if c[0] == "stage"]
+    assert stages == [("stage", 0, None), ("stage", 0, 1), ("stage", 1, None), ("stage", 1, 1),
+                      ("stage", 0, None), ("stage", 0, 2), ("stage", 1, None), ("stage", 1, 2),
+                      "v1-r2-warmup", "v1-r2-s1", "v2-r2-warmup", "v2-r2-s1",
+                      "v1-r2-s2-warmup", "v1-r2-s2", "v2-r2-s2-warmup", "v2-r2-s2"]
+    assert [c for c in calls if c[0] in ("prepare", "finish")] == [
+        (kind, v) for v in (0, 1, 0, 1, 0, 1, 0, 1) for kind in ("prepare", "finish")]
+    final = writes[-1]
+    assert final["phase"] == "Succeeded"
+    for variant in final["variants"]:
+        assert [s["stage"] for s in variant["stages"]] == [1, 2]
+        assert all(s["repeats"] == 2 and s["requests"] == 200 for s in variant["stages"])   # merged, not averaged
+        assert [r["repeat"] for r in variant["repeats"]] == [1, 2]
+        for repeat in variant["repeats"]:
+            assert [h["stage"] for h in repeat["stages"]] == [1, 2]
+            assert repeat["aggregate"]["requests"] == 200 and repeat["aggregate"]["rps"] == 10.0   # 200 in 20 s
+        assert variant["aggregate"]["requests"] == 400
+        assert "trimmedMean" not in variant["aggregate"]   # two repeats have no highest and lowest to drop
+    progress = [w["progress"] for w in writes if w["phase"] == "Running"]
+    assert {"variant": "2/2", "repeat": "2/2", "stage": "1/2", "injectors": 1} in progress
+
+
+def test_three_repeats_give_intervals_from_their_spread_and_the_studies_trimmed_mean(base_doc):
+    base_doc["spec"].update(repeats=3)
+    backend = RecordingBackend(slower={"v1-r2-s1": 1.2, "v1-r3-s1": 1.5})
+    writes, _ = run(experiment(base_doc, stages=1), backend=backend)
+    (stage,) = writes[-1]["variants"][0]["stages"]
+    p50s = sorted(h["stages"][0]["latencyMs"]["p50"] for h in writes[-1]["variants"][0]["repeats"])
+    assert p50s == pytest.approx([50, 60, 75], rel=1e-3)     # HDR buckets: 3 significant digits
+    assert stage["repeats"] == 3 and stage["requests"] == 300
+    assert stage["trimmedMean"]["p50"] == pytest.approx(60, rel=1e-3)     # the middle one: highest and lowest dropped
+    intervals = stage["intervals"]
+    assert intervals["method"] == "repeats" and intervals["repeats"] == 3
+    lo, hi = intervals["p50"]
+    geometric = (p50s[0] * p50s[1] * p50s[2]) ** (1 / 3)
+    assert lo < 50 and hi > 75 and (lo * hi) ** 0.5 == pytest.approx(geometric, rel=1e-3)   # symmetric in log
+    assert "p999" not in intervals                # 100 requests a repeat: too few for a p99.9
+    assert stage["latencyMs"]["p50"] == pytest.approx(60, rel=1e-3)   # of all 300 requests together
+    aggregate = writes[-1]["variants"][0]["aggregate"]
+    assert aggregate["intervals"]["method"] == "repeats"
+    assert aggregate["trimmedMean"]["p50"] == pytest.approx(60, rel=1e-3)
+
+
+def test_a_random_order_shuffles_whole_ladders_by_its_seed_and_keeps_the_seed_it_chose(base_doc):
+    base_doc["spec"].update(repeats=3, order="Random")
+    exp = experiment(base_doc, stages=2, matrix={"threads": [1, 2]})
+    writes, calls = run(exp)
+    seed = writes[-1]["seed"]
+    ran = [c[1] if isinstance(c[1], str) else f"v{c[1] + 1}-s{c[2]}" for c in calls if c[0] == "stage"]
+    ladders = [ran[i][:-3] or ran[i] for i in range(0, len(ran), 2)]
+    assert all(ran[i].endswith("s1") and ran[i + 1].endswith("s2") for i in range(0, len(ran), 2)), ran
+    assert sorted(ladders) == sorted(["v1", "v1-r2", "v1-r3", "v2", "v2-r2", "v2-r3"])
+    assert [s.run_id for s in plan(exp, seed)] == ran
+    orders = {tuple(s.run_id for s in plan(exp, s)) for s in range(20)}
+    assert len(orders) > 10                       # the seed decides
+    base_doc["spec"]["seed"] = 7
+    writes, calls = run(parse_experiment(base_doc))
+    assert writes[-1]["seed"] == 7 and [s.run_id for s in plan(parse_experiment(base_doc), 7)] == \
+        [c[1] if isinstance(c[1], str) else f"v{c[1] + 1}-s{c[2]}" for c in calls if c[0] == "stage"]
+
+
+def test_a_run_of_repeats_resumed_after_a_restart_runs_only_what_is_left_and_reads_back_what_it_merges(base_doc):
+    base_doc["spec"].update(repeats=3, order="Random", seed=3)
+    exp = experiment(base_doc, stages=2)
+    first = RecordingBackend()
+    writes, calls = run(exp, backend=first)
+    order = [s.run_id for s in plan(exp, 3)]
+    def done(w):
+        return sum(len(r["stages"]) for r in w["variants"][0].get("repeats", []))
+    in_flight = copy.deepcopy(next(w for w in writes if w["message"].startswith("running") and done(w) == 3))
+    backend = RecordingBackend()
+    backend.stored = {k: v for k, v in first.stored.items() if k in order[:3]}
+    resumed, calls = run(exp, in_flight, backend=backend)
+    ran = [c[1] if isinstance(c[1], str) else f"v1-s{c[2]}" for c in calls if c[0] == "stage"]
+    assert ran == order[3:]
+    assert backend.saved and set(backend.saved) <= set(order[:3])   # the earlier repeats' artifacts, read back
+    final = resumed[-1]["variants"][0]
+    assert [(s["requests"], s["repeats"]) for s in final["stages"]] == [(300, 3), (300, 3)]
+    assert without_rates(final) == without_rates(writes[-1]["variants"][0])    # as if it had never stopped
+
+
+def without_rates(value):
+    """The recording backend's Locust stats take their rate from the wall clock."""
+    if isinstance(value, dict):
+        return {k: without_rates(v) for k, v in value.items() if k != "rps"}
+    return [without_rates(v) for v in value] if isinstance(value, list) else value

@@ -203,7 +203,7 @@ BAD = [
     ({"injectors": {"pacing": 1}}, "spec.injectors.pacing: must be a duration such as 90s, 20m or 1h30m, got 1"),
     ({"matrix": {"workers": list(range(1, 11)), "threads": list(range(1, 11))},
       "stages": [{"injectors": n, "duration": "1m"} for n in range(1, 7)]},
-     "spec: at most 500 stages in all (variants x stages), so that the status stays small"),
+     "spec: at most 500 stages in all (variants x stages x repeats), so that the status stays small"),
     ({"stages": [{"injectors": 2, "users": 50, "duration": "1m"}]},
      "spec.stages[0]: set exactly one of injectors or users"),
     ({"stages": [{"duration": "1m"}]}, "spec.stages[0]: set exactly one of injectors or users"),

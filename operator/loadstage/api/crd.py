@@ -97,6 +97,7 @@ PRINTER_COLUMNS = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Variant", "type": "string", "jsonPath": ".status.progress.variant"},
     {"name": "Stage", "type": "string", "jsonPath": ".status.progress.stage"},
+    {"name": "Repeat", "type": "string", "jsonPath": ".status.progress.repeat", "priority": 1},
     {"name": "Injectors", "type": "integer", "jsonPath": ".status.progress.injectors"},
     {"name": "P99 (ms)", "type": "number", "jsonPath": ".status.latest.p99Ms"},
     {"name": "Redis peak", "type": "integer", "jsonPath": ".status.latest.redisPeakConnections"},

@@ -16,10 +16,13 @@ from loadstage.api.types import (
     DEFAULT_RUNNER_APP,
     DEPLOYMENT_MODES,
     MAX_INJECTORS,
+    MAX_REPEATS,
+    MAX_SEED,
     MAX_STAGE_USERS,
     MAX_VARIANT_STAGES,
     MAX_VARIANTS,
     ON_LOST,
+    ORDERS,
     PERCENTILES,
     SERVERS,
     SINGLE_PROCESS_SERVERS,
@@ -316,6 +319,15 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     "thresholds": THRESHOLDS,
     "cleanup": Str("What happens to the target and the injector Jobs when the experiment ends: Delete them, "
                    "Keep them, or KeepOnFailure.", enum=CLEANUP_POLICIES, default="Delete"),
+    "repeats": Int("How many times each variant's ladder runs. With 3 or more, every figure's interval comes from "
+                   "the variation between repeats, and the status adds the studies' trimmed mean (the highest "
+                   "and lowest repeat dropped).", minimum=1, maximum=MAX_REPEATS, default=1),
+    "order": Str("The order of the runs: Sequential (each variant's repeats, one after another), Interleaved "
+                 "(stage 1 of every variant, then stage 2, and so on, once per repeat: drift spreads over the "
+                 "variants) or Random (each variant's ladders, shuffled by spec.seed).",
+                 enum=ORDERS, default="Sequential"),
+    "seed": Int("The seed of a Random order, to run it again in the same order; without one, the run picks "
+                "one and keeps it in status.seed.", minimum=0, maximum=MAX_SEED),
     "stageRetries": Int("How many times a stage runs again, from scratch, when its Locust pods are taken away "
                         "mid-stage (evicted, preempted, deleted, their node lost); its partial numbers are "
                         "discarded and the stage records each retry's cause. A pod that fails by itself is "
@@ -339,10 +351,10 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          f"must be <= {MAX_INJECTORS}",
          cel=f"self.stages.all(s, {_CEL_USERS_FIT.format(s='s')}) && "
              f"(!has(self.warmup) || {_CEL_USERS_FIT.format(s='self.warmup')})"),
-    Rule(lambda s: variant_count(s.matrix) * len(s.stages) <= MAX_VARIANT_STAGES,
-         f"at most {MAX_VARIANT_STAGES} stages in all (variants x stages), so that the status stays small",
-         cel=f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * size(self.stages) "
-             f"<= {MAX_VARIANT_STAGES}"),
+    Rule(lambda s: variant_count(s.matrix) * len(s.stages) * s.repeats <= MAX_VARIANT_STAGES,
+         f"at most {MAX_VARIANT_STAGES} stages in all (variants x stages x repeats), so that the status stays small",
+         cel=f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * size(self.stages) * "
+             f"(has(self.repeats) ? self.repeats : 1) <= {MAX_VARIANT_STAGES}"),
     Rule(None, "the bundled runner app keeps its sessions in Redis: spec.redis.deploy: false without a url is for "
                "an app of your own (spec.target.app)",
          cel=f"!has(self.redis) || !has(self.redis.deploy) || self.redis.deploy || has(self.redis.url) || "

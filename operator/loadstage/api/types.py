@@ -24,7 +24,10 @@ DEFAULT_METRICS_PATH = "/metrics"
 DEFAULT_COUNTER = "runner_request_duration_seconds"   # the runner app's request histogram
 PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
 MAX_VARIANTS = 100
-MAX_VARIANT_STAGES = 500    # variants x stages: what keeps the status well under etcd's object limit
+MAX_VARIANT_STAGES = 500    # variants x stages x repeats: what keeps the status well under etcd's object limit
+MAX_REPEATS = 10
+ORDERS = ("Sequential", "Interleaved", "Random")
+MAX_SEED = 2**31 - 1
 MAX_INJECTORS = 1000
 MAX_STAGE_USERS = 1_000_000
 DEFAULT_MAX_USERS_PER_INJECTOR = 100
@@ -321,6 +324,9 @@ class Spec:
     stage_retries: int = 1
     scheduling_timeout: float = 300.0
     network_policies: bool = True
+    repeats: int = 1
+    order: str = "Sequential"
+    seed: int | None = None
 
 
 @dataclass(frozen=True)

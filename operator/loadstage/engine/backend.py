@@ -15,8 +15,8 @@ class Backend(Protocol):
     async def finish_variant(self, variant: Variant) -> None: ...
     async def discard_stage(self, step: Step) -> None:
         """Removes what is left of a disrupted attempt of the step, before it runs again."""
-    async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
-        """The artifacts of the variant's first `count` stages, kept by an earlier run."""
+    async def saved_artifacts(self, steps: list[Step]) -> list[dict[str, Any]]:
+        """The artifacts of these finished stages, kept by an earlier run."""
 
 
 class BlockingBackend:
@@ -37,5 +37,5 @@ class BlockingBackend:
     async def discard_stage(self, step: Step) -> None:
         self.backend.discard_stage(step)
 
-    async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
-        return self.backend.saved_artifacts(variant, count)
+    async def saved_artifacts(self, steps: list[Step]) -> list[dict[str, Any]]:
+        return self.backend.saved_artifacts(steps)

@@ -8,18 +8,25 @@ continues after them, so a restarted operator neither loses nor repeats a stage.
 from __future__ import annotations
 
 import asyncio
+import random
 
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
-from loadstage.api.types import Experiment
+from loadstage.api.types import MAX_SEED, Experiment, Variant
 from loadstage.engine.backend import Backend
 from loadstage.engine.clock import now
 from loadstage.engine.errors import ExperimentFailed, StageDisrupted
-from loadstage.engine.steps import Step, stage_step, warmup_step
+from loadstage.engine.steps import Step, plan, stage_step, starts_block, warmup_before
 from loadstage.results.measurement import StageMeasurement
-from loadstage.results.model import Artifact, Retry, VariantRecord
-from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
+from loadstage.results.model import Artifact, Retry, StageResult, VariantRecord
+from loadstage.results.stage_results import (
+    ladder_headline,
+    merged_repeats,
+    p99_pivot,
+    stage_result,
+    variant_aggregate,
+)
 from loadstage.results.thresholds import capacity
 
 
@@ -58,7 +65,7 @@ class StageEngine:
         self.experiment = experiment
         self.backend = backend
         self.on_update = on_update or _ignore
-        self.artifacts: dict[int, list[dict[str, Any]]] = {}   # per variant, one per finished stage
+        self.artifacts: dict[tuple[int, int, int | None], dict[str, Any]] = {}   # by Step.key
 
     async def _set(self, status: dict[str, Any], **fields) -> None:
         status.update(fields)
@@ -69,61 +76,103 @@ class StageEngine:
         status.setdefault("startedAt", now())
         status["schemaVersion"] = STATUS_SCHEMA_VERSION
         spec = self.experiment.spec
-        variants = self.experiment.variants()
+        if spec.order == "Random" and "seed" not in status:
+            status["seed"] = spec.seed if spec.seed is not None else random.randrange(MAX_SEED + 1)
+        steps = plan(self.experiment, status.get("seed"))
         records = [VariantRecord.from_status(v) for v in status["variants"]]
         # A run picked up after a restart keeps its phase and progress while the target is re-checked:
         # the stage in flight goes on, and the status must not go backwards.
         resuming = status.get("phase") == "Running"
-        for variant in variants:
-            record = records[variant.index]
-            if len(record.stages) >= len(spec.stages):
+        prepared = None
+        for index, step in enumerate(steps):
+            variant, record = step.variant, records[step.variant.index]
+            if record.done(step.repeat, step.number):
                 continue
-            progress = {"variant": f"{variant.index + 1}/{len(variants)}",
-                        "stage": f"{len(record.stages)}/{len(spec.stages)}", "injectors": 0}
-            which = f"variant {variant.index + 1}/{len(variants)} ({variant.label()})"
-            if resuming:
-                progress = status.get("progress", progress)
-                await self._set(status, message=f"resuming {which}: checking the target")
-                resuming = False
-            else:
-                await self._set(status, phase="Deploying", progress=progress,
-                                message=f"deploying the target for {which}")
-            await self.backend.prepare_variant(variant)
-            artifacts = self.artifacts.setdefault(
-                variant.index, await self.backend.saved_artifacts(variant, len(record.stages)))
-            kept = [Artifact.from_artifact(a) for a in artifacts]
-            warmup = warmup_step(self.experiment, variant)
-            if warmup is not None and not record.warmed_up:
-                await self._set(status, phase="Running", message=f"running {warmup.label()}",
-                                progress=_with_attempts(status, {**progress, "injectors": warmup.stage.injectors}))
-                await self._run_step(warmup, status)
-                record.warmed_up = True
-                status["variants"][variant.index] = record.to_status()
-                await self.on_update(status)
-            for number in range(len(record.stages) + 1, len(spec.stages) + 1):
-                step = stage_step(self.experiment, variant, number)
-                progress = {**progress, "stage": f"{number}/{len(spec.stages)}", "injectors": step.stage.injectors}
-                progress = _with_attempts(status, progress)
-                await self._set(status, phase="Running", progress=progress, message=f"running {step.label()}")
-                measurement, retries = await self._run_step(step, status)
-                # the intervals' bootstrap takes a second or two of CPU: off the event loop
-                result = replace(await asyncio.to_thread(stage_result, self.experiment, number, step.stage,
-                                                         measurement), retries=retries)
-                record.stages.append(result)
-                artifacts.append(measurement.artifact)
-                kept.append(Artifact.from_artifact(measurement.artifact))
-                record.aggregate = await asyncio.to_thread(variant_aggregate, record.stages, kept)
-                if spec.thresholds is not None:
-                    record.judged, record.capacity = True, capacity(record.stages)
-                status["variants"][variant.index] = record.to_status()
-                status["p99ByStage"] = [row.to_status() for row in p99_pivot(records)]
-                p99 = result.latency.p99
-                status["latest"] = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
-                                    "redisPeakConnections": result.redis_peak_connections}
-                await self.on_update(status)
-            await self.backend.finish_variant(variant)
+            progress = self._progress(step)
+            if prepared != variant:
+                if prepared is not None:
+                    await self.backend.finish_variant(prepared)
+                which = f"variant {variant.index + 1}/{step.variants} ({variant.label()})"
+                if resuming:
+                    progress = status.get("progress", progress)
+                    await self._set(status, message=f"resuming {which}: checking the target")
+                else:
+                    await self._set(status, phase="Deploying", progress=progress,
+                                    message=f"deploying the target for {which}")
+                await self.backend.prepare_variant(variant)
+                prepared = variant
+                warmup = warmup_before(self.experiment, step) if starts_block(steps, index) else None
+                if warmup is not None and not self._warmed_up(status, record, warmup):
+                    await self._set(status, phase="Running", message=f"running {warmup.label()}",
+                                    progress=_with_attempts(status, {**progress, "injectors": warmup.stage.injectors}))
+                    await self._run_step(warmup, status)
+                    status["warmedUp"] = warmup.run_id
+                    await self.on_update(status)
+            resuming = False
+            await self._set(status, phase="Running", progress=_with_attempts(status, progress),
+                            message=f"running {step.label()}")
+            measurement, retries = await self._run_step(step, status)
+            result = await self._record(step, record, measurement, retries)
+            status["variants"][variant.index] = record.to_status()
+            status["p99ByStage"] = [row.to_status() for row in p99_pivot(records)]
+            p99 = result.latency.p99
+            status["latest"] = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
+                                "redisPeakConnections": measurement.redis_peak_connections}
+            await self.on_update(status)
+        if prepared is not None:
+            await self.backend.finish_variant(prepared)
         await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now())
         return status
+
+    def _progress(self, step: Step) -> dict[str, Any]:
+        return {"variant": f"{step.variant.index + 1}/{step.variants}",
+                **({"repeat": f"{step.repeat}/{step.repeats}"} if step.repeats > 1 else {}),
+                "stage": f"{step.number}/{step.stages}", "injectors": step.stage.injectors}
+
+    @staticmethod
+    def _warmed_up(status: dict[str, Any], record: VariantRecord, warmup: Step) -> bool:
+        """Whether the warm-up ran before an operator restart (a status before repeats said so per variant)."""
+        return status.get("warmedUp") == warmup.run_id or (record.warmed_up and warmup.run_id.endswith("v1-warmup")
+                                                            and warmup.repeat == 1 and warmup.precedes == 1)
+
+    async def _artifacts(self, variant: Variant, number: int, repeats: list[int]) -> list[Artifact]:
+        """The artifacts of the variant's stage `number` in each of `repeats`: kept since they ran, or read back."""
+        missing = [stage_step(self.experiment, variant, r, number) for r in repeats
+                   if (variant.index, r, number) not in self.artifacts]
+        for done, artifact in zip(missing, await self.backend.saved_artifacts(missing) if missing else []):
+            self.artifacts[done.key] = artifact
+        return [Artifact.from_artifact(self.artifacts[(variant.index, r, number)]) for r in repeats]
+
+    async def _record(self, step: Step, record: VariantRecord, measurement: StageMeasurement,
+                      retries: tuple[Retry, ...]) -> StageResult:
+        """Adds the step's figures to the variant's record: the stage's result, merged with its other repeats,
+        the repeat's headline, and the variant's aggregate over everything; returns the step's own result."""
+        # the intervals' bootstrap takes a second or two of CPU: off the event loop
+        result = replace(await asyncio.to_thread(stage_result, self.experiment, step.number, step.stage,
+                                                 measurement), retries=retries)
+        self.artifacts[step.key] = measurement.artifact
+        variant, number = step.variant, step.number
+        before = next((s for s in record.stages if s.stage == number), None)
+        if step.repeats > 1:
+            this = record.repeat(step.repeat)
+            this.stages = sorted([*this.stages, result.headline()], key=lambda h: h.stage)
+            if len(this.stages) == step.stages:
+                ladder = [(await self._artifacts(variant, n, [step.repeat]))[0] for n in range(1, step.stages + 1)]
+                this.aggregate = ladder_headline(self.experiment, this.stages, ladder)
+        if before is None:
+            record.stages = sorted([*record.stages, result], key=lambda s: s.stage)
+        else:
+            runs = record.repeats_of(number)
+            merged = await asyncio.to_thread(
+                merged_repeats, self.experiment, before, result, await self._artifacts(variant, number, runs),
+                [h for r in runs for h in record.repeats[r - 1].stages if h.stage == number])
+            record.stages = [merged if s.stage == number else s for s in record.stages]
+        every = [a for n in range(1, step.stages + 1) for a in await self._artifacts(variant, n, record.repeats_of(n))]
+        whole = [r.aggregate for r in record.repeats if r.aggregate is not None]
+        record.aggregate = await asyncio.to_thread(variant_aggregate, record.stages, every, whole)
+        if self.experiment.spec.thresholds is not None:
+            record.judged, record.capacity = True, capacity(record.stages)
+        return result
 
     async def _run_step(self, step: Step, status: dict[str, Any]) -> tuple[StageMeasurement, tuple[Retry, ...]]:
         """Runs the step, and again from scratch each time its pods are taken away, up to spec.stageRetries

@@ -1,9 +1,11 @@
-"""The order of a run: every variant's warm-up and then its ladder of stages, as Steps. The engine walks
-it; a backend that prepares the next stage early asks it what comes next."""
+"""The order of a run, as Steps: every (variant, repeat, stage) once, in spec.order, and a warm-up wherever a
+variant's target is started for a block of its steps. The engine walks the plan; a backend that prepares
+the next stage early reads `following`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import random
+from dataclasses import dataclass, field, replace
 
 from loadstage.api.types import Experiment, Stage, Variant
 
@@ -16,6 +18,10 @@ class Step:
     number: int | None      # 1-based stage number; None for the warm-up
     stages: int
     attempt: int = 1        # a stage disrupted and run again is the same stage, attempt 2, 3...
+    repeat: int = 1
+    repeats: int = 1
+    precedes: int = 1       # a warm-up's: the number of the stage it runs before
+    following: Step | None = field(default=None, compare=False, repr=False)   # the next step on the same target
 
     @property
     def warmup(self) -> bool:
@@ -23,33 +29,62 @@ class Step:
 
     @property
     def run_id(self) -> str:
-        """The step's short name in its processes and objects: v1-warmup, v1-s2, and v1-s2-a2 for its retry."""
-        return (f"v{self.variant.index + 1}-" + ("warmup" if self.warmup else f"s{self.number}")
-                + (f"-a{self.attempt}" if self.attempt > 1 else ""))
+        """The step's short name in its processes and objects: v1-s2, v1-r2-s2 in a second repeat, v1-warmup
+        (v1-r2-s3-warmup before a later block), and v1-s2-a2 for a retry."""
+        where = f"v{self.variant.index + 1}" + (f"-r{self.repeat}" if self.repeat > 1 else "")
+        if self.warmup:
+            where += ("" if self.precedes == 1 else f"-s{self.precedes}") + "-warmup"
+        else:
+            where += f"-s{self.number}"
+        return where + (f"-a{self.attempt}" if self.attempt > 1 else "")
+
+    @property
+    def key(self) -> tuple[int, int, int | None]:
+        return self.variant.index, self.repeat, self.number
 
     def again(self) -> Step:
         return replace(self, attempt=self.attempt + 1)
 
     def label(self) -> str:
         which = "warm-up" if self.warmup else f"stage {self.number}/{self.stages}"
+        which += f", repeat {self.repeat}/{self.repeats}" if self.repeats > 1 else ""
         which += f", attempt {self.attempt}" if self.attempt > 1 else ""
         return f"variant {self.variant.index + 1}/{self.variants} ({self.variant.label()}), {which}"
 
 
-def stage_step(experiment: Experiment, variant: Variant, number: int) -> Step:
-    """Stage `number` (1-based) of the variant's ladder."""
+def stage_step(experiment: Experiment, variant: Variant, repeat: int, number: int) -> Step:
     stages = experiment.spec.stages
-    return Step(variant, len(experiment.variants()), stages[number - 1], number, len(stages))
+    return Step(variant, len(experiment.variants()), stages[number - 1], number, len(stages),
+                repeat=repeat, repeats=experiment.spec.repeats)
 
 
-def warmup_step(experiment: Experiment, variant: Variant) -> Step | None:
-    spec = experiment.spec
-    if spec.warmup is None:
+def warmup_before(experiment: Experiment, step: Step) -> Step | None:
+    """The warm-up to run before `step` on a freshly started target, if the spec has one."""
+    warmup = experiment.spec.warmup
+    if warmup is None:
         return None
-    return Step(variant, len(experiment.variants()), spec.warmup, None, len(spec.stages))
+    return replace(step, stage=warmup, number=None, precedes=step.number, following=step)
 
 
-def next_step(experiment: Experiment, step: Step) -> Step | None:
-    """The step after `step` in the same variant, or None after its last stage."""
-    number = 1 if step.warmup else step.number + 1
-    return stage_step(experiment, step.variant, number) if number <= step.stages else None
+def plan(experiment: Experiment, seed: int | None = None) -> list[Step]:
+    """Every stage of every repeat of every variant, in spec.order. Random shuffles whole ladders (a variant's
+    repeat), so that each still climbs; `seed` makes its order reproducible."""
+    spec = experiment.spec
+    variants, repeats, numbers = experiment.variants(), range(1, spec.repeats + 1), range(1, len(spec.stages) + 1)
+    if spec.order == "Interleaved":
+        order = [(v, r, n) for r in repeats for n in numbers for v in variants]
+    else:
+        ladders = [(v, r) for v in variants for r in repeats]
+        if spec.order == "Random":
+            random.Random(seed).shuffle(ladders)
+        order = [(v, r, n) for v, r in ladders for n in numbers]
+    steps: list[Step] = []
+    for variant, repeat, number in reversed(order):
+        after = steps[0] if steps and steps[0].variant == variant else None
+        steps.insert(0, replace(stage_step(experiment, variant, repeat, number), following=after))
+    return steps
+
+
+def starts_block(steps: list[Step], index: int) -> bool:
+    """Whether steps[index] runs on a target started for it: the first step, or after another variant's."""
+    return index == 0 or steps[index - 1].variant != steps[index].variant

@@ -69,8 +69,8 @@ class KubernetesBackend:
             await self.children.delete(kind, name)
         self.context.on_event("StageDisrupted", f"{step.label()}: its Jobs are deleted; the stage runs again")
 
-    async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
-        return await self.stored.saved_artifacts(variant, count)
+    async def saved_artifacts(self, steps: list[Step]) -> list[dict[str, Any]]:
+        return await self.stored.saved_artifacts(steps)
 
     async def run_stage(self, step: Step) -> StageMeasurement:
         c = self.context

@@ -6,7 +6,7 @@ default seccomp profile and a read-only root filesystem (a scratch /tmp is mount
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loadstage.api.names import (
@@ -364,14 +364,15 @@ def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ip
                 count=1, deadline=_stage_deadline(experiment, step))
 
 
-def results_name(experiment: Experiment, variant_index: int, number: int) -> str:
-    return f"{experiment.name}-v{variant_index + 1}-s{number}-results"
+def results_name(experiment: Experiment, step: Step) -> str:
+    """Of the stage, whichever attempt of it ran: <experiment>-v1-s2-results, -v1-r2-s2-results in repeat 2."""
+    return f"{experiment.name}-{replace(step, attempt=1).run_id}-results"
 
 
 def results_configmap(experiment: Experiment, step: Step, artifact_json: str) -> dict[str, Any]:
     """A stage's artifact (histograms, endpoint and error rows, time series), kept after its pods are gone."""
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": _meta(results_name(experiment, step.variant.index, step.number),
+            "metadata": _meta(results_name(experiment, step),
                               labels(experiment, "results", **{LABEL_RUN: step.run_id})),
             "data": {ARTIFACT_KEY: artifact_json}}
 

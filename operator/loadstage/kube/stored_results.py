@@ -9,7 +9,6 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from loadstage.api.names import ANNOTATION_LOST_INJECTORS, ARTIFACT_KEY
-from loadstage.api.types import Variant
 from loadstage.engine.errors import ExperimentFailed
 from loadstage.engine.steps import Step
 from loadstage.kube import manifests
@@ -27,7 +26,7 @@ class StoredResults:
         """The stage's artifact, from its ConfigMap if an earlier run may have stored it (the stage was
         resumed), else from the master's log (its last line), stored in a ConfigMap owned by the experiment."""
         c = self.context
-        name = manifests.results_name(c.experiment, step.variant.index, step.number)
+        name = manifests.results_name(c.experiment, step)
         kept = await self._read_artifact(name) if stored_before else None
         if kept is not None:
             return kept
@@ -49,9 +48,9 @@ class StoredResults:
             raise
         return json.loads(data[ARTIFACT_KEY]) if ARTIFACT_KEY in data else None
 
-    async def saved_artifacts(self, variant: Variant, count: int) -> list[dict[str, Any]]:
-        return [await self._read_artifact(manifests.results_name(self.context.experiment, variant.index, n)) or {}
-                for n in range(1, count + 1)]
+    async def saved_artifacts(self, steps: list[Step]) -> list[dict[str, Any]]:
+        return [await self._read_artifact(manifests.results_name(self.context.experiment, step)) or {}
+                for step in steps]
 
     async def record_lost(self, workers: str, lost: list[dict[str, Any]]) -> None:
         await call(self.context.batch.patch_namespaced_job, workers, self.context.namespace,

@@ -21,7 +21,7 @@ from loadstage.engine import argv
 from loadstage.engine.clock import now
 from loadstage.engine.errors import Cancelled
 from loadstage.engine.injectors import LostInjectors
-from loadstage.engine.steps import Step, next_step
+from loadstage.engine.steps import Step
 from loadstage.local.cgroups import Cgroups, CgroupsUnavailable
 from loadstage.local.processes import Child, Supervisor
 from loadstage.local.target import (
@@ -53,7 +53,7 @@ class Progress:
 @dataclass
 class _StageProcesses:
     """A stage's Locust master and workers, started and connected, waiting for `start_file`."""
-    key: tuple[int, int | None]      # (variant index, stage number; None for the warm-up)
+    run_id: str
     directory: Path
     master: Child
     workers: list[Child]
@@ -61,10 +61,6 @@ class _StageProcesses:
     @property
     def start_file(self) -> Path:
         return self.directory / START_FILE
-
-
-def _key(step: Step) -> tuple[int, int | None]:
-    return step.variant.index, step.number
 
 
 class LocalBackend:
@@ -80,6 +76,7 @@ class LocalBackend:
         self.target: LocalTarget | None = None
         self.ahead: _StageProcesses | None = None
         self.retired: list[Child] = []   # masters of finished stages, still quitting
+        self.started: dict[int, int] = {}   # how many times each variant's target has been started
         spec = experiment.spec
         self.cgroups = None
         if any(r.manifest() for r in (spec.redis.resources, spec.injectors.resources, spec.injectors.master_resources,
@@ -94,8 +91,13 @@ class LocalBackend:
     # -- target -------------------------------------------------------------
 
     def prepare_variant(self, variant: Variant) -> None:
-        self.target = LocalTarget.start(self.experiment, variant, self.workdir / f"variant-{variant.index + 1}",
-                                        self.supervisor, self.root, self._check_cancel, self.cgroups)
+        """Starts the variant's target; again, in a directory and cgroups of its own, each time an order that
+        interleaves the variants comes back to it."""
+        times = self.started[variant.index] = self.started.get(variant.index, 0) + 1
+        name = f"v{variant.index + 1}" + (f"-{times}" if times > 1 else "")
+        directory = self.workdir / f"variant-{variant.index + 1}" / (f"target-{times}" if times > 1 else "")
+        self.target = LocalTarget.start(self.experiment, variant, directory, self.supervisor, self.root,
+                                        self._check_cancel, self.cgroups, name=name)
 
     def _check_cancel(self) -> None:
         if self.cancel.is_set():
@@ -117,7 +119,7 @@ class LocalBackend:
         if self.cgroups is not None:
             self.cgroups.remove()
 
-    def saved_artifacts(self, variant: Variant, count: int) -> list[dict]:
+    def saved_artifacts(self, steps: list[Step]) -> list[dict]:
         return []   # a local run is never resumed: there is nothing saved from before
 
     # -- stages -------------------------------------------------------------
@@ -125,7 +127,8 @@ class LocalBackend:
     def _launch(self, step: Step) -> _StageProcesses:
         target = self.target
         assert target is not None, "prepare_variant must run first"
-        sdir = self.workdir / f"variant-{step.variant.index + 1}" / ("warmup" if step.warmup else f"stage-{step.number}")
+        sdir = self.workdir / f"variant-{step.variant.index + 1}" / (f"repeat-{step.repeat}" if step.repeat > 1 else "") \
+            / ((f"warmup-s{step.precedes}" if step.precedes > 1 else "warmup") if step.warmup else f"stage-{step.number}")
         sdir.mkdir(parents=True, exist_ok=True)
         custom = self.experiment.spec.injectors.locustfile
         custom_path = custom.path if custom else None
@@ -149,13 +152,12 @@ class LocalBackend:
             log_path=sdir / f"worker-{i + 1}.log", cwd=self.root,
             cgroup=pod_cgroup(self.cgroups, f"{step.run_id}-worker-{i + 1}", injectors.resources))
             for i in range(step.stage.injectors)]
-        return _StageProcesses(_key(step), sdir, master, workers)
+        return _StageProcesses(step.run_id, sdir, master, workers)
 
     def _start_ahead(self, step: Step) -> None:
-        """The load of `step` has ended: start the next stage of the variant, to wait for its turn."""
-        following = next_step(self.experiment, step)
-        if following is not None and self.ahead is None:
-            self.ahead = self._launch(following)
+        """The load of `step` has ended: start the next stage on this target, to wait for its turn."""
+        if step.following is not None and self.ahead is None:
+            self.ahead = self._launch(step.following)
 
     def _drop_ahead(self) -> None:
         if self.ahead is not None:
@@ -166,7 +168,7 @@ class LocalBackend:
     def run_stage(self, step: Step) -> StageMeasurement:
         target = self.target
         assert target is not None, "prepare_variant must run first"
-        if self.ahead is not None and self.ahead.key != _key(step):
+        if self.ahead is not None and self.ahead.run_id != step.run_id:
             self._drop_ahead()
         launched, self.ahead = self.ahead or self._launch(step), None
         master, workers, sdir = launched.master, launched.workers, launched.directory

@@ -107,10 +107,12 @@ class LocalTarget:
 
     @classmethod
     def start(cls, experiment: Experiment, variant: Variant, directory: Path, supervisor: Supervisor, root: Path,
-              check_cancel: Callable[[], None], cgroups: Cgroups | None = None) -> "LocalTarget":
-        """Starts the variant's target and waits until every instance passes its readiness probe."""
+              check_cancel: Callable[[], None], cgroups: Cgroups | None = None, name: str | None = None
+              ) -> "LocalTarget":
+        """Starts the variant's target and waits until every instance passes its readiness probe. `name`
+        prefixes its cgroups (v1 by default)."""
         redis_process = None
-        prefix = f"v{variant.index + 1}"
+        prefix = name or f"v{variant.index + 1}"
         if experiment.spec.redis.deployed:
             port = free_port()
             redis_process = supervisor.start("redis-server", argv.redis_command(port=port, bind=LOOPBACK),

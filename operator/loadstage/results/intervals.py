@@ -202,7 +202,8 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[below] + (sorted_values[above] - sorted_values[below]) * (position - below)
 
 
-def _round(value: float) -> float:
+def four_digits(value: float) -> float:
+    """Four significant digits: what an interval's bounds are worth."""
     return float(f"{value:.4g}")
 
 
@@ -229,5 +230,5 @@ def bootstrap(strata: Iterable[Sequence[Block]], *, confidence: float = CONFIDEN
         values = sorted(draws[name])
         if len(values) < resamples or (name == "p999" and requests < histograms.P999_MIN_SAMPLES):
             continue
-        result[name] = [_round(_quantile(values, alpha)), _round(_quantile(values, 1 - alpha))]
+        result[name] = [four_digits(_quantile(values, alpha)), four_digits(_quantile(values, 1 - alpha))]
     return result

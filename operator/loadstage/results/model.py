@@ -193,6 +193,8 @@ class StageResult:
     endpoints_folded: int | None = None     # request names beyond the artifact's rows, in its "(other)" row
     artifact_omitted: dict[str, Any] | None = None   # what the stored artifact had to leave out to fit
     intervals: dict[str, Any] | None = None   # confidence intervals of the figures (results.intervals)
+    repeats: int = 1                          # how many repeats of the stage these figures merge
+    trimmed_mean: dict[str, float] | None = None   # over the repeats, without the highest and lowest
 
     @property
     def attempts(self) -> int:
@@ -219,7 +221,7 @@ class StageResult:
             verdict=Verdict.from_status(d["verdict"]) if "verdict" in d else None,
             retries=tuple(Retry.from_status(r) for r in d.get("retries", ())),
             endpoints_folded=d.get("endpointsFolded"), artifact_omitted=d.get("artifactOmitted"),
-            intervals=d.get("intervals"))
+            intervals=d.get("intervals"), repeats=d.get("repeats", 1), trimmed_mean=d.get("trimmedMean"))
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -254,7 +256,15 @@ class StageResult:
             result["artifactOmitted"] = self.artifact_omitted
         if self.intervals:
             result["intervals"] = self.intervals
+        if self.repeats > 1:
+            result["repeats"] = self.repeats
+        if self.trimmed_mean:
+            result["trimmedMean"] = self.trimmed_mean
         return result
+
+    def headline(self) -> Headline:
+        return Headline(self.stage, self.requests, self.failures, self.error_rate, self.rps, self.mean_ms,
+                        self.latency)
 
     def load(self, by_users: bool) -> int:
         """What the ladder climbs: the stage's users, or its injectors."""
@@ -273,6 +283,7 @@ class VariantAggregate:
     redis_peak_connections: int | None
     corrected_latency: Latency | None = None
     intervals: dict[str, Any] | None = None
+    trimmed_mean: dict[str, float] | None = None   # over the repeats, without the highest and lowest
 
     @classmethod
     def from_status(cls, d: dict[str, Any]) -> "VariantAggregate":
@@ -281,7 +292,7 @@ class VariantAggregate:
                    {m: MethodFigures.from_status(row) for m, row in d.get("byMethod", {}).items()},
                    d.get("redisPeakConnections"),
                    Latency.from_status(d["correctedLatencyMs"]) if "correctedLatencyMs" in d else None,
-                   d.get("intervals"))
+                   d.get("intervals"), d.get("trimmedMean"))
 
     def to_status(self) -> dict[str, Any]:
         result = {"stages": self.stages, "requests": self.requests, "failures": self.failures,
@@ -292,7 +303,55 @@ class VariantAggregate:
             result["correctedLatencyMs"] = self.corrected_latency.to_status()
         if self.intervals:
             result["intervals"] = self.intervals
+        if self.trimmed_mean:
+            result["trimmedMean"] = self.trimmed_mean
         return result
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The figures of one repeat, of one stage or (stage None) of the variant's whole ladder: what the studies
+    tabulate per run, and what the between-repeat intervals are of."""
+    stage: int | None
+    requests: int
+    failures: int
+    error_rate: float | None
+    rps: float | None
+    mean_ms: float | None
+    latency: Latency
+
+    def figure(self, name: str) -> float | None:
+        """One of results.intervals.FIGURES."""
+        others = {"mean": self.mean_ms, "rps": self.rps, "errorRate": self.error_rate}
+        return others[name] if name in others else self.latency.percentile(name)
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "Headline":
+        latency = d.get("latencyMs") or {}
+        return cls(d.get("stage"), d["requests"], d["failures"], d.get("errorRate"), d.get("rps"), d.get("meanMs"),
+                   Latency(*(latency.get(k) for k in PERCENTILE_KEYS), n=d["requests"]))
+
+    def to_status(self) -> dict[str, Any]:
+        return _omit_none([("stage", self.stage), ("requests", self.requests), ("failures", self.failures),
+                           ("errorRate", self.error_rate), ("rps", self.rps), ("meanMs", self.mean_ms),
+                           ("latencyMs", {k: self.latency.percentile(k) for k in PERCENTILE_KEYS})])
+
+
+@dataclass
+class RepeatRecord:
+    """One repeat of a variant's ladder: each finished stage's headline, and the ladder's once it is whole."""
+    repeat: int
+    stages: list[Headline] = field(default_factory=list)
+    aggregate: Headline | None = None
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "RepeatRecord":
+        return cls(d["repeat"], [Headline.from_status(s) for s in d.get("stages", [])],
+                   Headline.from_status(d["aggregate"]) if d.get("aggregate") else None)
+
+    def to_status(self) -> dict[str, Any]:
+        return _omit_none([("repeat", self.repeat), ("stages", [s.to_status() for s in self.stages]),
+                           ("aggregate", None if self.aggregate is None else self.aggregate.to_status())])
 
 
 @dataclass(frozen=True)
@@ -324,13 +383,29 @@ class VariantRecord:
     aggregate: VariantAggregate | None = None
     judged: bool = False
     capacity: Capacity | None = None
+    repeats: list[RepeatRecord] = field(default_factory=list)   # with spec.repeats > 1: each repeat's own
 
     @classmethod
     def from_status(cls, d: dict[str, Any]) -> "VariantRecord":
         return cls(d["index"], dict(d.get("settings") or {}), [StageResult.from_status(s) for s in d.get("stages", [])],
                    bool(d.get("warmedUp")),
                    VariantAggregate.from_status(d["aggregate"]) if d.get("aggregate") else None,
-                   "capacity" in d, Capacity.from_status(d["capacity"]) if d.get("capacity") else None)
+                   "capacity" in d, Capacity.from_status(d["capacity"]) if d.get("capacity") else None,
+                   [RepeatRecord.from_status(r) for r in d.get("repeats", [])])
+
+    def repeat(self, number: int) -> RepeatRecord:
+        while len(self.repeats) < number:
+            self.repeats.append(RepeatRecord(len(self.repeats) + 1))
+        return self.repeats[number - 1]
+
+    def repeats_of(self, stage: int) -> list[int]:
+        """The repeats in which the status holds the stage."""
+        if not self.repeats:
+            return [1] if any(s.stage == stage for s in self.stages) else []
+        return [r.repeat for r in self.repeats if any(h.stage == stage for h in r.stages)]
+
+    def done(self, repeat: int, stage: int) -> bool:
+        return repeat in self.repeats_of(stage)
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {"index": self.index, "settings": self.settings,
@@ -341,6 +416,8 @@ class VariantRecord:
             result["aggregate"] = self.aggregate.to_status()
         if self.judged:
             result["capacity"] = None if self.capacity is None else self.capacity.to_status()
+        if self.repeats:
+            result["repeats"] = [r.to_status() for r in self.repeats]
         return result
 
 

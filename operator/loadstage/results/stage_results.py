@@ -10,6 +10,7 @@ from loadstage.results import histograms, intervals
 from loadstage.results.measurement import StageMeasurement
 from loadstage.results.model import (
     Artifact,
+    Headline,
     Latency,
     LostInjector,
     MethodFigures,
@@ -19,6 +20,7 @@ from loadstage.results.model import (
     VariantAggregate,
     VariantRecord,
 )
+from loadstage.results.repeats import between_repeats, trimmed_mean
 from loadstage.results.thresholds import verdict
 
 
@@ -66,13 +68,9 @@ def _merged(encoded: list[str | None]) -> histograms.HdrHistogram:
     return histograms.merge_encoded(e for e in encoded if e)
 
 
-def variant_aggregate(stages: list[StageResult], artifacts: list[Artifact]) -> VariantAggregate:
-    """The ONS headline row of a variant over all its stages: percentiles of every request of every
-    stage together (from the merged histograms, never averaged), totals, and the variant's Redis peak.
-    Its intervals resample each stage's blocks on their own (stages ran at different loads), then merge."""
-    requests = sum(s.requests for s in stages)
-    failures = sum(s.failures for s in stages)
-    max_ms = max((s.latency.max for s in stages if s.latency.max is not None), default=None)
+def _methods(stages: list[StageResult], artifacts: list[Artifact], max_ms: float | None) -> dict[str, MethodFigures]:
+    """Each method over several stages (or repeats of one): summed counts, the request-weighted mean, and the
+    p99 of the merged histograms."""
     by_method = {}
     for method in sorted({m for s in stages for m in s.by_method}):
         rows = [s.by_method[method] for s in stages if method in s.by_method]
@@ -81,15 +79,93 @@ def variant_aggregate(stages: list[StageResult], artifacts: list[Artifact]) -> V
         mean = sum(r.mean_ms * r.requests for r in rows if r.mean_ms is not None) / n if n else None
         by_method[method] = method_figures(n, sum(r.failures for r in rows), mean,
                                            histograms.latency_ms(merged, max_ms)["p99"])
-    peaks = [s.redis_peak_connections for s in stages if s.redis_peak_connections is not None]
+    return by_method
+
+
+def _latencies(artifacts: list[Artifact], max_ms: float | None) -> tuple[Latency, Latency | None]:
+    """The latency of every request of the artifacts together, and the corrected one where they have it."""
     corrected = [a.corrected_histogram for a in artifacts if a.corrected_histogram]
+    return (Latency.from_status(histograms.latency_ms(_merged([a.histogram for a in artifacts]), max_ms)),
+            Latency.from_status(histograms.latency_ms(_merged(corrected))) if corrected else None)
+
+
+def _max(*values):
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _sum(*values):
+    return None if any(v is None for v in values) else sum(values)
+
+
+def variant_aggregate(stages: list[StageResult], artifacts: list[Artifact],
+                      repeats: list[Headline] = ()) -> VariantAggregate:
+    """The ONS headline row of a variant over all its stages: percentiles of every request of every
+    stage together (from the merged histograms, never averaged), totals, and the variant's Redis peak.
+    Its intervals resample each stage's blocks on their own (stages ran at different loads), then merge; with
+    whole `repeats` of its ladder (each one's headline), they come from the variation between them."""
+    requests = sum(s.requests for s in stages)
+    failures = sum(s.failures for s in stages)
+    max_ms = _max(*(s.latency.max for s in stages))
+    latency, corrected = _latencies(artifacts, max_ms)
     return VariantAggregate(
         stages=len(stages), requests=requests, failures=failures,
         error_rate=round(failures / requests, 6) if requests else 0.0,
-        latency=Latency.from_status(histograms.latency_ms(_merged([a.histogram for a in artifacts]), max_ms)),
-        by_method=by_method, redis_peak_connections=max(peaks) if peaks else None,
-        corrected_latency=Latency.from_status(histograms.latency_ms(_merged(corrected))) if corrected else None,
-        intervals=intervals.of_artifacts([a.blocks for a in artifacts], seed="variant"))
+        latency=latency, by_method=_methods(stages, artifacts, max_ms),
+        redis_peak_connections=_max(*(s.redis_peak_connections for s in stages)), corrected_latency=corrected,
+        intervals=(between_repeats(repeats) or
+                   intervals.of_artifacts([a.blocks for a in artifacts], seed="variant")),
+        trimmed_mean=trimmed_mean(repeats))
+
+
+def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult, artifacts: list[Artifact],
+                   repeats: list[Headline]) -> StageResult:
+    """A stage over its repeats: `before` (the repeats so far, merged) with the `new` one. Counts add up,
+    latencies come from the merged histograms of every repeat's `artifacts`, peaks are the highest; the
+    intervals come from the repeats' headlines once there are enough of them, else from all their blocks."""
+    requests, failures = before.requests + new.requests, before.failures + new.failures
+    count = before.repeats + 1
+    max_ms = _max(before.latency.max, new.latency.max)
+    latency, corrected = _latencies(artifacts, max_ms)
+    rps = None if before.rps is None or new.rps is None else round((before.rps * before.repeats + new.rps) / count, 3)
+    weighted = [(s.mean_ms, s.requests) for s in (before, new) if s.mean_ms is not None]
+    old, now = before.target, new.target
+    merged = replace(
+        new, started_at=before.started_at, requests=requests, failures=failures,
+        error_rate=round(failures / requests, 6) if requests else 0.0, rps=rps,
+        mean_ms=round(sum(m * n for m, n in weighted) / requests, 3) if weighted and requests else None,
+        latency=latency, corrected_latency=corrected, by_method=_methods([before, new], artifacts, max_ms),
+        redis_peak_connections=_max(before.redis_peak_connections, new.redis_peak_connections),
+        redis_connections_received=_sum(before.redis_connections_received, new.redis_connections_received),
+        redis_peak_covers=new.redis_peak_covers or before.redis_peak_covers,
+        target=TargetFigures(_max(old.peak_cpu_cores, now.peak_cpu_cores),
+                             _max(old.peak_memory_bytes, now.peak_memory_bytes),
+                             _sum(old.served_requests, now.served_requests),
+                             None if old.pods is None and now.pods is None else (*(old.pods or ()), *(now.pods or ()))),
+        injector_peak_cpu_percent=_max(before.injector_peak_cpu_percent, new.injector_peak_cpu_percent),
+        injector_bound=before.injector_bound or new.injector_bound,
+        error_kinds=_max(before.error_kinds, new.error_kinds),
+        lost_injectors=before.lost_injectors + new.lost_injectors, retries=before.retries + new.retries,
+        endpoints_folded=_max(before.endpoints_folded, new.endpoints_folded),
+        artifact_omitted=new.artifact_omitted or before.artifact_omitted,
+        intervals=(between_repeats(repeats) or
+                   intervals.of_artifacts([a.blocks for a in artifacts], seed=f"stage {new.stage}")),
+        repeats=count, trimmed_mean=trimmed_mean(repeats))
+    if experiment.spec.thresholds is not None:
+        merged = replace(merged, verdict=verdict(merged, experiment.spec.thresholds))
+    return merged
+
+
+def ladder_headline(experiment: Experiment, stages: list[Headline], artifacts: list[Artifact]) -> Headline:
+    """One repeat of a variant's whole ladder: its stages' totals, its rate over their durations, and the
+    percentiles of their merged histograms."""
+    requests, failures = sum(s.requests for s in stages), sum(s.failures for s in stages)
+    seconds = sum(experiment.spec.stages[s.stage - 1].duration for s in stages)
+    weighted = [(s.mean_ms, s.requests) for s in stages if s.mean_ms is not None]
+    return Headline(None, requests, failures, round(failures / requests, 6) if requests else 0.0,
+                    round(requests / seconds, 3) if seconds else None,
+                    round(sum(m * n for m, n in weighted) / requests, 3) if weighted and requests else None,
+                    _latencies(artifacts, None)[0])
 
 
 def p99_pivot(variants: list[VariantRecord]) -> list[PivotRow]:

@@ -1,0 +1,89 @@
+"""What repeats of a run say beyond one run: confidence intervals from the variation between repeats, and the
+studies' trimmed mean.
+
+Each repeat gives one value of a figure (its p99, say). With n >= MIN_REPEATS repeats, the interval is
+Student's t interval of their mean: mean +- t(n-1) * sd / sqrt(n). Latencies and throughputs vary by factors
+rather than by amounts (a slower run is slower by some percent), so they are taken on a log scale and the
+interval is a geometric one; the error rate, which may be 0, stays linear. The interval is of the figure a
+repeat gives, so it covers what the next run is likely to centre on, machine drift between repeats
+included, which a single run's bootstrap cannot see."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from loadstage.results import histograms
+from loadstage.results.intervals import CONFIDENCE, FIGURES, four_digits
+from loadstage.results.model import Headline
+
+MIN_REPEATS = 3
+LINEAR = ("errorRate",)
+
+
+def _two_sided(t: float, df: int) -> float:
+    """P(|T| < t) for Student's t with `df` degrees of freedom (Abramowitz and Stegun 26.7.3 and 26.7.4)."""
+    theta = math.atan(t / math.sqrt(df))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2:
+        term, total = math.cos(theta), 0.0
+        for k in range(1, (df - 1) // 2 + 1):
+            total += term
+            term *= c2 * (2 * k) / (2 * k + 1)
+        return 2 / math.pi * (theta + s * total) if df > 1 else 2 * theta / math.pi
+    term, total = 1.0, 0.0
+    for k in range(1, df // 2 + 1):
+        total += term
+        term *= c2 * (2 * k - 1) / (2 * k)
+    return s * total
+
+
+def t_quantile(confidence: float, df: int) -> float:
+    """The t with P(|T| < t) = confidence: the half-width of a `confidence` interval, in standard errors."""
+    lo, hi = 0.0, 1e6
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _two_sided(mid, df) < confidence else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _interval(values: Sequence[float], confidence: float, log: bool) -> list[float]:
+    xs = [math.log(v) for v in values] if log else list(values)
+    n = len(xs)
+    mean = sum(xs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
+    if log:
+        return [four_digits(math.exp(mean - half)), four_digits(math.exp(mean + half))]
+    return [four_digits(max(0.0, mean - half)), four_digits(min(1.0, mean + half))]
+
+
+def between_repeats(headlines: Sequence[Headline], confidence: float = CONFIDENCE) -> dict | None:
+    """Intervals of FIGURES from each repeat's value; None with fewer than MIN_REPEATS. A figure some repeat
+    lacks gets none, and p999 none where a repeat had fewer than histograms.P999_MIN_SAMPLES requests."""
+    if len(headlines) < MIN_REPEATS:
+        return None
+    result: dict = {"confidence": confidence, "method": "repeats", "repeats": len(headlines)}
+    for name in FIGURES:
+        values = [h.figure(name) for h in headlines]
+        if any(v is None for v in values):
+            continue
+        if name == "p999" and min(h.requests for h in headlines) < histograms.P999_MIN_SAMPLES:
+            continue
+        log = name not in LINEAR and all(v > 0 for v in values)
+        result[name] = _interval(values, confidence, log)
+    return result
+
+
+def trimmed_mean(headlines: Sequence[Headline]) -> dict[str, float] | None:
+    """The studies' figure: each figure's mean over the repeats without the highest and the lowest one; None
+    with fewer than MIN_REPEATS."""
+    if len(headlines) < MIN_REPEATS:
+        return None
+    result = {}
+    for name in FIGURES:
+        values = sorted(v for h in headlines if (v := h.figure(name)) is not None)
+        if len(values) == len(headlines):
+            kept = values[1:-1]
+            result[name] = four_digits(sum(kept) / len(kept))
+    return result

@@ -1,0 +1,46 @@
+"""Intervals from the spread of repeats, and the studies' trimmed mean."""
+
+import math
+
+import pytest
+
+from loadstage.results.model import Headline, Latency
+from loadstage.results.repeats import between_repeats, t_quantile, trimmed_mean
+
+
+def repeat(p99, rps=100.0, error_rate=0.0, requests=5000):
+    return Headline(1, requests, round(error_rate * requests), error_rate, rps, p99 / 2,
+                    Latency(p99 / 4, p99 / 2, p99 / 1.5, p99, p99 * 2))
+
+
+@pytest.mark.parametrize("df,expected", [(1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (9, 2.262)])
+def test_t_quantiles_are_students(df, expected):
+    assert t_quantile(0.95, df) == pytest.approx(expected, abs=1e-3)     # the tables' two-sided 95%
+
+
+def test_a_latency_interval_is_a_t_interval_on_the_log_scale():
+    values = [100.0, 110.0, 125.0, 104.0]
+    found = between_repeats([repeat(v) for v in values])
+    logs = [math.log(v) for v in values]
+    mean = sum(logs) / 4
+    half = 3.182 * math.sqrt(sum((x - mean) ** 2 for x in logs) / 3) / 2
+    assert found["method"] == "repeats" and found["repeats"] == 4 and found["confidence"] == 0.95
+    assert found["p99"] == pytest.approx([math.exp(mean - half), math.exp(mean + half)], rel=1e-3)
+    assert set(found) >= {"p50", "p90", "p95", "p999", "mean", "rps", "errorRate"}
+
+
+def test_an_error_rate_stays_linear_and_within_0_and_1():
+    found = between_repeats([repeat(100, error_rate=e) for e in (0.0, 0.0, 0.03)])
+    assert found["errorRate"][0] == 0.0 and 0.03 < found["errorRate"][1] < 1
+
+
+def test_fewer_than_three_repeats_or_too_few_requests_for_a_p999_give_no_interval():
+    assert between_repeats([repeat(100), repeat(120)]) is None
+    assert trimmed_mean([repeat(100), repeat(120)]) is None
+    assert "p999" not in between_repeats([repeat(100, requests=900)] * 3)
+
+
+def test_the_trimmed_mean_drops_the_highest_and_the_lowest_repeat():
+    found = trimmed_mean([repeat(v) for v in (300.0, 100.0, 110.0, 120.0, 90.0)])
+    assert found["p99"] == pytest.approx(110.0)          # (100 + 110 + 120) / 3: 300 and 90 dropped
+    assert found["rps"] == 100.0
