@@ -362,3 +362,36 @@ def test_an_injector_that_saturates_its_cpu_marks_the_stage_and_gets_no_capacity
     assert stage["injectorPeakCpuPercent"] > 90 and stage["injectorBound"] is True, stage
     assert stage["verdict"]["passed"] is True and variant["capacity"] is None
     assert "pass (injector-bound)" in out and "its injectors were CPU-bound" in out
+
+
+def test_interleaved_repeats_restart_each_variants_target_and_merge_the_repeats(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(
+        target={"workers": 1}, repeats=3, order="Interleaved",
+        injectors={"usersPerInjector": 5, "waitTime": {"min": "5ms", "max": "20ms"}},
+        stages=[{"injectors": 1, "duration": "2s"}], matrix={"threads": [1, 4]}))
+    workdir = tmp_path / "w"
+    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", workdir), 240)
+    assert code == 0, err
+    assert not alive(started)
+    # the order the stages ran in: each variant's stage in turn, once per repeat, each on a target of its own
+    ran = sorted(workdir.glob("variant-*/**/stage-1/summary.json"), key=lambda f: f.stat().st_mtime_ns)
+    assert [str(f.parent.relative_to(workdir)) for f in ran] == [
+        "variant-1/stage-1", "variant-2/stage-1", "variant-1/repeat-2/stage-1", "variant-2/repeat-2/stage-1",
+        "variant-1/repeat-3/stage-1", "variant-2/repeat-3/stage-1"]
+    assert all((workdir / f"variant-{v}" / target / "pod-1.log").is_file()
+               for v in (1, 2) for target in ("", "target-2", "target-3"))
+    result = json.loads((tmp_path / "r.json").read_text())
+    for variant in result["status"]["variants"]:
+        (stage,) = variant["stages"]
+        repeats = [r["stages"][0] for r in variant["repeats"]]
+        assert len(repeats) == 3 and all(r["requests"] > 0 for r in repeats)
+        assert stage["repeats"] == 3 and stage["requests"] == sum(r["requests"] for r in repeats)
+        assert stage["latencyMs"]["n"] == stage["requests"]          # one merged histogram of every repeat
+        p99s = sorted(r["latencyMs"]["p99"] for r in repeats)
+        assert stage["trimmedMean"]["p99"] == pytest.approx(p99s[1], rel=1e-3)
+        intervals = stage["intervals"]
+        assert intervals["method"] == "repeats" and intervals["p99"][0] <= p99s[1] <= intervals["p99"][1]
+        assert variant["aggregate"]["intervals"]["method"] == "repeats"
+    assert [(a["variant"], a.get("repeat", 1)) for a in result["artifacts"]] == \
+        [(v, r) for v in (1, 2) for r in (1, 2, 3)]
+    assert "Per repeat" in out

@@ -174,7 +174,8 @@ def test_interleaved_repeats_run_each_stage_of_every_variant_in_turn_with_a_warm
         assert [r["repeat"] for r in variant["repeats"]] == [1, 2]
         for repeat in variant["repeats"]:
             assert [h["stage"] for h in repeat["stages"]] == [1, 2]
-            assert repeat["aggregate"]["requests"] == 200 and repeat["aggregate"]["rps"] == 10.0   # 200 in 20 s
+            assert repeat["aggregate"]["requests"] == 200
+            assert repeat["aggregate"]["rps"] == pytest.approx(sum(h["rps"] for h in repeat["stages"]) / 2, abs=1e-3)
         assert variant["aggregate"]["requests"] == 400
         assert "trimmedMean" not in variant["aggregate"]   # two repeats have no highest and lowest to drop
     progress = [w["progress"] for w in writes if w["phase"] == "Running"]

@@ -44,7 +44,8 @@ def render_document(source: str, document: dict[str, Any], form: str, namespace:
         from loadstage.reports.html import render_html
     except ImportError:
         raise ValidationError([("--format html", "needs matplotlib: pip install 'loadstage[report]'")]) from None
-    artifacts = {(v, s): Artifact.from_artifact(a) for v, s, a in sources.load_artifacts(source, namespace, document)}
+    artifacts = {(v, s): Artifact.from_artifact(a)      # the charts draw the first repeat's time series
+                 for v, r, s, a in sources.load_artifacts(source, namespace, document) if r == 1}
     return render_html(experiment, run, artifacts)
 
 
@@ -106,15 +107,16 @@ def cmd_artifacts(args) -> int:
     distribution (.hgrm, milliseconds) that HdrHistogram's plotters read."""
     found = sources.load_artifacts(args.source, args.namespace)
     out = Path(args.output)
-    for variant, number, artifact in found:
-        directory = out / f"variant-{variant}"
+    for variant, repeat, number, artifact in found:
+        directory = out / f"variant-{variant}" / (f"repeat-{repeat}" if repeat > 1 else "")
         directory.mkdir(parents=True, exist_ok=True)
         (directory / f"stage-{number}.json").write_text(json.dumps(artifact, indent=1) + "\n")
         histogram = histograms.decode(artifact["histogram"])
         with open(directory / f"stage-{number}.hgrm", "wb") as f:
             histogram.output_percentile_distribution(f, 1e6)
         latency = histograms.latency_ms(histogram)
-        print(f"variant {variant} stage {number}: {latency['n']:,} requests, p50 {latency['p50']:.3g} ms, "
+        which = f"variant {variant}" + (f" repeat {repeat}" if repeat > 1 else "") + f" stage {number}"
+        print(f"{which}: {latency['n']:,} requests, p50 {latency['p50']:.3g} ms, "
               f"p99 {latency['p99']:.3g} ms, p99.9 {latency['p999']:.3g} ms -> {directory}/stage-{number}.json, .hgrm")
     if not found:
         print(f"{args.source}: no stage has finished yet")

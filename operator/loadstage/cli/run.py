@@ -33,13 +33,17 @@ from loadstage.results.model import RunResults
 
 
 def _document(experiment: Experiment, status: dict[str, Any],
-              artifacts: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
+              artifacts: dict[tuple[int, int, int], dict[str, Any]]) -> dict[str, Any]:
     """The result file: the resource with its status, and every stage's artifact (its histograms,
-    endpoint and error rows, time series) under `artifacts`, as ConfigMaps hold them in a cluster."""
+    endpoint and error rows, time series) under `artifacts`, as ConfigMaps hold them in a cluster: one
+    entry per variant and repeat ("repeat" from 2 on), its stages in order ({} for one not run yet)."""
+    runs = sorted({(v, r) for v, r, _ in artifacts})
+    last = len(experiment.spec.stages)
     return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND,
             "metadata": {"name": experiment.name}, "spec": experiment.source.get("spec", {}),
             "status": status,
-            "artifacts": [{"variant": index + 1, "stages": stages} for index, stages in sorted(artifacts.items())]}
+            "artifacts": [{"variant": v + 1, **({"repeat": r} if r > 1 else {}),
+                           "stages": [artifacts.get((v, r, n), {}) for n in range(1, last + 1)]} for v, r in runs]}
 
 
 def replace_file(path: Path, text: str) -> None:

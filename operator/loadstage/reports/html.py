@@ -46,6 +46,9 @@ def render_html(experiment: Experiment, run: RunResults, artifacts: dict[tuple[i
     for section in sections:
         if not section.per_variant:
             parts += shown(section)
+    header, rows = tables.repeat_rows(run)
+    if rows:
+        parts += [f"<h2>{html.escape(tables.REPEATS_TITLE)}</h2>", _table(header, rows, 2)]
     decided = between_variants(run, [tables.variant_label(run, v) for v in run.variants])
     if decided:
         parts += ["<h2>Between variants</h2>", "<ul>", *(f"<li>{html.escape(line)}</li>" for line in decided),

@@ -29,6 +29,9 @@ def render_markdown(experiment: Experiment, run: RunResults) -> str:
     for section in sections:
         parts += ["", f"## {section.title}", "",
                   table(section.header, section.rows, left=tuple(section.header[:section.text_columns]))]
+    repeats = tables.repeat_rows(run)
+    if repeats[1]:
+        parts += ["", f"## {tables.REPEATS_TITLE}", "", table(*repeats, left=("Variant", "Repeat"))]
     decided = between_variants(run, [tables.variant_label(run, v) for v in run.variants])
     if decided:
         parts += ["", "## Between variants", "", *(f"- {line}" for line in decided)]

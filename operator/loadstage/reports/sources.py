@@ -90,11 +90,11 @@ def experiment_of(source: str, document: dict[str, Any]) -> Experiment:
 
 
 def load_artifacts(source: str, namespace: str | None = None,
-                   document: dict[str, Any] | None = None) -> list[tuple[int, int, dict[str, Any]]]:
-    """(variant, stage, artifact) of every finished stage, both numbered from 1."""
+                   document: dict[str, Any] | None = None) -> list[tuple[int, int, int, dict[str, Any]]]:
+    """(variant, repeat, stage, artifact) of every finished stage, each numbered from 1."""
     document = document or load_document(source, namespace)
     if not is_resource(source):
-        return [(v["variant"], number, artifact) for v in document.get("artifacts", [])
+        return [(v["variant"], v.get("repeat", 1), number, artifact) for v in document.get("artifacts", [])
                 for number, artifact in enumerate(v["stages"], 1) if artifact]
     client, namespace = _cluster(source, namespace)
     name = source.split("/", 1)[1]
@@ -105,9 +105,9 @@ def load_artifacts(source: str, namespace: str | None = None,
         raise _api_error(source, namespace, e) from None
     found = []
     for cm in maps:
-        variant, stage = (int(part[1:]) for part in cm.metadata.labels[LABEL_RUN].split("-"))
-        found.append((variant, stage, json.loads((cm.data or {}).get(ARTIFACT_KEY, "{}"))))
-    return sorted(found, key=lambda item: item[:2])
+        parts = {part[0]: int(part[1:]) for part in cm.metadata.labels[LABEL_RUN].split("-")}   # v1-r2-s3
+        found.append((parts["v"], parts.get("r", 1), parts["s"], json.loads((cm.data or {}).get(ARTIFACT_KEY, "{}"))))
+    return sorted(found, key=lambda item: item[:3])
 
 
 

@@ -201,6 +201,25 @@ def interval_rows(run: RunResults) -> Table:
     return ["Variant", "50th", "90th", "95th", "99th", "99.9th", "mean", "req/s"], rows
 
 
+REPEATS_TITLE = "Per repeat, over all its stages (the studies' trimmed mean drops the highest and lowest repeat)"
+
+
+def repeat_rows(run: RunResults) -> Table:
+    """Each repeat of each variant's whole ladder, then the variant's trimmed mean; none without repeats."""
+    figures = ["p50", "p90", "p95", "p99", "p999", "mean"]
+    rows = []
+    for variant in run.variants:
+        label = variant_label(run, variant) or "-"
+        for r in variant.repeats:
+            if (h := r.aggregate) is not None:
+                rows.append([label, str(r.repeat), count(h.requests), number(h.rps, ",.1f"),
+                             *(format_ms(h.figure(f)) for f in figures)])
+        if variant.aggregate and (trimmed := variant.aggregate.trimmed_mean):
+            rows.append([label, "trimmed mean", "-", number(trimmed.get("rps"), ",.1f"),
+                         *(format_ms(trimmed.get(f)) for f in figures)])
+    return ["Variant", "Repeat", "Requests", "req/s", "50th", "90th", "95th", "99th", "99.9th", "mean"], rows
+
+
 def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Variant", "Verdict")) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     left_columns = {i for i, name in enumerate(header) if name in left}

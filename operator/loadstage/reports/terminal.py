@@ -7,6 +7,7 @@ from typing import Any
 
 from loadstage.api.quantities import format_duration
 from loadstage.reports.tables import (
+    REPEATS_TITLE,
     footnotes,
     format_ms,
     headline_rows,
@@ -14,6 +15,7 @@ from loadstage.reports.tables import (
     number,
     pivot_rows,
     render,
+    repeat_rows,
     resource_rows,
     stage_rows,
     target_cpu,
@@ -34,6 +36,9 @@ def render_report(run: RunResults) -> str:
     headline_header, headline_table = headline_rows(run)
     if headline_table:
         parts += ["", "Per variant, over all its stages:", render(headline_header, headline_table)]
+    repeats_header, repeats_table = repeat_rows(run)
+    if repeats_table:
+        parts += ["", f"{REPEATS_TITLE}:", render(repeats_header, repeats_table, left=("Variant", "Repeat"))]
     decided = between_variants(run, [variant_label(run, v) for v in run.variants])
     if decided:
         parts += ["", "Between variants, over all their stages:", *decided]

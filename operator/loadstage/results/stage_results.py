@@ -157,13 +157,15 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
 
 
 def ladder_headline(experiment: Experiment, stages: list[Headline], artifacts: list[Artifact]) -> Headline:
-    """One repeat of a variant's whole ladder: its stages' totals, its rate over their durations, and the
-    percentiles of their merged histograms."""
+    """One repeat of a variant's whole ladder: its stages' totals, their rates weighted by their durations,
+    and the percentiles of their merged histograms."""
     requests, failures = sum(s.requests for s in stages), sum(s.failures for s in stages)
-    seconds = sum(experiment.spec.stages[s.stage - 1].duration for s in stages)
+    timed = [(s.rps, experiment.spec.stages[s.stage - 1].duration) for s in stages]
+    seconds = sum(d for _, d in timed)
     weighted = [(s.mean_ms, s.requests) for s in stages if s.mean_ms is not None]
     return Headline(None, requests, failures, round(failures / requests, 6) if requests else 0.0,
-                    round(requests / seconds, 3) if seconds else None,
+                    None if any(r is None for r, _ in timed) or not seconds else
+                    round(sum(r * d for r, d in timed) / seconds, 3),
                     round(sum(m * n for m, n in weighted) / requests, 3) if weighted and requests else None,
                     _latencies(artifacts, None)[0])
 
