@@ -279,6 +279,38 @@ def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, nam
     assert variants[0]["stages"][-1]["finishedAt"] <= variants[1]["stages"][0]["startedAt"]
 
 
+def test_interleaved_repeats_alternate_the_runners_settings_and_keep_each_repeats_results(
+        cluster, namespace, operator, real_stage, tmp_path):
+    operator()
+    doc = example("threads-at-scale")
+    doc["spec"].update(matrix={"threads": [2, 7]}, stages=doc["spec"]["stages"][:1], repeats=2, order="Interleaved")
+    assert apply(cluster, namespace, doc).returncode == 0
+    seen_threads = []
+    for run in ("v1-s1", "v2-s1", "v1-r2-s1", "v2-r2-s1"):
+        running_pods_of_job(cluster, namespace, f"threads-at-scale-{run}-master")
+        args = cluster.apps.read_namespaced_deployment("threads-at-scale-runner", namespace) \
+            .spec.template.spec.containers[0].args
+        seen_threads.append(args[args.index("--threads") + 1])
+        play_stage(cluster, namespace, "threads-at-scale", run, 10, real_stage)
+    wait_phase(cluster, namespace, "threads-at-scale", "Succeeded")
+    assert seen_threads == ["2", "7", "2", "7"]
+    status = cluster.status(namespace, "threads-at-scale")
+    requests = real_stage.summary["requests"]
+    for variant in status["variants"]:
+        (stage,) = variant["stages"]
+        assert stage["repeats"] == 2 and stage["requests"] == 2 * requests == stage["latencyMs"]["n"]
+        assert [r["stages"][0]["requests"] for r in variant["repeats"]] == [requests, requests]
+        assert stage["intervals"]["method"] == "bootstrap"    # two repeats: too few for their own spread
+    kept = {cm.metadata.name for cm in cluster.core.list_namespaced_config_map(namespace).items}
+    assert {f"threads-at-scale-{run}-results" for run in ("v1-s1", "v2-s1", "v1-r2-s1", "v2-r2-s1")} <= kept
+    exported = subprocess.run([sys.executable, "-m", "loadstage.cli", "artifacts", "lx/threads-at-scale", "-n",
+                               namespace, "-o", str(tmp_path / "exported")], capture_output=True,
+                              text=True, env={**os.environ, "KUBECONFIG": cluster.kubeconfig})
+    assert exported.returncode == 0, exported.stderr
+    assert [line.split(":")[0] for line in exported.stdout.splitlines()] == [
+        "variant 1 stage 1", "variant 1 repeat 2 stage 1", "variant 2 stage 1", "variant 2 repeat 2 stage 1"]
+
+
 def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(cluster, namespace, operator,
                                                                                real_stage):
     first = operator()
@@ -931,6 +963,12 @@ INVALID = [
     (_variant(cleanup="Sometimes"), "spec.cleanup: Unsupported value: \"Sometimes\""),
     (_variant(target__readyTimeout="2h"), "spec.target.readyTimeout: Invalid value: \"string\": must be at most 1h"),
     (_variant(matrix={"workers": list(range(1, 11)), "threads": list(range(1, 11))},
+              stages=[{"injectors": n, "duration": "1m"} for n in range(1, 7)]),
+     "spec: Invalid value: \"object\": at most 500 stages in all (variants x stages x repeats)"),
+    (_variant(repeats=11), "spec.repeats: Invalid value: 11"),
+    (_variant(order="Shuffled"), "spec.order: Unsupported value: \"Shuffled\""),
+    (_variant(seed=-1), "spec.seed: Invalid value: -1"),
+    (_variant(matrix={"threads": list(range(1, 11))}, repeats=10,
               stages=[{"injectors": n, "duration": "1m"} for n in range(1, 7)]),
      "spec: Invalid value: \"object\": at most 500 stages in all (variants x stages x repeats)"),
     (_variant(injectors__pacing="5ms"), "spec.injectors.pacing: Invalid value: \"string\": must be at least 10ms"),
