@@ -1021,18 +1021,20 @@ def test_spec_is_immutable_once_created(cluster, namespace):
     assert "spec is immutable once created; delete the experiment and create it again" in result.stderr
 
 
-def _fullest_status(variants, stages_per_variant, real_stage):
+def _fullest_status(variants, stages_per_variant, repeats, real_stage):
     """The status of the largest experiment the CRD allows, each row as full as it gets: seven methods,
-    corrected latencies, every threshold broken, a resumed stage's Redis note."""
+    corrected latencies, every threshold broken, a resumed stage's Redis note, and with repeats each one's
+    headline, the trimmed means, every retry."""
     from loadstage.api.load import parse_experiment
     from loadstage.api.types import MAX_VARIANT_STAGES
     from loadstage.results.measurement import StageMeasurement
-    from loadstage.results.model import Artifact, Latency, VariantRecord
+    from loadstage.results.model import Artifact, Headline, Latency, RepeatRecord, VariantRecord
     from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
-    assert variants * stages_per_variant == MAX_VARIANT_STAGES
+    assert variants * stages_per_variant * repeats == MAX_VARIANT_STAGES
     doc = example("cluster-ladder")
     doc["spec"]["stages"] = [{"injectors": 500, "duration": "24h"}] * stages_per_variant
-    doc["spec"]["matrix"] = {"threads": list(range(55, 65))}
+    doc["spec"]["matrix"] = {"threads": list(range(55, 55 + min(variants, 10)))}
+    doc["spec"]["repeats"] = repeats
     if variants > 10:
         doc["spec"]["matrix"]["workers"] = list(range(55, 55 + variants // 10))
     doc["spec"]["thresholds"] = {p: "1ms" for p in ("p50", "p90", "p95", "p99", "p999")} | {"errorRate": "0%"}
@@ -1054,30 +1056,37 @@ def _fullest_status(variants, stages_per_variant, real_stage):
               "errorRate": [0.1235, 0.9877],
               "warning": "too short for blocks of 2 x 43200 s (how long its seconds stay alike): may be too narrow"}
     records = []
+    trimmed = {figure: 987654.3 for figure in ("p50", "p90", "p95", "p99", "p999", "mean", "rps", "errorRate")}
+    merged = {"trimmed_mean": trimmed, "repeats": repeats} if repeats > 1 else {}
     for v in experiment.variants():
-        stages = [dataclasses.replace(stage_result(experiment, n, s, measurement), intervals=widest)
+        stages = [dataclasses.replace(stage_result(experiment, n, s, measurement), intervals=widest, **merged)
                   for n, s in enumerate(experiment.spec.stages, 1)]
         full = Latency.from_status(row)
         aggregate = dataclasses.replace(variant_aggregate(stages, [Artifact()] * len(stages)), latency=full,
-                                        corrected_latency=full, intervals=widest)
-        records.append(VariantRecord(v.index, v.settings(), stages, aggregate=aggregate, judged=True))
+                                        corrected_latency=full, intervals=widest,
+                                        trimmed_mean=trimmed if repeats > 1 else None)
+        headline = Headline(None, 2_000_000_000, 1_000_000_000, 0.5, 123456.789, 123456.789, full)
+        runs = [RepeatRecord(r, [dataclasses.replace(headline, stage=n) for n in range(1, len(stages) + 1)],
+                             headline) for r in range(1, repeats + 1)] if repeats > 1 else []
+        records.append(VariantRecord(v.index, v.settings(), stages, aggregate=aggregate, judged=True, repeats=runs))
     return {"phase": "Running", "message": "m" * 300, "variants": [r.to_status() for r in records],
             "p99ByStage": [r.to_status() for r in p99_pivot(records)]}
 
 
-@pytest.mark.parametrize("variants,stages", [(100, 5), (10, 50)])
-def test_the_largest_status_the_crd_allows_is_accepted(cluster, namespace, real_stage, variants, stages):
+@pytest.mark.parametrize("variants,stages,repeats", [(100, 5, 1), (10, 50, 1), (50, 5, 2), (5, 10, 10)])
+def test_the_largest_status_the_crd_allows_is_accepted(cluster, namespace, real_stage, variants, stages, repeats):
     import json
 
     from loadstage.kube.status import StatusWriter
-    status = _fullest_status(variants, stages, real_stage)
+    status = _fullest_status(variants, stages, repeats, real_stage)
     assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
     writer = StatusWriter(cluster.api, namespace, "cluster-ladder", 1, [], lambda *event: None)
     writer(status)
     whole = cluster.lx(namespace, "cluster-ladder")   # with metadata.managedFields, as etcd stores it
     stored = whole["status"]
     size, object_size = (len(json.dumps(x, separators=(",", ":"))) for x in (stored, whole))
-    print(f"\n{variants} variants x {stages} stages: a status of {size:,} bytes, the object {object_size:,}")
+    print(f"\n{variants} variants x {stages} stages x {repeats} repeats: a status of {size:,} bytes, "
+          f"the object {object_size:,}")
     assert len(stored["variants"]) == variants and all(len(v["stages"]) == stages for v in stored["variants"])
     assert object_size < 1_250_000   # etcd refuses objects over 1.5 MiB: a fifth of it to spare
 
