@@ -1,17 +1,18 @@
 """Benchmark (f): can `loadstage compare` tell a real slowdown from noise?
 
-Four local runs of one configuration, each a ladder of the same stage repeated (compare matches the
-repeats apart, so each run is several stages' worth of pairs):
+Four local runs of one configuration, each a ladder of the same stage several times (compare matches the
+stages apart, so each run is several stages' worth of pairs), each ladder run --repeats times
+(spec.repeats: with 3 or more, every interval comes from the spread between the repeats):
 - A and A again: every pair is an A/A comparison; a regression there is a false alarm;
 - A with the runner app's delay 10% longer, and 30% longer (RUNNER_DELAY_SCALE): how often compare
   catches each, against A.
 The runs go A, A+10%, A again, A+30%, so that a drift of the machine does not favour one side.
 
-It also reports the coverage of the single-run intervals: across A's stages, how often one stage's
-95% bootstrap interval contains the median of the other stages' figures; and how many runs a decision
-like the ONS study's (threads=3 against threads=2, p99 1.4% apart) would need on this machine.
+It also reports the coverage of the intervals: across A's stages, how often one stage's 95% interval
+contains the median of the other stages' figures; and how many runs a decision like the ONS study's
+(threads=3 against threads=2, p99 1.4% apart) would need on this machine.
 
-    python benchmarks/decisions.py [--stages 10] [--duration 20s] [--smoke]
+    python benchmarks/decisions.py [--stages 10] [--duration 10s] [--repeats 3] [--smoke]
 """
 
 from __future__ import annotations
@@ -31,17 +32,17 @@ from common import loadstage, write_result
 FIGURES = ("p50", "p99", "mean", "rps")
 
 
-def experiment(stages: int, duration: str, scale: float) -> dict:
+def experiment(stages: int, duration: str, scale: float, repeats: int) -> dict:
     return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": "decisions"},
             "spec": {"target": {"pods": 1, "workers": 2, "threads": 4,
                                 "env": {"RUNNER_DELAY": "fast", "RUNNER_DELAY_SCALE": str(scale)}},
                      "injectors": {"usersPerInjector": 10, "waitTime": {"min": "20ms", "max": "60ms"}},
-                     "stages": [{"injectors": 2, "duration": duration}] * stages}}
+                     "stages": [{"injectors": 2, "duration": duration}] * stages, "repeats": repeats}}
 
 
-def run(tmp: Path, name: str, stages: int, duration: str, scale: float) -> Path:
+def run(tmp: Path, name: str, stages: int, duration: str, scale: float, repeats: int) -> Path:
     spec = tmp / f"{name}.yaml"
-    spec.write_text(yaml.safe_dump(experiment(stages, duration, scale)))
+    spec.write_text(yaml.safe_dump(experiment(stages, duration, scale, repeats)))
     result = tmp / f"{name}.json"
     loadstage("run", str(spec), "-q", "-o", str(result))
     print(f"{name}: done", flush=True)
@@ -65,6 +66,12 @@ def compared(base: Path, new: Path) -> tuple[list[str], str]:
 
 def stages_of(result: Path) -> list[dict]:
     return json.loads(result.read_text())["status"]["variants"][0]["stages"]
+
+
+def single_runs(result: Path) -> list[dict]:
+    """Every stage of every repeat, each as one run measured it."""
+    variant = json.loads(result.read_text())["status"]["variants"][0]
+    return [h for r in variant.get("repeats", []) for h in r["stages"]] or variant["stages"]
 
 
 def figure(stage: dict, name: str) -> float | None:
@@ -103,17 +110,18 @@ def runs_needed(stages: list[dict], difference: float = 0.014, power: float = 0.
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", type=int, default=10)
-    parser.add_argument("--duration", default="20s")
-    parser.add_argument("--smoke", action="store_true", help="1 stage of 9 s per run")
+    parser.add_argument("--duration", default="10s")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="1 stage of 3 s per run, 3 repeats")
     args = parser.parse_args()
-    stages, duration = (1, "9s") if args.smoke else (args.stages, args.duration)
+    stages, duration, repeats = (1, "3s", 3) if args.smoke else (args.stages, args.duration, args.repeats)
     with tempfile.TemporaryDirectory(prefix="loadstage-decisions-") as tmp_name:
         tmp = Path(tmp_name)
-        a = run(tmp, "a", stages, duration, 1.0)
-        slower10 = run(tmp, "a-plus-10", stages, duration, 1.1)
-        again = run(tmp, "a-again", stages, duration, 1.0)
-        slower30 = run(tmp, "a-plus-30", stages, duration, 1.3)
-        result: dict = {"stages": stages, "stageDuration": duration}
+        a = run(tmp, "a", stages, duration, 1.0, repeats)
+        slower10 = run(tmp, "a-plus-10", stages, duration, 1.1, repeats)
+        again = run(tmp, "a-again", stages, duration, 1.0, repeats)
+        slower30 = run(tmp, "a-plus-30", stages, duration, 1.3, repeats)
+        result: dict = {"stages": stages, "stageDuration": duration, "repeats": repeats}
         for name, new in (("aa", again), ("plus10", slower10), ("plus30", slower30)):
             verdicts, output = compared(a, new)
             result[name] = {"pairs": len(verdicts),
@@ -124,12 +132,13 @@ def main() -> int:
         a_stages = stages_of(a) + stages_of(again)
         result["coverage"] = coverage(a_stages)
         result["examples"] = {"a": stages_of(a)[0].get("intervals"), "plus30": stages_of(slower30)[0].get("intervals")}
+        result["method"] = (stages_of(a)[0].get("intervals") or {}).get("method")
         if len(a_stages) >= 3:
-            result["onsDecision"] = runs_needed(a_stages)
+            result["onsDecision"] = runs_needed(single_runs(a) + single_runs(again))
     print(f"A/A: {result['aa']['regressed']} false regression(s) in {result['aa']['pairs']} pair(s); "
           f"+10%: {result['plus10']['regressed']} of {result['plus10']['pairs']} caught; "
           f"+30%: {result['plus30']['regressed']} of {result['plus30']['pairs']} caught")
-    print("coverage of single-run 95% intervals: " + ", ".join(
+    print(f"coverage of {result['method'] or 'no'} 95% intervals ({repeats} repeat(s) a run): " + ", ".join(
         f"{name} {c['held']}/{c['of']}" for name, c in result["coverage"].items()))
     if "onsDecision" in result:
         print(f"a 1.4% p99 difference at 80% power needs {result['onsDecision']['runsPerSide']} run(s) per side "

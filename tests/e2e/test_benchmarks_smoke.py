@@ -41,7 +41,7 @@ def test_local_overhead_smoke_runs():
 def test_decisions_smoke_runs_every_comparison():
     result = run("decisions.py")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "A/A: " in result.stdout and "coverage of single-run 95% intervals: p50 " in result.stdout
+    assert "A/A: " in result.stdout and "coverage of repeats 95% intervals (3 repeat(s) a run): p50 " in result.stdout
 
 
 @pytest.mark.cluster
