@@ -20,6 +20,7 @@ from loadstage.reports.tables import (
     percentiles,
     pivot_rows,
     resource_rows,
+    stage_marks,
     variant_label,
     varying,
 )
@@ -60,10 +61,11 @@ def by_users(experiment: Experiment) -> bool:
 
 
 def breakdown_rows(run: RunResults, variant: VariantRecord, users: bool = False) -> Table:
-    """The ONS layout's table of one variant: one row per stage; `users` adds the stage's users after its
+    """The ONS layout's table of one variant: one row per stage, its percentiles marked where they are
+    significantly the best of every variant's at that stage; `users` adds the stage's users after its
     injectors."""
     shown = methods(run)
-    rows = [[str(s.injectors), *([count(s.users)] if users else []), *percentiles(s.latency),
+    rows = [[str(s.injectors), *([count(s.users)] if users else []), *percentiles(s.latency, stage_marks(run, variant, s)),
              *(method_cell(s.by_method, m, "mean") for m in shown), count(s.requests)]
             for s in variant.stages]
     return [INJECTORS_COLUMN, *(["Users"] if users else []), *PERCENTILE_COLUMNS,

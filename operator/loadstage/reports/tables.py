@@ -24,8 +24,9 @@ FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to th
                        "of its Service (not ready); the stage does not count toward capacity.",
              "injector-bound": "injector-bound: an injector's CPU went over 90%; the stage measured the injectors, "
                                "not the target, and does not count toward capacity.",
-             BEST: "^ the best of its column by more than the run's own noise: its difference from every other "
-                   "variant's is significant at 95%. Separate runs on a busy machine vary more (BENCHMARKS.md (f))."}
+             BEST: "^ the best variant by more than the noise: its difference from every other variant's, in the "
+                   "same column or at the same stage, is significant at 95%. With fewer than 3 repeats the noise is "
+                   "the run's own, and separate runs on a busy machine vary more (BENCHMARKS.md (f))."}
 Table = tuple[list[str], list[list[str]]]
 
 
@@ -52,6 +53,16 @@ def headline_marks(run: RunResults) -> list[set[str]]:
     shown = [v for v in run.variants if v.aggregate]
     return significance.best_columns([variant_label(run, v) for v in shown], [v.aggregate.latency for v in shown],
                                      [v.aggregate.intervals for v in shown])
+
+
+def stage_marks(run: RunResults, variant: VariantRecord, stage: StageResult) -> set[str]:
+    """The percentiles in which the variant's stage is significantly the best of every variant's same stage."""
+    if len(run.variants) < 2:
+        return set()
+    peers = [(v, next((s for s in v.stages if s.stage == stage.stage), None)) for v in run.variants]
+    marks = significance.best_columns([variant_label(run, v) for v, _ in peers],
+                                      [s and s.latency for _, s in peers], [s and s.intervals for _, s in peers])
+    return marks[run.variants.index(variant)]
 
 
 def method_cell(by_method: dict[str, MethodFigures], method: str, figure: str) -> str:
@@ -132,8 +143,8 @@ def stage_rows(run: RunResults) -> Table:
     has_verdicts = any(s.verdict is not None or s.injector_bound for v in run.variants for s in v.stages)
     health = unsteady(run)
 
-    def cells(_: VariantRecord, s: StageResult) -> list[str]:
-        return [flagged(str(s.injectors), [s]), count(s.users), *percentiles(s.latency),
+    def cells(variant: VariantRecord, s: StageResult) -> list[str]:
+        return [flagged(str(s.injectors), [s]), count(s.users), *percentiles(s.latency, stage_marks(run, variant, s)),
                 method_cell(s.by_method, "GET", "mean"), method_cell(s.by_method, "GET", "p99"),
                 method_cell(s.by_method, "POST", "mean"), method_cell(s.by_method, "POST", "p99"),
                 count(s.requests), count(s.redis_peak_connections), *(_target_health(s) if health else []),
