@@ -212,7 +212,8 @@ def test_artifacts_are_kept_in_owned_configmaps_and_the_aggregate_comes_from_the
     aggregate = status["variants"][0]["aggregate"]
     assert aggregate["requests"] == 3 * real_stage.summary["requests"] == aggregate["latencyMs"]["n"]
     p99 = real_stage.summary["latencyMs"]["p99"]
-    assert status["p99ByStage"] == [{"stage": n, "injectors": 2 * n, "p99MsByVariant": [p99]} for n in (1, 2, 3)]
+    assert status["p99ByStage"] == [{"stage": n, "injectors": 2 * n, "users": 50 * n, "p99MsByVariant": [p99]}
+                                    for n in (1, 2, 3)]   # users too: the schema once pruned them
     assert aggregate["latencyMs"]["p99"] == p99  # the same stage three times
 
 

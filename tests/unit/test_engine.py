@@ -246,3 +246,25 @@ def without_rates(value):
     if isinstance(value, dict):
         return {k: without_rates(v) for k, v in value.items() if k != "rps"}
     return [without_rates(v) for v in value] if isinstance(value, list) else value
+
+
+def test_every_status_field_the_engine_writes_is_in_the_crds_status_schema(base_doc):
+    """The API server prunes what a structural schema does not declare: a field missing there is lost."""
+    from loadstage.api.crd import status_schema
+    base_doc["spec"].update(repeats=3, order="Random", warmup={"injectors": 1, "duration": "5s"},
+                            thresholds={"p99": "1s"})
+    writes, _ = run(experiment(base_doc, stages=2, matrix={"threads": [1, 2]}))
+
+    def undeclared(value, schema, path):
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
+            return []
+        if isinstance(value, dict):
+            props = schema.get("properties", {})
+            return [p for k, v in value.items() for p in
+                    ([f"{path}.{k}"] if k not in props else undeclared(v, props[k], f"{path}.{k}"))]
+        if isinstance(value, list):
+            return [p for v in value for p in undeclared(v, schema.get("items", {}), f"{path}[]")]
+        return []
+    missing = {p for w in writes for p in undeclared(w, status_schema(), "status")}
+    assert not missing, missing
+    assert {"seed", "warmedUp"} <= set(writes[-1]) and any("repeat" in w.get("progress", {}) for w in writes)

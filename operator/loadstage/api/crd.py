@@ -39,8 +39,13 @@ def status_schema() -> dict[str, Any]:
             "observedGeneration": {"type": "integer", "description": "The generation last acted on."},
             "startedAt": _string("When the first variant started."),
             "finishedAt": _string("When the experiment ended."),
+            "seed": {"type": "integer", "description": "The seed of a Random order: spec.seed, or the one the run "
+                                                       "picked."},
+            "warmedUp": _string("The run id of the last warm-up that finished, so that a resumed run does not "
+                                "repeat it."),
             "progress": {"type": "object", "description": "Where the experiment is.", "properties": {
                 "variant": _string("Current variant, e.g. 1/3."),
+                "repeat": _string("Current repeat, e.g. 2/5 (with spec.repeats above 1)."),
                 "stage": _string("Current stage, e.g. 3/5."),
                 "injectors": {"type": "integer", "description": "Injectors of the current stage."},
                 "attempt": {"type": "integer", "description": "The current stage's attempt, from 2 once it was "
@@ -86,6 +91,7 @@ def status_schema() -> dict[str, Any]:
                            "items": {"type": "object", "properties": {
                                "stage": {"type": "integer", "description": "Stage number."},
                                "injectors": {"type": "integer", "description": "Injectors of the stage."},
+                               "users": {"type": "integer", "description": "Users of the stage."},
                                "p99MsByVariant": {"type": "array", "description": "p99 in ms, by variant.",
                                                   "items": {"type": "number", "nullable": True}},
                            }}},

@@ -77,12 +77,13 @@ def _follow(args) -> int:
     shown = None
     for document in sources.follow(args.source, args.namespace):
         run = RunResults.from_status(document.get("status") or {})
-        finished = sum(len(v.stages) for v in run.variants)
+        finished = sum(sum(len(r.stages) for r in v.repeats) or len(v.stages) for v in run.variants)
         state = (run.phase, finished)
         if state == shown:
             continue
         shown = state
-        total = len(run.variants) * len(document.get("spec", {}).get("stages", []))
+        spec = document.get("spec", {})
+        total = len(run.variants) * len(spec.get("stages", [])) * spec.get("repeats", 1)
         print(f"== {time.strftime('%H:%M:%S')} {run.phase}: {finished} of {total or '?'} stage(s) finished ==")
         if run.variants:
             sys.stdout.write(render_status(run))

@@ -26,6 +26,7 @@ from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.clock import now
 from loadstage.engine.errors import Cancelled, ExperimentFailed
 from loadstage.engine.stages import StageEngine, new_status
+from loadstage.engine.steps import plan, starts_block
 from loadstage.local.backend import LocalBackend, Progress
 from loadstage.local.target import local_problems
 from loadstage.reports.terminal import progress_line, render_status
@@ -87,9 +88,12 @@ class ProgressPrinter:
 def _print_plan(experiment: Experiment, out) -> None:
     spec = experiment.spec
     variants = experiment.variants()
-    total = sum(s.duration for s in spec.stages) + (spec.warmup.duration if spec.warmup else 0)
-    out.write(f"{experiment.name}: {len(variants)} variant(s) x {len(spec.stages)} stage(s), "
-              f"about {format_duration(int(total * len(variants)))} of load\n")
+    steps = plan(experiment, spec.seed)
+    starts = sum(starts_block(steps, i) for i in range(len(steps)))
+    total = sum(s.stage.duration for s in steps) + (spec.warmup.duration * starts if spec.warmup else 0)
+    repeats = f" x {spec.repeats} repeats ({spec.order})" if spec.repeats > 1 else ""
+    out.write(f"{experiment.name}: {len(variants)} variant(s) x {len(spec.stages)} stage(s){repeats}, "
+              f"about {format_duration(int(total))} of load\n")
     for v in variants:
         out.write(f"  variant {v.index + 1}: {v.label()}\n")
     for i, s in enumerate(spec.stages, 1):
