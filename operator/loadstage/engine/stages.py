@@ -132,8 +132,8 @@ class StageEngine:
     @staticmethod
     def _warmed_up(status: dict[str, Any], record: VariantRecord, warmup: Step) -> bool:
         """Whether the warm-up ran before an operator restart (a status before repeats said so per variant)."""
-        return status.get("warmedUp") == warmup.run_id or (record.warmed_up and warmup.run_id.endswith("v1-warmup")
-                                                            and warmup.repeat == 1 and warmup.precedes == 1)
+        return status.get("warmedUp") == warmup.run_id or (record.warmed_up and warmup.repeat == 1
+                                                            and warmup.precedes == 1)
 
     async def _artifacts(self, variant: Variant, number: int, repeats: list[int]) -> list[Artifact]:
         """The artifacts of the variant's stage `number` in each of `repeats`: kept since they ran, or read back."""
