@@ -16,7 +16,9 @@ SETTINGS = ["server", "pods", "workers", "threads", "workerClass"]
 FIGURES = ["requests", "failures", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms",
            "maxMs", "p999Reliable"]
 INTERVALS = [f"{figure}{side}" for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms", "meanMs", "rps", "errorRate")
-             for side in ("_lo", "_hi")]   # 95% confidence intervals (results.intervals)
+             for side in ("_lo", "_hi")] + ["intervalMethod"]   # 95% confidence intervals (results.intervals)
+TRIMMED = ["repeats", *(f"{figure}_trimmed" for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms", "meanMs",
+                                                          "rps", "errorRate"))]   # without the highest and lowest
 TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores", "targetPeakMemoryBytes",
         "targetServedRequests", "targetRestarts", "targetUnreadySeconds", "injectorPeakCpuPercent", "injectorBound",
         "attempts", "passed", "violations"]
@@ -26,7 +28,7 @@ def columns(run: RunResults) -> list[str]:
     per_method = [f"{m.lower()}{figure}" for m in ons_layout.methods(run) for figure in ("Requests", "MeanMs", "P99Ms")]
     return ["experiment", "variant", *SETTINGS, "stage", "injectors", "users", "usersPerInjector",
             "spawnRatePerInjector", "waitMinSeconds", "waitMaxSeconds", "pacingSeconds", "durationSeconds",
-            "startedAt", "finishedAt", *FIGURES, *INTERVALS, *per_method, *TAIL]
+            "startedAt", "finishedAt", *FIGURES, *INTERVALS, *TRIMMED, *per_method, *TAIL]
 
 
 def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> dict[str, Any]:
@@ -54,12 +56,19 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
     }
     for figure, bounds in (stage.intervals or {}).items():
         if isinstance(bounds, list):
-            name = figure if figure in ("rps", "errorRate") else f"{figure}Ms"
-            values.update({f"{name}_lo": bounds[0], f"{name}_hi": bounds[1]})
+            values.update({f"{_column(figure)}_lo": bounds[0], f"{_column(figure)}_hi": bounds[1]})
+    values["intervalMethod"] = (stage.intervals or {}).get("method")
+    values["repeats"] = stage.repeats
+    values.update({f"{_column(figure)}_trimmed": value for figure, value in (stage.trimmed_mean or {}).items()})
     for method, figures in stage.by_method.items():
         values.update({f"{method.lower()}Requests": figures.requests, f"{method.lower()}MeanMs": figures.mean_ms,
                        f"{method.lower()}P99Ms": figures.p99_ms})
     return values
+
+
+def _column(figure: str) -> str:
+    """The CSV column of one of results.intervals.FIGURES: p99 is p99Ms, mean meanMs."""
+    return figure if figure in ("rps", "errorRate") else f"{figure}Ms"
 
 
 def _cell(value: Any) -> Any:
