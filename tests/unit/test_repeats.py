@@ -44,3 +44,25 @@ def test_the_trimmed_mean_drops_the_highest_and_the_lowest_repeat():
     found = trimmed_mean([repeat(v) for v in (300.0, 100.0, 110.0, 120.0, 90.0)])
     assert found["p99"] == pytest.approx(110.0)          # (100 + 110 + 120) / 3: 300 and 90 dropped
     assert found["rps"] == 100.0
+
+
+def test_the_difference_of_two_repeat_intervals_is_welchs_t_interval_of_the_logs():
+    from loadstage.results.differences import difference
+    a, b = [100.0, 104.0, 110.0], [140.0, 150.0, 145.0, 158.0]
+    base, new = between_repeats([repeat(v) for v in a]), between_repeats([repeat(v) for v in b])
+    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
+
+    def mean(xs):
+        return sum(xs) / len(xs)
+
+    def var(xs):
+        return sum((x - mean(xs)) ** 2 for x in xs) / (len(xs) - 1)
+    sa, sb = var(la) / 3, var(lb) / 4
+    df = (sa + sb) ** 2 / (sa ** 2 / 2 + sb ** 2 / 3)       # Welch-Satterthwaite, rounded down below
+    centre = math.exp(mean(lb) - mean(la))
+    found = difference("p99", 100, base, centre * 100, new)   # the centre: the ratio of the geometric means
+    half = t_quantile(0.95, math.floor(df)) * math.sqrt(sa + sb)
+    assert found.relative == pytest.approx(centre - 1, rel=1e-6)
+    assert found.low == pytest.approx(math.exp(math.log(centre) - half) - 1, abs=2e-3)
+    assert found.high == pytest.approx(math.exp(math.log(centre) + half) - 1, abs=2e-3)
+    assert found.worse                                          # 100-110 against 140-158: slower, beyond the noise

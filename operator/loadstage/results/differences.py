@@ -4,8 +4,10 @@ each figure's own confidence interval (results.intervals).
 Each interval is read as a normal distribution of the figure's logarithm: a percentile's bootstrap
 distribution is skewed, its logarithm much less, and a difference of logarithms is a ratio. The standard
 error of each is its interval's width in logarithms over 2z; two runs (or two variants) are independent, so
-the variance of their difference is the sum of theirs. A difference is significant when its interval leaves
-out zero."""
+the variance of their difference is the sum of theirs. An interval from n repeats (results.repeats) is a t
+interval with n - 1 degrees of freedom: its width is over 2t instead, and the difference is Welch's, with
+the Welch-Satterthwaite degrees of freedom (rounded down). A difference is significant when its interval
+leaves out zero."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
+
+from loadstage.results.repeats import t_quantile
 
 CONFIDENCE = 0.95
 RESOLUTION = 2.0 ** -10   # HDR histograms at 3 significant digits: a bucket is this wide, relatively
@@ -50,6 +54,15 @@ class Difference:
         return f"{self.relative:+.1%} [{self.low:+.1%}, {self.high:+.1%}]"
 
 
+def _freedom(intervals: dict[str, Any]) -> int | None:
+    """The degrees of freedom of an interval from repeats; None (infinite) for a bootstrap's."""
+    return intervals["repeats"] - 1 if intervals.get("method") == "repeats" else None
+
+
+def _quantile(confidence: float, freedom: float | None) -> float:
+    return z_of(confidence) if freedom is None else t_quantile(confidence, max(1, math.floor(freedom)))
+
+
 def _log_error(value: float, intervals: dict[str, Any], figure: str) -> float | None:
     """The standard error of the figure's logarithm; never below the histograms' resolution (an interval of
     one bucket, [x, x], still knows the figure only to that bucket)."""
@@ -57,7 +70,15 @@ def _log_error(value: float, intervals: dict[str, Any], figure: str) -> float | 
     if not bounds or value is None or value <= 0 or bounds[0] <= 0 or bounds[1] <= 0:
         return None
     width = max(math.log(bounds[1]) - math.log(bounds[0]), 2 * RESOLUTION)
-    return width / (2 * z_of(intervals["confidence"]))
+    return width / (2 * _quantile(intervals["confidence"], _freedom(intervals)))
+
+
+def _welch(errors: list[float], freedoms: list[int | None]) -> float | None:
+    """The Welch-Satterthwaite degrees of freedom of a difference; None (infinite) with two bootstraps."""
+    tails = [e ** 4 / f for e, f in zip(errors, freedoms) if f is not None]
+    if not tails:
+        return None
+    return sum(e * e for e in errors) ** 2 / sum(tails) if sum(tails) else None
 
 
 def difference(figure: str, base: float | None, base_intervals: dict[str, Any] | None, new: float | None,
@@ -69,7 +90,8 @@ def difference(figure: str, base: float | None, base_intervals: dict[str, Any] |
     errors = [_log_error(base, base_intervals, figure), _log_error(new, new_intervals, figure)]
     if None in errors:
         return None
-    spread = z_of(confidence) * math.hypot(*errors)
+    freedom = _welch(errors, [_freedom(base_intervals), _freedom(new_intervals)])
+    spread = _quantile(confidence, freedom) * math.hypot(*errors)
     log_ratio = math.log(new / base)
     return Difference(figure, math.expm1(log_ratio), math.expm1(log_ratio - spread), math.expm1(log_ratio + spread),
                       confidence)
