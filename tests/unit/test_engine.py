@@ -162,8 +162,8 @@ def test_interleaved_repeats_run_each_stage_of_every_variant_in_turn_with_a_warm
     stages = [c[1] if c[1] != 0 and isinstance(c[1], str) else c for c in calls if c[0] == "stage"]
     assert stages == [("stage", 0, None), ("stage", 0, 1), ("stage", 1, None), ("stage", 1, 1),
                       ("stage", 0, None), ("stage", 0, 2), ("stage", 1, None), ("stage", 1, 2),
-                      "v1-r2-warmup", "v1-r2-s1", "v2-r2-warmup", "v2-r2-s1",
-                      "v1-r2-s2-warmup", "v1-r2-s2", "v2-r2-s2-warmup", "v2-r2-s2"]
+                      "v1-r2-w1", "v1-r2-s1", "v2-r2-w1", "v2-r2-s1",
+                      "v1-r2-w2", "v1-r2-s2", "v2-r2-w2", "v2-r2-s2"]
     assert [c for c in calls if c[0] in ("prepare", "finish")] == [
         (kind, v) for v in (0, 1, 0, 1, 0, 1, 0, 1) for kind in ("prepare", "finish")]
     final = writes[-1]

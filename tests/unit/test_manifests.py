@@ -403,3 +403,22 @@ def test_the_operators_peer_comes_from_the_chart_as_json_and_bad_json_names_the_
             operator_peer(bad)
         ((where, message),) = refused.value.problems
         assert where == "--operator-peer" and message.startswith(said)
+
+
+@pytest.mark.parametrize("variants,stages,repeats", [(100, 5, 1), (100, 1, 5), (10, 5, 10), (1, 50, 10), (10, 25, 2)])
+def test_every_name_of_the_longest_plans_the_crd_allows_fits_a_kubernetes_label(variants, stages, repeats):
+    from loadstage.api.names import NAME_MAX
+    from loadstage.engine.steps import plan, warmup_before
+    threads = list(range(1, min(variants, 20) + 1))
+    doc = {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": "x" * NAME_MAX},
+           "spec": {"stages": [{"injectors": 1, "duration": "1m"}] * stages, "repeats": repeats,
+                    "order": "Interleaved", "warmup": {"injectors": 1, "duration": "5s"},
+                    "matrix": {"threads": threads, "workers": list(range(1, variants // len(threads) + 1))}}}
+    exp = parse_experiment(doc)
+    assert len(exp.variants()) == variants
+    steps = plan(exp)
+    longest = max((s for step in steps for s in (step, warmup_before(exp, step))), key=lambda s: len(s.run_id))
+    retried = replace(longest, attempt=6)   # spec.stageRetries is at most 5
+    for name in (manifests.master_name(exp, retried), manifests.workers_name(exp, retried),
+                 manifests.results_name(exp, longest)):
+        assert len(name) <= 63, name

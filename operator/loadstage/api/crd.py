@@ -46,7 +46,8 @@ def status_schema() -> dict[str, Any]:
             "progress": {"type": "object", "description": "Where the experiment is.", "properties": {
                 "variant": _string("Current variant, e.g. 1/3."),
                 "repeat": _string("Current repeat, e.g. 2/5 (with spec.repeats above 1)."),
-                "stage": _string("Current stage, e.g. 3/5."),
+                "stage": _string("Current stage, e.g. 3/5; during a warm-up, the stages finished before it."),
+                "warmup": {"type": "boolean", "description": "A warm-up is running."},
                 "injectors": {"type": "integer", "description": "Injectors of the current stage."},
                 "attempt": {"type": "integer", "description": "The current stage's attempt, from 2 once it was "
                                                               "disrupted and runs again."},

@@ -55,7 +55,7 @@ def _with_attempts(status: dict[str, Any], progress: dict[str, Any]) -> dict[str
     resumed after an operator restart), and no other step's."""
     before = status.get("progress") or {}
     fresh = {k: v for k, v in progress.items() if k not in ATTEMPT_KEYS}
-    same = all(before.get(k) == fresh.get(k) for k in ("variant", "stage"))
+    same = all(before.get(k) == fresh.get(k) for k in ("variant", "repeat", "stage", "warmup"))
     return {**fresh, **{k: before[k] for k in ATTEMPT_KEYS if same and k in before}}
 
 
@@ -94,7 +94,6 @@ class StageEngine:
                     await self.backend.finish_variant(prepared)
                 which = f"variant {variant.index + 1}/{step.variants} ({variant.label()})"
                 if resuming:
-                    progress = status.get("progress", progress)
                     await self._set(status, message=f"resuming {which}: checking the target")
                 else:
                     await self._set(status, phase="Deploying", progress=progress,
@@ -104,7 +103,7 @@ class StageEngine:
                 warmup = warmup_before(self.experiment, step) if starts_block(steps, index) else None
                 if warmup is not None and not self._warmed_up(status, record, warmup):
                     await self._set(status, phase="Running", message=f"running {warmup.label()}",
-                                    progress=_with_attempts(status, {**progress, "injectors": warmup.stage.injectors}))
+                                    progress=_with_attempts(status, self._progress(warmup)))
                     await self._run_step(warmup, status)
                     status["warmedUp"] = warmup.run_id
                     await self.on_update(status)
@@ -125,9 +124,12 @@ class StageEngine:
         return status
 
     def _progress(self, step: Step) -> dict[str, Any]:
+        """A warm-up's stage is the one finished before it, as the count of finished stages."""
+        number = step.precedes - 1 if step.warmup else step.number
         return {"variant": f"{step.variant.index + 1}/{step.variants}",
                 **({"repeat": f"{step.repeat}/{step.repeats}"} if step.repeats > 1 else {}),
-                "stage": f"{step.number}/{step.stages}", "injectors": step.stage.injectors}
+                "stage": f"{number}/{step.stages}", **({"warmup": True} if step.warmup else {}),
+                "injectors": step.stage.injectors}
 
     @staticmethod
     def _warmed_up(status: dict[str, Any], record: VariantRecord, warmup: Step) -> bool:

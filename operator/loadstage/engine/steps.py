@@ -30,12 +30,13 @@ class Step:
     @property
     def run_id(self) -> str:
         """The step's short name in its processes and objects: v1-s2, v1-r2-s2 in a second repeat, v1-warmup
-        (v1-r2-s3-warmup before a later block), and v1-s2-a2 for a retry."""
+        (v1-r2-w3 before stage 3 of repeat 2), and v1-s2-a2 for a retry. Kubernetes names end in it, so it
+        stays as short as NAME_MAX allows for."""
         where = f"v{self.variant.index + 1}" + (f"-r{self.repeat}" if self.repeat > 1 else "")
-        if self.warmup:
-            where += ("" if self.precedes == 1 else f"-s{self.precedes}") + "-warmup"
+        if self.warmup and self.repeat == 1 and self.precedes == 1:
+            where += "-warmup"
         else:
-            where += f"-s{self.number}"
+            where += f"-w{self.precedes}" if self.warmup else f"-s{self.number}"
         return where + (f"-a{self.attempt}" if self.attempt > 1 else "")
 
     @property

@@ -128,7 +128,7 @@ class LocalBackend:
         target = self.target
         assert target is not None, "prepare_variant must run first"
         sdir = self.workdir / f"variant-{step.variant.index + 1}" / (f"repeat-{step.repeat}" if step.repeat > 1 else "") \
-            / ((f"warmup-s{step.precedes}" if step.precedes > 1 else "warmup") if step.warmup else f"stage-{step.number}")
+            / ((f"warmup-{step.precedes}" if step.precedes > 1 else "warmup") if step.warmup else f"stage-{step.number}")
         sdir.mkdir(parents=True, exist_ok=True)
         custom = self.experiment.spec.injectors.locustfile
         custom_path = custom.path if custom else None

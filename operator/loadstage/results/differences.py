@@ -5,9 +5,10 @@ Each interval is read as a normal distribution of the figure's logarithm: a perc
 distribution is skewed, its logarithm much less, and a difference of logarithms is a ratio. The standard
 error of each is its interval's width in logarithms over 2z; two runs (or two variants) are independent, so
 the variance of their difference is the sum of theirs. An interval from n repeats (results.repeats) is a t
-interval with n - 1 degrees of freedom: its width is over 2t instead, and the difference is Welch's, with
-the Welch-Satterthwaite degrees of freedom (rounded down). A difference is significant when its interval
-leaves out zero."""
+interval with n - 1 degrees of freedom, centred on the geometric mean of the repeats: its width is over 2t
+instead, the difference is of those centres (not of the figures of the merged histograms, which weigh a busier
+repeat more), and its interval is Welch's, with the Welch-Satterthwaite degrees of freedom rounded down. A
+difference is significant when its interval leaves out zero."""
 
 from __future__ import annotations
 
@@ -73,6 +74,13 @@ def _log_error(value: float, intervals: dict[str, Any], figure: str) -> float | 
     return width / (2 * _quantile(intervals["confidence"], _freedom(intervals)))
 
 
+def _centre(value: float, intervals: dict[str, Any], figure: str) -> float:
+    """What the interval is of: the repeats' geometric mean (the middle of a t interval of logs), else the
+    figure itself."""
+    bounds = intervals.get(figure)
+    return math.sqrt(bounds[0] * bounds[1]) if _freedom(intervals) is not None and bounds else value
+
+
 def _welch(errors: list[float], freedoms: list[int | None]) -> float | None:
     """The Welch-Satterthwaite degrees of freedom of a difference; None (infinite) with two bootstraps."""
     tails = [e ** 4 / f for e, f in zip(errors, freedoms) if f is not None]
@@ -92,6 +100,6 @@ def difference(figure: str, base: float | None, base_intervals: dict[str, Any] |
         return None
     freedom = _welch(errors, [_freedom(base_intervals), _freedom(new_intervals)])
     spread = _quantile(confidence, freedom) * math.hypot(*errors)
-    log_ratio = math.log(new / base)
+    log_ratio = math.log(_centre(new, new_intervals, figure) / _centre(base, base_intervals, figure))
     return Difference(figure, math.expm1(log_ratio), math.expm1(log_ratio - spread), math.expm1(log_ratio + spread),
                       confidence)

@@ -47,7 +47,7 @@ def t_quantile(confidence: float, df: int) -> float:
     return (lo + hi) / 2
 
 
-def _interval(values: Sequence[float], confidence: float, log: bool) -> list[float]:
+def _interval(values: Sequence[float], confidence: float, log: bool, share: bool) -> list[float]:
     xs = [math.log(v) for v in values] if log else list(values)
     n = len(xs)
     mean = sum(xs) / n
@@ -55,7 +55,7 @@ def _interval(values: Sequence[float], confidence: float, log: bool) -> list[flo
     half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
     if log:
         return [four_digits(math.exp(mean - half)), four_digits(math.exp(mean + half))]
-    return [four_digits(max(0.0, mean - half)), four_digits(min(1.0, mean + half))]
+    return [four_digits(max(0.0, mean - half)), four_digits(min(1.0, mean + half) if share else mean + half)]
 
 
 def between_repeats(headlines: Sequence[Headline], confidence: float = CONFIDENCE) -> dict | None:
@@ -71,7 +71,7 @@ def between_repeats(headlines: Sequence[Headline], confidence: float = CONFIDENC
         if name == "p999" and min(h.requests for h in headlines) < histograms.P999_MIN_SAMPLES:
             continue
         log = name not in LINEAR and all(v > 0 for v in values)
-        result[name] = _interval(values, confidence, log)
+        result[name] = _interval(values, confidence, log, share=name in LINEAR)
     return result
 
 
