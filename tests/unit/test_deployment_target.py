@@ -164,3 +164,28 @@ def test_the_workers_a_server_says_it_started():
     assert workers_started("gunicorn", log) == 2
     assert workers_started("uwsgi", "spawned uWSGI worker 1 (pid: 9, cores: 2)\n") == 1
     assert workers_started("granian", "anything") is None
+
+
+def test_a_patch_refused_with_a_bare_422_is_retried_only_when_the_object_changed_in_between():
+    """An HPA's controller rewrites its status between the read and the pin: the API server's 422 may not say
+    that the test failed, and the pin must read the HPA again rather than fail the experiment."""
+    from kubernetes.client.rest import ApiException
+
+    from loadstage.kube.in_place import _patch_fresh
+    versions = iter(["2", "3"])
+    patched = []
+
+    def read():
+        return {"metadata": {"resourceVersion": next(versions)}}
+
+    def patch(obj):
+        if obj["metadata"]["resourceVersion"] == "1":
+            raise ApiException(status=422, reason="the server rejected our request due to an error in our request")
+        patched.append(obj["metadata"]["resourceVersion"])
+    assert _patch_fresh(read, patch, {"metadata": {"resourceVersion": "1"}})["metadata"]["resourceVersion"] == "2"
+    assert patched == ["2"]
+
+    def refuse(obj):
+        raise ApiException(status=422, reason="spec.minReplicas: Invalid value")
+    with pytest.raises(ApiException):   # refused for itself: the object had not changed
+        _patch_fresh(lambda: {"metadata": {"resourceVersion": "7"}}, refuse, {"metadata": {"resourceVersion": "7"}})

@@ -66,18 +66,28 @@ def _stale(e: ApiException) -> bool:
 def _patch_fresh(read: Callable[[], dict[str, Any] | None], patch: Callable[[dict[str, Any]], Any],
                  current: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """patch(object) on the object as read, read again while another writer came in between. Returns the
-    object patched, or None if there is none (`read` returns None for one that is not to be patched)."""
+    object patched, or None if there is none (`read` returns None for one that is not to be patched). A 422
+    whose body does not say it was the test is taken as one too when the object has changed since it was read
+    (an HPA's controller rewrites its status every 15 s)."""
+    current = current if current is not None else read()
     for attempt in range(PATCH_ATTEMPTS):
-        current = current if current is not None and attempt == 0 else read()
         if current is None:
             return None
         try:
             patch(current)
             return current
         except ApiException as e:
-            if not _stale(e) or attempt == PATCH_ATTEMPTS - 1:
+            if e.status != 422 or attempt == PATCH_ATTEMPTS - 1:
                 raise
+            fresh = read()
+            if not _stale(e) and (fresh is None or _version(fresh) == _version(current)):
+                raise
+            current = fresh
     return None
+
+
+def _version(obj: dict[str, Any]) -> str | None:
+    return obj["metadata"].get("resourceVersion")
 
 
 async def hold(context: ExperimentContext, variant: Variant, deployment: dict[str, Any],
