@@ -79,10 +79,11 @@ def plan(experiment: Experiment, seed: int | None = None) -> list[Step]:
         if spec.order == "Random":
             random.Random(seed).shuffle(ladders)
         order = [(v, r, n) for v, r in ladders for n in numbers]
-    steps: list[Step] = []
-    for variant, repeat, number in reversed(order):
-        after = steps[0] if steps and steps[0].variant == variant else None
-        steps.insert(0, replace(stage_step(experiment, variant, repeat, number), following=after))
+    stages = spec.stages
+    steps = [Step(v, len(variants), stages[n - 1], n, len(stages), repeat=r, repeats=spec.repeats) for v, r, n in order]
+    for i in reversed(range(len(steps) - 1)):   # from the end, so that each `following` is final
+        if steps[i + 1].variant == steps[i].variant:
+            steps[i] = replace(steps[i], following=steps[i + 1])
     return steps
 
 

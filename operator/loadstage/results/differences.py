@@ -83,10 +83,8 @@ def _centre(value: float, intervals: dict[str, Any], figure: str) -> float:
 
 def _welch(errors: list[float], freedoms: list[int | None]) -> float | None:
     """The Welch-Satterthwaite degrees of freedom of a difference; None (infinite) with two bootstraps."""
-    tails = [e ** 4 / f for e, f in zip(errors, freedoms) if f is not None]
-    if not tails:
-        return None
-    return sum(e * e for e in errors) ** 2 / sum(tails) if sum(tails) else None
+    tails = [e ** 4 / f for e, f in zip(errors, freedoms) if f is not None]   # errors are never 0 (RESOLUTION)
+    return sum(e * e for e in errors) ** 2 / sum(tails) if tails else None
 
 
 def difference(figure: str, base: float | None, base_intervals: dict[str, Any] | None, new: float | None,

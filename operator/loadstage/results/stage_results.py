@@ -31,7 +31,7 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         stage=number, injectors=stage.injectors, users=experiment.spec.injectors.users_for(stage),
         duration_seconds=stage.duration, started_at=m.started_at, finished_at=m.finished_at,
         requests=requests, failures=s["failures"],
-        error_rate=round(s["failures"] / requests, 6) if requests else 0.0,
+        error_rate=_error_rate(s["failures"], requests),
         rps=s["rps"], mean_ms=s["meanMs"], latency=Latency.from_status(s["latencyMs"]),
         by_method={method: method_figures(row["requests"], row["failures"], row["meanMs"], row["latencyMs"]["p99"])
                    for method, row in s["byMethod"].items()},
@@ -89,6 +89,21 @@ def _latencies(artifacts: list[Artifact], max_ms: float | None) -> tuple[Latency
             Latency.from_status(histograms.latency_ms(_merged(corrected))) if corrected else None)
 
 
+def _error_rate(failures: int, requests: int) -> float:
+    return round(failures / requests, 6) if requests else 0.0
+
+
+def _mean_ms(rows: list[StageResult] | list[Headline], requests: int) -> float | None:
+    """The request-weighted mean of the rows' means."""
+    weighted = [(r.mean_ms, r.requests) for r in rows if r.mean_ms is not None]
+    return round(sum(m * n for m, n in weighted) / requests, 3) if weighted and requests else None
+
+
+def _intervals(repeats: list[Headline], artifacts: list[Artifact], seed: str) -> dict | None:
+    """From the spread between enough whole repeats; else a bootstrap of the artifacts' blocks."""
+    return between_repeats(repeats) or intervals.of_artifacts([a.blocks for a in artifacts], seed=seed)
+
+
 def _max(*values):
     present = [v for v in values if v is not None]
     return max(present) if present else None
@@ -110,12 +125,10 @@ def variant_aggregate(stages: list[StageResult], artifacts: list[Artifact],
     latency, corrected = _latencies(artifacts, max_ms)
     return VariantAggregate(
         stages=len(stages), requests=requests, failures=failures,
-        error_rate=round(failures / requests, 6) if requests else 0.0,
+        error_rate=_error_rate(failures, requests),
         latency=latency, by_method=_methods(stages, artifacts, max_ms),
         redis_peak_connections=_max(*(s.redis_peak_connections for s in stages)), corrected_latency=corrected,
-        intervals=(between_repeats(repeats) or
-                   intervals.of_artifacts([a.blocks for a in artifacts], seed="variant")),
-        trimmed_mean=trimmed_mean(repeats))
+        intervals=_intervals(repeats, artifacts, "variant"), trimmed_mean=trimmed_mean(repeats))
 
 
 def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult, artifacts: list[Artifact],
@@ -128,12 +141,10 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
     max_ms = _max(before.latency.max, new.latency.max)
     latency, corrected = _latencies(artifacts, max_ms)
     rps = None if before.rps is None or new.rps is None else round((before.rps * before.repeats + new.rps) / count, 3)
-    weighted = [(s.mean_ms, s.requests) for s in (before, new) if s.mean_ms is not None]
     old, now = before.target, new.target
     merged = replace(
         new, started_at=before.started_at, requests=requests, failures=failures,
-        error_rate=round(failures / requests, 6) if requests else 0.0, rps=rps,
-        mean_ms=round(sum(m * n for m, n in weighted) / requests, 3) if weighted and requests else None,
+        error_rate=_error_rate(failures, requests), rps=rps, mean_ms=_mean_ms([before, new], requests),
         latency=latency, corrected_latency=corrected, by_method=_methods([before, new], artifacts, max_ms),
         redis_peak_connections=_max(before.redis_peak_connections, new.redis_peak_connections),
         redis_connections_received=_sum(before.redis_connections_received, new.redis_connections_received),
@@ -148,9 +159,8 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
         lost_injectors=before.lost_injectors + new.lost_injectors, retries=before.retries + new.retries,
         endpoints_folded=_max(before.endpoints_folded, new.endpoints_folded),
         artifact_omitted=new.artifact_omitted or before.artifact_omitted,
-        intervals=(between_repeats(repeats) or
-                   intervals.of_artifacts([a.blocks for a in artifacts], seed=f"stage {new.stage}")),
-        repeats=count, trimmed_mean=trimmed_mean(repeats))
+        intervals=_intervals(repeats, artifacts, f"stage {new.stage}"), repeats=count,
+        trimmed_mean=trimmed_mean(repeats))
     if experiment.spec.thresholds is not None:
         merged = replace(merged, verdict=verdict(merged, experiment.spec.thresholds))
     return merged
@@ -162,12 +172,10 @@ def ladder_headline(experiment: Experiment, stages: list[Headline], artifacts: l
     requests, failures = sum(s.requests for s in stages), sum(s.failures for s in stages)
     timed = [(s.rps, experiment.spec.stages[s.stage - 1].duration) for s in stages]
     seconds = sum(d for _, d in timed)
-    weighted = [(s.mean_ms, s.requests) for s in stages if s.mean_ms is not None]
-    return Headline(None, requests, failures, round(failures / requests, 6) if requests else 0.0,
+    return Headline(None, requests, failures, _error_rate(failures, requests),
                     None if any(r is None for r, _ in timed) or not seconds else
                     round(sum(r * d for r, d in timed) / seconds, 3),
-                    round(sum(m * n for m, n in weighted) / requests, 3) if weighted and requests else None,
-                    _latencies(artifacts, None)[0])
+                    _mean_ms(stages, requests), _latencies(artifacts, None)[0])
 
 
 def p99_pivot(variants: list[VariantRecord]) -> list[PivotRow]:
