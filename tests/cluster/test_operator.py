@@ -312,6 +312,21 @@ def test_interleaved_repeats_alternate_the_runners_settings_and_keep_each_repeat
         "variant 1 stage 1", "variant 1 repeat 2 stage 1", "variant 2 stage 1", "variant 2 repeat 2 stage 1"]
 
 
+def test_a_random_order_without_a_seed_keeps_the_seed_it_picked_and_runs_in_its_order(cluster, namespace, operator,
+                                                                                       real_stage):
+    from loadstage.engine.steps import plan
+    operator()
+    doc = example("threads-at-scale")
+    doc["spec"].update(matrix={"threads": [2, 7]}, stages=doc["spec"]["stages"][:1], repeats=2, order="Random")
+    assert apply(cluster, namespace, doc).returncode == 0
+    wait_for(lambda: "seed" in cluster.status(namespace, "threads-at-scale"))   # kept: the schema declares it
+    seed = cluster.status(namespace, "threads-at-scale")["seed"]
+    for step in plan(parse_experiment(doc), seed):
+        play_stage(cluster, namespace, "threads-at-scale", step.run_id, 10, real_stage)
+    wait_phase(cluster, namespace, "threads-at-scale", "Succeeded")
+    assert cluster.status(namespace, "threads-at-scale")["seed"] == seed
+
+
 def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(cluster, namespace, operator,
                                                                                real_stage):
     first = operator()
