@@ -66,22 +66,24 @@ def test_a_third_party_app_serves_a_stage_with_its_own_readiness_path_no_redis_a
     if os.geteuid() != 0:
         pytest.skip("the local engine enforces limits through the cgroup filesystem, which needs root")
     path = httpbin_experiment(write_experiment, readinessProbe={"httpGet": {"path": "/status/200"}},
-                              resources={"limits": {"memory": "256Mi"}}, matrix={"cpu": ["150m", "400m"]})
+                              resources={"limits": {"memory": "256Mi"}}, matrix={"cpu": ["100m", "400m"]})
     code, out, err, started = run(path, tmp_path)
     assert code == 0, err
     variants = json.loads((tmp_path / "r.json").read_text())["status"]["variants"]
-    for variant, limit in zip(variants, (0.15, 0.4)):
+    # CFS hands out quota in 5 ms slices per CPU, so a 100 ms period may overrun by up to 5 ms per CPU
+    slack = 0.05 * os.cpu_count()
+    for variant in variants:
         (stage,) = variant["stages"]
         assert stage["requests"] > 100 and stage["failures"] == 0, stage
         assert set(stage["byMethod"]) == {"GET", "POST"}
         assert stage["redisPeakConnections"] is None and stage["redisConnectionsReceived"] is None
         assert stage["target"]["servedRequests"] is None        # httpbin counts nothing the way loadstage reads
-        # 10 users with little think time want more than either limit, though the injector shares the 2 CPUs
-        # (0.5 cores peaked at 0.35 once). CFS hands out quota in 5 ms slices per CPU, so a 100 ms period may
-        # overrun by up to 5 ms per CPU: 0.1 core here. The two ranges do not overlap.
-        peak = stage["target"]["peakCpuCores"]
-        assert 0.7 * limit <= peak <= limit + 0.05 * os.cpu_count(), (variant["settings"], peak)
-    assert [v["settings"]["cpu"] for v in variants] == ["150m", "400m"]
+    low, high = (v["stages"][0]["target"]["peakCpuCores"] for v in variants)
+    # 10 users with little think time want more than 100m: that variant runs at its limit. The injector shares
+    # the 2 CPUs, so how far the other gets towards 400m varies (0.28 to 0.42 seen); it must pass the first's
+    # ceiling, so the first was held by its limit and not by the app, and stay under its own.
+    assert 0.07 <= low <= 0.1 + slack < high <= 0.4 + slack, (low, high)
+    assert [v["settings"]["cpu"] for v in variants] == ["100m", "400m"]
     assert all(v["settings"]["memory"] == "256Mi" for v in variants)
     assert not [p for p in started if "redis-server" in p.argv]
     servers = [p for p in started if "httpbin:app" in p.argv and "gunicorn" in p.argv]

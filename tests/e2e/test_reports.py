@@ -30,7 +30,7 @@ def experiment_doc(delay):
     return {**BASE, "metadata": {"name": "reports"}, "spec": {
         "target": {"pods": 1, "workers": 2, "env": {"RUNNER_DELAY": delay}},
         "injectors": {"usersPerInjector": 10, "waitTime": {"min": "10ms", "max": "50ms"}},
-        "stages": [{"injectors": 1, "duration": "6s"}, {"injectors": 2, "duration": "6s"}],
+        "stages": [{"injectors": 1, "duration": "4s"}, {"injectors": 2, "duration": "4s"}],
         "matrix": {"threads": [1, 4]}}}
 
 
@@ -71,7 +71,7 @@ def test_markdown_has_the_seeds_layout_and_the_runs_figures(runs):
     assert profile.pop("Option") == "Value" and profile.pop("---") == "---"
     assert profile["Threads per worker"] == "1, 4 (one variant each)"
     assert profile["Load injector ladder"] == "1, 2" and profile["Users per stage"] == "10, 20"
-    assert profile["Stage duration"] == "6s" and profile["Target environment"] == "RUNNER_DELAY=fast"
+    assert profile["Stage duration"] == "4s" and profile["Target environment"] == "RUNNER_DELAY=fast"
     assert profile["Wait time"] == "10ms to 50ms"
     # the headline rows are the variants' aggregates over every request of all their stages
     headline = lines[lines.index(SEEDS_HEADLINE) + 2:lines.index(SEEDS_HEADLINE) + 4]
@@ -149,7 +149,8 @@ def test_compare_catches_the_slow_run_and_passes_the_same_run(runs):
     slower = cli("compare", runs["fast"], runs["slow"])
     assert slower.returncode == 4, slower.stdout + slower.stderr
     assert slower.stdout.startswith("4 of 4 matched stage(s) regressed (tolerance 10%, 95% confidence)")
-    # 6 s stages are too short for intervals (8 blocks): the tolerance alone judges, and the output says so
+    # 4 s stages are too short for intervals (8 one-second blocks, even when a slow machine stretches a stage
+    # to 7): the tolerance alone judges, and the output says so
     assert "Judged by the tolerance alone (4 stage(s) without intervals on one side" in slower.stdout
     rows = [line for line in slower.stdout.splitlines() if line.startswith("threads=")]
     assert len(rows) == 4 and all("regressed: p99 +" in row for row in rows)
