@@ -19,6 +19,10 @@
   (letting requests in flight finish) and send its last report at once, waits for each worker's
   acknowledgement, which comes after that report (at most one report interval, should a worker be
   gone), then quits. (Locust's own --run-time quits at once, dropping samples still in flight.)
+- With --stage-requests N, the stage ends once N requests in all have completed (like ab -n): each worker
+  sends exactly its share (loadstage.locust.request_gate) and tells the master when its share is in;
+  --stage-seconds is then the stage's time limit. --keep-alive 0 closes the connection after every request.
+- --injector-bound-percent: the injector CPU above which a stage measured its injectors, not the target.
 - With --start-file, the master (or a standalone runner) waits for that file before it starts the
   test; its workers can connect meanwhile. A stage's processes can so be started while the previous
   stage is still ending, and its load begins the moment the file appears.
@@ -36,6 +40,7 @@ import psutil
 from locust import User, events
 
 from loadstage.locust import compat, summary
+from loadstage.locust.request_gate import RequestGate, install
 from loadstage.locust.recorder import REPORT_KEY, WINDOW_SECONDS, WINDOW_SETTLE_SECONDS, StageRecorder
 from loadstage.locust.served_count import REQUEST_METRIC, scrape_served_requests, served_between
 from loadstage.results.artifact import artifact_line, encode
@@ -61,6 +66,11 @@ def _add_options(parser):
     option("--stage-seconds", "stop the users after this long, collect the last reports, quit", type=float,
            default=0)
     option("--start-file", "wait until this file exists before starting the test", default="")
+    option("--stage-requests", "end the stage once this many requests in all have completed (0: by time)",
+           type=int, default=0)
+    option("--keep-alive", "1: reuse connections; 0: a new connection for every request", type=int, default=1)
+    option("--injector-bound-percent", "injector CPU above which the stage measured its injectors", type=float,
+           default=summary.INJECTOR_BOUND_PERCENT)
 
 
 def _waiting(own_wait_time):
@@ -117,14 +127,28 @@ def _report_progress(environment, path):
         _write_atomically(path, json.dumps(progress).encode())
 
 
-def _sample_cpu(recorder):
-    """This injector's CPU, over windows of CPU_SAMPLE_SECONDS. (Locust's own reading comes every 10 s,
-    and the first is always 0: a stage under 20 s would have none.)"""
-    process = psutil.Process()
-    process.cpu_percent()
-    while True:
-        gevent.sleep(CPU_SAMPLE_SECONDS)
-        recorder.note_cpu(process.cpu_percent())
+CPU_LAST_SAMPLE_SECONDS = 0.25   # the shortest tail of a stage worth a reading of its own
+
+
+class _CpuSampler:
+    """This injector's CPU, over windows of CPU_SAMPLE_SECONDS, and once more over the stage's tail when it
+    ends. (Locust's own reading comes every 10 s, and the first is always 0: a stage under 20 s would have
+    none; a stage of a few hundred requests may end before the first window.)"""
+
+    def __init__(self, recorder):
+        self.recorder, self.process = recorder, psutil.Process()
+        self.process.cpu_percent()
+        self.since = time.monotonic()
+
+    def sample(self, shortest: float = 0.0):
+        if time.monotonic() - self.since >= shortest:
+            self.recorder.note_cpu(self.process.cpu_percent())
+            self.since = time.monotonic()
+
+    def run(self):
+        while True:
+            gevent.sleep(CPU_SAMPLE_SECONDS)
+            self.sample()
 
 
 def _settle_windows(environment):
@@ -148,8 +172,11 @@ def _on_init(environment, **_kwargs):
         return
     if not compat.is_master(environment.runner):
         environment.events.request.add_listener(environment.loadstage.on_request)
-    if not compat.is_master(environment.runner):
-        gevent.spawn(_sample_cpu, environment.loadstage)
+        environment.loadstage_cpu = _CpuSampler(environment.loadstage)
+        gevent.spawn(environment.loadstage_cpu.run)
+        environment.loadstage_gate = RequestGate()
+        install(compat.http_sessions(), environment.loadstage_gate)
+        environment.events.request.add_listener(environment.loadstage_gate.note_completed)
     if compat.is_worker(environment.runner):
         environment.events.report_to_master.add_listener(
             lambda client_id, data: data.__setitem__(REPORT_KEY, environment.loadstage.report()))
@@ -161,6 +188,8 @@ def _on_init(environment, **_kwargs):
         environment.loadstage_flushed = set()
         environment.runner.register_message(
             FLUSHED, lambda environment, msg, **_: environment.loadstage_flushed.add(msg.node_id))
+        environment.loadstage_done = set()
+        environment.runner.register_message(DONE, _worker_done)
     if options.progress_file:
         gevent.spawn(_report_progress, environment, options.progress_file)
     if options.start_file:
@@ -169,18 +198,36 @@ def _on_init(environment, **_kwargs):
 
 FLUSH = "loadstage_flush"          # master -> worker: stop your users, report now, then acknowledge
 FLUSHED = "loadstage_flushed"      # worker -> master: my last report is in (it was sent before this)
+DONE = "loadstage_done"            # worker -> master: my share of --stage-requests has completed
 FLUSH_TIMEOUT_SECONDS = compat.REPORT_INTERVAL_SECONDS + 1
+
+
+def _worker_done(environment, msg, **_kwargs):
+    environment.loadstage_done.add(msg.node_id)
+    if compat.worker_ids(environment.runner) <= environment.loadstage_done:
+        gevent.spawn(_end_stage, environment, 0)
+
+
+def _share_done(environment):
+    if compat.is_worker(environment.runner):
+        environment.runner.send_message(DONE)
+    else:
+        gevent.spawn(_end_stage, environment, 0)
 
 
 def _flush_worker(environment, msg, **_kwargs):
     runner = environment.runner
     runner.stop()          # users finish the request in flight (--stop-timeout), then stop
+    environment.loadstage_cpu.sample(CPU_LAST_SAMPLE_SECONDS)
     compat.report_now(runner)
     runner.send_message(FLUSHED)
 
 
 def _end_stage(environment, seconds):
     gevent.sleep(seconds)
+    if getattr(environment, "loadstage_ending", False):   # by its requests, then by its time limit
+        return
+    environment.loadstage_ending = True
     runner = environment.runner
     if compat.is_master(runner):
         expected = compat.worker_ids(runner)
@@ -191,6 +238,7 @@ def _end_stage(environment, seconds):
             gevent.sleep(0.02)
     else:
         runner.stop()
+        environment.loadstage_cpu.sample(CPU_LAST_SAMPLE_SECONDS)
     _write_results(environment)   # every sample is in: the stage's results need not wait for Locust to quit
     runner.quit()
 
@@ -214,7 +262,14 @@ def _target_metrics(options):
 @events.test_start.add_listener
 def _on_test_start(environment, **_kwargs):
     options = environment.parsed_options
-    if compat.is_worker(environment.runner) or options is None:
+    if options is None:
+        return
+    if not compat.is_master(environment.runner):   # a worker has the master's options by now
+        gate = environment.loadstage_gate
+        gate.on_done = lambda: _share_done(environment)
+        gate.configure(goal=options.stage_requests, injectors=options.expect_workers or 1,
+                       index=compat.worker_index(environment.runner), keep_alive=bool(options.keep_alive))
+    if compat.is_worker(environment.runner):
         return
     if options.target_metrics:
         # fired before any user is dispatched: nothing of this stage has reached the target yet
@@ -254,7 +309,8 @@ def _write_results(environment):
         recorder.keep_unsent()
     recorder.close_windows()
     workers = compat.workers_seen(environment.runner)
-    headline, artifact = summary.build(environment.stats, recorder, injectors=workers, served_requests=served)
+    headline, artifact = summary.build(environment.stats, recorder, injectors=workers, served_requests=served,
+                                       bound_percent=options.injector_bound_percent)
     if options.artifact_file:
         _write_artifact(options.artifact_file, artifact)
     _write_atomically(options.summary_file, encode(headline))

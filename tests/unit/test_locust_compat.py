@@ -35,6 +35,8 @@ def test_a_master_and_a_worker_expose_what_the_extension_uses():
         assert compat.connected_workers(master) == 1
         assert compat.worker_ids(master) == {worker.client_id}
         assert compat.workers_seen(master) == 1 and compat.workers_seen(worker) is None
+        assert compat.worker_index(worker) == 0
+        assert all(callable(session.request) for session in compat.http_sessions())
         assert compat.connected_workers(worker) == 1
         assert 0 < compat.REPORT_INTERVAL_SECONDS <= 5
         compat.report_now(worker)

@@ -153,7 +153,7 @@ BAD = [
                  {"injectors": 0, "duration": "10s"}]},
      "spec.stages[2].injectors: must be >= 1, got 0"),
     ({"stages": []}, "spec.stages: must have at least 1 item(s), got 0"),
-    ({"stages": [{"injectors": 1}]}, "spec.stages[0].duration: is required"),
+    ({"stages": [{"injectors": 1}]}, "spec.stages[0]: set duration, requests, or both (duration is then the time limit)"),
     ({"stages": [{"injectors": 1, "duration": "20 minutes"}]},
      "spec.stages[0].duration: must be a duration such as 90s, 20m or 1h30m, got '20 minutes'"),
     ({"stages": [{"injectors": 1, "duration": 600}]},

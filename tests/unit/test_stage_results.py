@@ -194,6 +194,10 @@ def test_table_has_the_seed_columns_one_row_per_stage_and_variant():
     assert [c.strip() for c in lines[3].split("|")][:3] == ["threads=2", "15", "150"]
     assert "2,956,643" in lines[2] and "FAIL: p99 120ms > 100ms" in lines[3]
     assert lines[2].endswith("pass (injector-bound)")
+    # its figures carry the mark in every table, and the report says what it means
+    assert [c.strip() for c in lines[2].split("|")][1] == "10‡" and "‡" not in lines[3]
+    report = render_status(status)
+    assert report.count(" 10‡ |") == 4 and "‡ injector-bound: an injector's CPU went over 90%" in report
     assert render_capacity(status)[0].endswith("none; stage 1 passed, but its injectors were CPU-bound")
 
 

@@ -21,7 +21,7 @@ from loadstage.api.types import (
     PodResources,
     Spec,
     command_placeholders,
-    resolve_injectors,
+    resolve_stages,
     server_of,
 )
 
@@ -108,7 +108,7 @@ def parse_experiment(doc: Any) -> Experiment:
     for path, message in server_problems(spec):
         problems.add(path, message)
     problems.raise_if_any()
-    return Experiment(metadata=metadata, spec=resolve_injectors(spec), source=doc)
+    return Experiment(metadata=metadata, spec=resolve_stages(spec), source=doc)
 
 
 def load_experiment_file(path: str | Path) -> Experiment:

@@ -4,7 +4,7 @@ OpenAPI schema and CEL rules, and the field reference in docs/."""
 from __future__ import annotations
 
 from loadstage.api.names import NAME_MAX, NAME_PATTERN, NAME_SUBDOMAIN
-from loadstage.api.quantities import Duration, Percent, Quantity, cpu_cores, memory_bytes
+from loadstage.api.quantities import Duration, Percent, Quantity, cpu_cores, format_duration, memory_bytes
 from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
 from loadstage.api.types import (
     CLEANUP_POLICIES,
@@ -18,7 +18,9 @@ from loadstage.api.types import (
     MAX_INJECTORS,
     MAX_REPEATS,
     MAX_SEED,
+    MAX_STAGE_REQUESTS,
     MAX_STAGE_USERS,
+    REQUESTS_TIME_LIMIT,
     MAX_VARIANT_STAGES,
     MAX_VARIANTS,
     ON_LOST,
@@ -266,6 +268,8 @@ INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per 
                        minimum="10ms", maximum="1h"),
     "scenario": Str("Built-in scenario.", enum=("respondent",)),
     "locustfile": LOCUSTFILE,
+    "keepAlive": Bool("Reuse each user's connections (HTTP keep-alive). false: every request asks the server to "
+                      "close its connection and the next one opens a new one, like ab without -k.", default=True),
     "onLost": Str("What an injector that dies, is deleted or is evicted mid-stage does to its stage: Fail it "
                   "(naming the injector), or Continue with the remaining injectors and record the loss.",
                   enum=ON_LOST, default="Fail"),
@@ -274,15 +278,23 @@ INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per 
 }, rules=[Rule(lambda i: not (i.scenario and i.locustfile), "set either scenario or locustfile, not both",
                cel="!(has(self.scenario) && has(self.locustfile))")], default={})
 
-STAGE = Obj(Stage, "One step of the ladder: this many injectors, or this many users, for this long.", {
+STAGE = Obj(Stage, "One step of the ladder: this many injectors, or this many users, for this long or for this many "
+                   "requests.", {
     "injectors": Int("Number of Locust injectors (worker processes or pods), each running usersPerInjector "
                      "users. Set this or users.", minimum=1, maximum=MAX_INJECTORS),
     "users": Int("Total simulated users, spread evenly over ceil(users / injectors.maxUsersPerInjector) "
                  "injectors. Set this or injectors.", minimum=1, maximum=MAX_STAGE_USERS),
-    "duration": Duration("How long the stage runs, e.g. 90s or 20m.", minimum="1s", maximum="24h"),
-}, required=["duration"], rules=[
+    "duration": Duration("How long the stage runs, e.g. 90s or 20m. With requests: its time limit (default "
+                         f"{format_duration(REQUESTS_TIME_LIMIT)}).", minimum="1s", maximum="24h"),
+    "requests": Int("End the stage once this many requests in all have completed, like ab -n: the injectors "
+                    "share them and send exactly this many. The stage records how long they took.",
+                    minimum=1, maximum=MAX_STAGE_REQUESTS),
+}, rules=[
     Rule(lambda s: (s.injectors is None) != (s.users is None), "set exactly one of injectors or users",
-         cel="has(self.injectors) != has(self.users)")])
+         cel="has(self.injectors) != has(self.users)"),
+    Rule(lambda s: s.duration is not None or s.requests is not None,
+         "set duration, requests, or both (duration is then the time limit)",
+         cel="has(self.duration) || has(self.requests)")])
 
 MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these values.", {
     "server": ListOf("WSGI servers.", Str("", enum=SERVERS), min_items=1, max_items=len(SERVERS), unique=True),

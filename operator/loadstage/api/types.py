@@ -31,6 +31,8 @@ MAX_SEED = 2**31 - 1
 MAX_INJECTORS = 1000
 MAX_STAGE_USERS = 1_000_000
 DEFAULT_MAX_USERS_PER_INJECTOR = 100
+MAX_STAGE_REQUESTS = 1_000_000_000
+REQUESTS_TIME_LIMIT = 600.0   # seconds: a stage given in requests alone ends here, should they not all complete
 CLEANUP_POLICIES = ("Delete", "Keep", "KeepOnFailure")
 DEPLOYMENT_MODES = ("Copy", "InPlace")
 DEFAULT_THREADS = 2
@@ -264,6 +266,7 @@ class Injectors:
     scenario: str | None
     locustfile: Locustfile | None
     on_lost: str = "Fail"
+    keep_alive: bool = True
     max_users_per_injector: int = 100
     resources: Resources = NO_RESOURCES          # each injector (Locust worker) pod
     master_resources: Resources = NO_RESOURCES   # each stage's Locust master pod
@@ -283,8 +286,9 @@ class Injectors:
 @dataclass(frozen=True)
 class Stage:
     injectors: int | None     # set after parsing for a stage given in users
-    duration: float
+    duration: float           # with requests: the stage's time limit (REQUESTS_TIME_LIMIT unless given)
     users: int | None = None  # a stage given in users: spread evenly over its injectors
+    requests: int | None = None   # ends once this many requests in all have completed (ab -n)
 
 
 @dataclass(frozen=True)
@@ -423,7 +427,7 @@ class Experiment:
             written.setdefault("injectors", {}).update(usersPerInjector=spec.injectors.users_per_injector,
                                                        spawnRatePerInjector=spec.injectors.spawn_rate_per_injector)
             # a stage given in users keeps injectors.maxUsersPerInjector, so fewer users may need fewer injectors
-            spec = resolve_injectors(replace(spec, stages=[
+            spec = resolve_stages(replace(spec, stages=[
                 s if s.users is None else replace(s, users=max(1, round(s.users * users_scale)), injectors=None)
                 for s in spec.stages]))
             for stage, scaled_stage in zip(written["stages"], spec.stages):
@@ -437,11 +441,14 @@ def injectors_of(stage: Stage, injectors: Injectors) -> int:
         math.ceil(stage.users / injectors.max_users_per_injector)
 
 
-def resolve_injectors(spec: Spec) -> Spec:
-    """Every stage given in users gets its injectors."""
+def resolve_stages(spec: Spec) -> Spec:
+    """Every stage given in users gets its injectors, and every stage given in requests alone its time limit."""
     def resolved(stage: Stage | None) -> Stage | None:
-        return stage if stage is None or stage.injectors is not None else \
-            replace(stage, injectors=injectors_of(stage, spec.injectors))
+        if stage is None:
+            return None
+        if stage.duration is None:
+            stage = replace(stage, duration=REQUESTS_TIME_LIMIT)
+        return stage if stage.injectors is not None else replace(stage, injectors=injectors_of(stage, spec.injectors))
     return replace(spec, stages=[resolved(s) for s in spec.stages], warmup=resolved(spec.warmup))
 
 

@@ -70,7 +70,7 @@ class ProgressPrinter:
     def __call__(self, p: Progress) -> None:
         if self.quiet:
             return
-        line = progress_line(p.step.label(), p.elapsed, p.step.stage.duration, p.snapshot)
+        line = progress_line(p.step.label(), p.elapsed, p.step.stage, p.snapshot)
         if self.tty:
             self.stream.write("\r\033[K" + line)
         elif time.monotonic() - self.last >= self.every:
@@ -92,14 +92,16 @@ def _print_plan(experiment: Experiment, out) -> None:
     starts = sum(starts_block(steps, i) for i in range(len(steps)))
     total = sum(s.stage.duration for s in steps) + (spec.warmup.duration * starts if spec.warmup else 0)
     repeats = f" x {spec.repeats} repeats ({spec.order})" if spec.repeats > 1 else ""
+    at_most = "at most " if any(s.requests for s in spec.stages) else "about "
     out.write(f"{experiment.name}: {len(variants)} variant(s) x {len(spec.stages)} stage(s){repeats}, "
-              f"about {format_duration(int(total))} of load\n")
+              f"{at_most}{format_duration(int(total))} of load\n")
     for v in variants:
         out.write(f"  variant {v.index + 1}: {v.label()}\n")
     for i, s in enumerate(spec.stages, 1):
         users = spec.injectors.users_for(s)
-        out.write(f"  stage {i}: {s.injectors} injector(s), {users} users, "
-                  f"{format_duration(s.duration)}\n")
+        length = f"{s.requests:,} requests (at most {format_duration(s.duration)})" if s.requests \
+            else format_duration(s.duration)
+        out.write(f"  stage {i}: {s.injectors} injector(s), {users} users, {length}\n")
 
 
 def cmd_validate(args) -> int:

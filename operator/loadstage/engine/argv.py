@@ -122,6 +122,16 @@ def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) ->
     return f"{RESULTS_EXTENSION},{scenario}"
 
 
+FLAT_OUT_INJECTOR_BOUND_PERCENT = 75.0
+
+
+def flat_out(experiment: Experiment, stage: Stage) -> bool:
+    """ab- and wrk-style load: a request goal, a new connection per request, or no wait between requests. The
+    injector then does as much work per request as the server, so it is flagged injector-bound sooner."""
+    injectors = experiment.spec.injectors
+    return bool(stage.requests) or not injectors.keep_alive or (not injectors.pacing and injectors.wait_time.max == 0)
+
+
 def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, summary_file: str,
                           artifact_file: str, target_metrics: list[str], progress_file: str | None = None,
                           bind_host: str = "*", bind_port: int = LOCUST_MASTER_PORT,
@@ -149,6 +159,12 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
             "--target-metrics", ",".join(target_metrics), "--target-counter", experiment.spec.target.metrics.counter]
     if injectors.pacing:
         argv += ["--pacing", f"{injectors.pacing:g}"]
+    if stage.requests:
+        argv += ["--stage-requests", str(stage.requests)]
+    if not injectors.keep_alive:
+        argv += ["--keep-alive", "0"]
+    if flat_out(experiment, stage):
+        argv += ["--injector-bound-percent", f"{FLAT_OUT_INJECTOR_BOUND_PERCENT:g}"]
     if progress_file:
         argv += ["--progress-file", progress_file]
     if start_file:

@@ -225,13 +225,15 @@ class LocalBackend:
             self._check_cancel()
             for pod in target.pods:
                 check_alive(pod)
-            if time.monotonic() - start >= step.stage.duration:
-                self._start_ahead(step)   # the users are stopping: nothing measured competes with the start
+            # the users are stopping (the stage's time is up, or its request goal met): nothing measured
+            # competes with the start, and a worker that exits 0 was told to quit by the master
+            ending = time.monotonic() - start >= step.stage.duration or summary_file.exists()
+            if ending:
+                self._start_ahead(step)
             for worker in workers:
                 elapsed = time.monotonic() - start
-                if worker.alive() or worker.name in lost or (worker.process.returncode == 0
-                                                             and elapsed >= step.stage.duration):
-                    continue   # exit 0 at the end: the master told it to quit
+                if worker.alive() or worker.name in lost or (worker.process.returncode == 0 and ending):
+                    continue
                 lost.lose(worker.name, f"exited with code {worker.process.returncode} after {elapsed:.1f}s",
                           detail=f"; end of {worker.log_path}:\n{worker.tail()}")
             if time.monotonic() > deadline:

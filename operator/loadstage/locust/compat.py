@@ -40,3 +40,16 @@ def ready_workers(runner) -> int:
 def workers_seen(runner) -> int | None:
     """How many workers ever joined the master during the test; None for a standalone runner."""
     return getattr(runner, "worker_index_max", None)
+
+
+def worker_index(runner) -> int:
+    """A worker's index among its master's workers (0, 1, ...); 0 for a standalone runner."""
+    return getattr(runner, "worker_index", 0) or 0
+
+
+def http_sessions() -> tuple[type, ...]:
+    """The session classes of Locust's HTTP users (HttpUser, FastHttpUser): every request they send goes
+    through their `request` method."""
+    from locust.clients import HttpSession
+    from locust.contrib.fasthttp import FastHttpSession
+    return HttpSession, FastHttpSession

@@ -44,9 +44,10 @@ def _encoded(recorded: list) -> str:
     return histograms.encode(histograms.merge(recorded))
 
 
-def build(stats, recorder: StageRecorder, *, injectors: int | None = None,
-          served_requests: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(headline, artifact) of a stage. `stats` is the master's locust RequestStats."""
+def build(stats, recorder: StageRecorder, *, injectors: int | None = None, served_requests: int | None = None,
+          bound_percent: float = INJECTOR_BOUND_PERCENT) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(headline, artifact) of a stage. `stats` is the master's locust RequestStats; `bound_percent`: the
+    injector CPU above which the stage is injector-bound."""
     entries = {(e.method, e.name): e for e in stats.entries.values() if e.num_requests or e.num_failures}
     total = stats.total
     end = total.last_request_timestamp or total.start_time
@@ -68,7 +69,7 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None,
         "injectors": injectors,
         "servedRequests": served_requests,
         "injectorPeakCpuPercent": recorder.cpu_peak_percent,
-        "injectorBound": (recorder.cpu_peak_percent or 0) > INJECTOR_BOUND_PERCENT,
+        "injectorBound": (recorder.cpu_peak_percent or 0) > bound_percent,
         "byMethod": {m: figures([k for k in keys if k[0] == m]) for m in methods},
         "errorKinds": len(stats.errors),
     }

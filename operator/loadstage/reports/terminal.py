@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadstage.api.quantities import format_duration
+from loadstage.api.types import Stage
 from loadstage.reports.tables import (
     REPEATS_TITLE,
     footnotes,
@@ -82,6 +83,11 @@ def render_cross_check(run: RunResults) -> list[str]:
     lines = []
     for variant in run.variants:
         for s in variant.stages:
+            if s.request_goal is not None:
+                goal = s.request_goal * s.repeats
+                lines.append(f"variant {variant.index + 1} stage {s.stage}: {s.requests:,} of {goal:,} requests in "
+                             f"{s.duration_seconds:g}s" + ("" if s.requests >= goal else
+                                                          ", stopped by its time limit (its duration)"))
             if unsteady := s.target.unsteady():
                 pods = "; ".join(p.describe() for p in s.target.pods)
                 lines.append(f"variant {variant.index + 1} stage {s.stage}: target {unsteady} ({pods})")
@@ -97,10 +103,12 @@ def render_cross_check(run: RunResults) -> list[str]:
     return lines
 
 
-def progress_line(label: str, elapsed: float, duration: float, snapshot: dict[str, Any]) -> str:
+def progress_line(label: str, elapsed: float, stage: Stage, snapshot: dict[str, Any]) -> str:
     rps = snapshot.get("currentRps")
     p99 = snapshot.get("currentP99Ms")
-    return (f"{label}: {format_duration(int(elapsed))}/{format_duration(duration)}"
+    done = f"{snapshot.get('requests', 0):,}/{stage.requests:,} requests in {format_duration(int(elapsed))}" \
+        if stage.requests else f"{format_duration(int(elapsed))}/{format_duration(stage.duration)}"
+    return (f"{label}: {done}"
             f"  users {snapshot.get('users', 0)}  workers {snapshot.get('workers', 0)}"
             f"  {rps if rps is not None else 0:.0f} req/s  p99 {format_ms(p99)} ms")
 

@@ -195,6 +195,7 @@ class StageResult:
     intervals: dict[str, Any] | None = None   # confidence intervals of the figures (results.intervals)
     repeats: int = 1                          # how many repeats of the stage these figures merge
     trimmed_mean: dict[str, float] | None = None   # over the repeats, without the highest and lowest
+    request_goal: int | None = None           # a stage given in requests (ab -n); duration_seconds: how long
 
     @property
     def attempts(self) -> int:
@@ -221,7 +222,8 @@ class StageResult:
             verdict=Verdict.from_status(d["verdict"]) if "verdict" in d else None,
             retries=tuple(Retry.from_status(r) for r in d.get("retries", ())),
             endpoints_folded=d.get("endpointsFolded"), artifact_omitted=d.get("artifactOmitted"),
-            intervals=d.get("intervals"), repeats=d.get("repeats", 1), trimmed_mean=d.get("trimmedMean"))
+            intervals=d.get("intervals"), repeats=d.get("repeats", 1), trimmed_mean=d.get("trimmedMean"),
+            request_goal=d.get("requestGoal"))
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -258,6 +260,8 @@ class StageResult:
             result["intervals"] = self.intervals
         if self.repeats > 1:
             result["repeats"] = self.repeats
+        if self.request_goal is not None:
+            result["requestGoal"] = self.request_goal
         if self.trimmed_mean:
             result["trimmedMean"] = self.trimmed_mean
         return result

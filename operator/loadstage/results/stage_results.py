@@ -29,7 +29,7 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
     requests = s["requests"]
     result = StageResult(
         stage=number, injectors=stage.injectors, users=experiment.spec.injectors.users_for(stage),
-        duration_seconds=stage.duration, started_at=m.started_at, finished_at=m.finished_at,
+        duration_seconds=s["elapsedSeconds"] if stage.requests else stage.duration, started_at=m.started_at, finished_at=m.finished_at,
         requests=requests, failures=s["failures"],
         error_rate=_error_rate(s["failures"], requests),
         rps=s["rps"], mean_ms=s["meanMs"], latency=Latency.from_status(s["latencyMs"]),
@@ -45,7 +45,8 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         error_kinds=s.get("errorKinds") or None,
         lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in m.lost_injectors),
         endpoints_folded=s.get("endpointsFolded"), artifact_omitted=m.artifact.get("omitted"),
-        intervals=intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}"))
+        intervals=intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}"),
+        request_goal=stage.requests)
     if experiment.spec.thresholds is not None:
         result = replace(result, verdict=verdict(result, experiment.spec.thresholds))
     return result
@@ -170,12 +171,19 @@ def ladder_headline(experiment: Experiment, stages: list[Headline], artifacts: l
     """One repeat of a variant's whole ladder: its stages' totals, their rates weighted by their durations,
     and the percentiles of their merged histograms."""
     requests, failures = sum(s.requests for s in stages), sum(s.failures for s in stages)
-    timed = [(s.rps, experiment.spec.stages[s.stage - 1].duration) for s in stages]
+    timed = [(s.rps, _seconds(experiment.spec.stages[s.stage - 1], s)) for s in stages]
     seconds = sum(d for _, d in timed)
     return Headline(None, requests, failures, _error_rate(failures, requests),
                     None if any(r is None for r, _ in timed) or not seconds else
                     round(sum(r * d for r, d in timed) / seconds, 3),
                     _mean_ms(stages, requests), _latencies(artifacts, None)[0])
+
+
+def _seconds(stage: Stage, headline: Headline) -> float:
+    """How long a stage ran: its duration, or for a request goal, how long its requests took."""
+    if not stage.requests:
+        return stage.duration
+    return headline.requests / headline.rps if headline.rps else 0.0
 
 
 def p99_pivot(variants: list[VariantRecord]) -> list[PivotRow]:
