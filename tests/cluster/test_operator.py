@@ -999,7 +999,9 @@ INVALID = [
      "spec: Invalid value: \"object\": a stage given in users needs at most 1000 injectors"),
     (_variant(injectors__maxUsersPerInjector=2, stages=[{"users": 2001, "duration": "1m"}]),
      "spec: Invalid value: \"object\": a stage given in users needs at most 1000 injectors"),
-    (_variant(target__server="bjoern"), "spec.target.server: Unsupported value: \"bjoern\""),
+    (_variant(target__server="tornado"), "spec.target.server: Unsupported value: \"tornado\""),
+    (_variant(matrix={"server": ["gunicorn", "bjoern"], "threads": [1, 4]}),
+     "spec: Invalid value: \"object\": bjoern and meinheld serve one request at a time per process: threads"),
     (_variant(target__server="waitress"),   # the example's workers: 2
      "spec: Invalid value: \"object\": waitress and cheroot run one process: workers"),
     (_variant(matrix={"server": ["gunicorn", "granian"], "workerClass": ["sync"]}),

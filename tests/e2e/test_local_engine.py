@@ -32,7 +32,10 @@ def finish(proc, timeout):
     seen = {}
     deadline = time.monotonic() + timeout
     while proc.poll() is None:
-        assert time.monotonic() < deadline, "loadstage run did not finish in time"
+        if time.monotonic() > deadline:
+            proc.send_signal(signal.SIGINT)     # it stops what it started, as on Ctrl-C
+            out, err = proc.communicate(timeout=60)
+            raise AssertionError(f"loadstage run did not finish in {timeout}s:\n{out}\n{err}")
         for p in descendants(proc.pid):
             if p.pid not in seen:
                 try:
@@ -147,6 +150,38 @@ def test_every_server_runs_a_real_stage(write_experiment, tmp_path):
         assert stage["target"]["peakCpuCores"] > 0 and stage["target"]["peakMemoryBytes"] > 0
     lines = [line for line in out.splitlines() if line.startswith("server=")]
     assert {line.split()[0] for line in lines} == {f"server={s}" for s in servers}
+
+
+def test_the_studies_other_servers_run_a_real_stage_and_a_single_threaded_one_refuses_threads(
+        write_experiment, tmp_path):
+    servers = ["bjoern", "meinheld", "mod_wsgi"]
+    path = write_experiment(spec_doc(
+        target={"workers": 2},
+        injectors={"usersPerInjector": 20, "waitTime": {"min": "0s", "max": "20ms"}},
+        stages=[{"users": 20, "duration": "5s"}], matrix={"server": servers}))
+    out_file = tmp_path / "result.json"
+    code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 300)
+    assert code == 0, err
+    assert not alive(started)
+    programs = {_name(arg) for p in started for arg in p.argv[:2]}
+    # mod_wsgi-express becomes Apache (apache2), which starts the daemon processes that run the app
+    assert "loadstage-prefork" in programs and {"apache2", "(wsgi"} <= {p.split()[0].split(":")[0] for p in programs if p}
+    status = json.loads(out_file.read_text())["status"]
+    assert [(v["settings"]["server"], v["settings"]["threads"]) for v in status["variants"]] == [
+        ("bjoern", 1), ("meinheld", 1), ("mod_wsgi", 2)]
+    for variant in status["variants"]:
+        (stage,) = variant["stages"]
+        server, settings = variant["settings"]["server"], variant["settings"]
+        assert stage["requests"] > 200 and stage["failures"] == 0, (server, stage["requests"], stage["failures"])
+        served = stage["target"]["servedRequests"]
+        assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (server, served, stage["requests"])
+        assert 1 <= stage["redisPeakConnections"] <= settings["workers"] * settings["threads"] + 1, (server, stage)
+    refused = write_experiment(spec_doc(target={"server": "bjoern", "threads": 4},
+                                        stages=[{"users": 5, "duration": "5s"}]), name="refused.yaml")
+    code, out, err, started = finish(start_cli("run", refused), 30)
+    assert code == 2 and started == []
+    assert ("error: spec.target.threads: bjoern (spec.target.server) serves one request at a time per process, so "
+            "threads must be 1, got 4; use workers or pods instead") in err
 
 
 def test_local_pods_share_a_port_only_where_the_server_can(write_experiment, tmp_path):

@@ -81,13 +81,21 @@ SERVER_ARGS = {
                 "--request-queue-size", "2048", "runner_app.app:app"],
     "granian": ["granian", "--interface", "wsgi", "--host", "0.0.0.0", "--port", "8000", "--workers", "3",
                 "--blocking-threads", "4", "--backlog", "2048", "runner_app.app:app"],
+    "bjoern": ["loadstage-prefork", "bjoern", "runner_app.app:app", "--bind", "0.0.0.0:8000", "--workers", "3",
+               "--backlog", "2048"],
+    "meinheld": ["loadstage-prefork", "meinheld", "runner_app.app:app", "--bind", "0.0.0.0:8000", "--workers", "3",
+                 "--backlog", "2048"],
+    "mod_wsgi": ["mod_wsgi-express", "start-server", "--application-type", "module", "runner_app.app",
+                 "--callable-object", "app", "--host", "0.0.0.0", "--port", "8000", "--processes", "3",
+                 "--threads", "4", "--server-backlog", "2048", "--max-clients", "200", "--log-to-terminal",
+                 "--locale", "C.UTF-8", "--user", "nobody", "--group", "nogroup"],
 }
 
 
 @pytest.mark.parametrize("server", SERVER_ARGS)
 def test_each_server_maps_workers_and_threads_onto_its_own_settings(server):
     workers = 1 if server in ("waitress", "cheroot") else 3
-    e = experiment(target={"server": server, "workers": workers, "threads": 4})
+    e = experiment(target={"server": server, "workers": workers, "threads": 1 if server in ("bjoern", "meinheld") else 4})
     (c,) = manifests.runner_deployment(e, e.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
     assert c["args"] == SERVER_ARGS[server]
     assert {x["name"]: x["value"] for x in c["env"]}["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/metrics"

@@ -213,8 +213,12 @@ BAD = [
     ({"injectors": {"maxUsersPerInjector": 10}, "stages": [{"users": 10001, "duration": "1m"}]},
      "spec: a stage given in users needs at most 1000 injectors: users / injectors.maxUsersPerInjector must be "
      "<= 1000"),
-    ({"target": {"server": "bjoern"}},
-     "spec.target.server: must be one of gunicorn, uwsgi, waitress, cheroot, granian, got 'bjoern'"),
+    ({"target": {"server": "tornado"}},
+     "spec.target.server: must be one of gunicorn, uwsgi, waitress, cheroot, granian, bjoern, meinheld, mod_wsgi, "
+     "got 'tornado'"),
+    ({"target": {"threads": 2}, "matrix": {"server": ["gunicorn", "meinheld"]}},
+     "spec.target.threads: meinheld (spec.matrix.server) serves one request at a time per process, so threads must "
+     "be 1, got 2; use workers or pods instead"),
     ({"target": {"server": "waitress", "workers": 4}},
      "spec.target.workers: waitress (spec.target.server) runs one process, so workers must be 1, got 4; "
      "use threads or pods instead"),

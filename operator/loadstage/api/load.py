@@ -17,6 +17,7 @@ from loadstage.api.types import (
     CUSTOM_SERVER,
     DEFAULT_RUNNER_APP,
     SINGLE_PROCESS_SERVERS,
+    SINGLE_THREAD_SERVERS,
     Experiment,
     PodResources,
     Spec,
@@ -44,6 +45,13 @@ def server_problems(spec: Spec) -> list[tuple[str, str]]:
         if server in SINGLE_PROCESS_SERVERS and any(w != 1 for w in workers):
             problems.append((workers_field, f"{server} ({server_field}) runs one process, so workers must be 1, "
                                             f"got {', '.join(map(str, workers))}; use threads or pods instead"))
+    threads = (m and m.threads) or ([t.threads] if t.threads is not None else [])
+    threads_field = "spec.matrix.threads" if m and m.threads else "spec.target.threads"
+    for server in servers:
+        if server in SINGLE_THREAD_SERVERS and any(n != 1 for n in threads):
+            problems.append((threads_field, f"{server} ({server_field}) serves one request at a time per process, "
+                                            f"so threads must be 1, got {', '.join(map(str, threads))}; use "
+                                            f"workers or pods instead"))
     if t.command:
         for name, value in (("spec.target.server", t.server), ("spec.target.workerClass", t.worker_class),
                             ("spec.matrix.server", m and m.server),

@@ -28,6 +28,7 @@ from loadstage.api.types import (
     PERCENTILES,
     SERVERS,
     SINGLE_PROCESS_SERVERS,
+    SINGLE_THREAD_SERVERS,
     WORKER_CLASSES,
     ConfigMapKey,
     DeploymentTarget,
@@ -73,6 +74,8 @@ _CEL_HAS_WORKER_CLASS = ("(has(self.matrix) && has(self.matrix.workerClass)) || 
                          "(has(self.target) && has(self.target.workerClass))")
 _CEL_HAS_WORKERS = "(has(self.matrix) && has(self.matrix.workers)) || (has(self.target) && has(self.target.workers))"
 _CEL_WORKERS = "(has(self.matrix) && has(self.matrix.workers) ? self.matrix.workers : [self.target.workers])"
+_CEL_HAS_THREADS = "(has(self.matrix) && has(self.matrix.threads)) || (has(self.target) && has(self.target.threads))"
+_CEL_THREADS = "(has(self.matrix) && has(self.matrix.threads) ? self.matrix.threads : [self.target.threads])"
 
 
 _image = Str("Container image; defaults to the image the operator was installed with.")
@@ -395,6 +398,10 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
                "must be 1 when they are among the servers",
          cel=f"!({_CEL_HAS_WORKERS}) || !{_CEL_SERVERS}.exists(s, s in {list(SINGLE_PROCESS_SERVERS)}) || "
              f"{_CEL_WORKERS}.all(w, w == 1)"),
+    Rule(None, "bjoern and meinheld serve one request at a time per process: threads (spec.target.threads or "
+               "spec.matrix.threads) must be 1 when they are among the servers",
+         cel=f"!({_CEL_HAS_THREADS}) || !{_CEL_SERVERS}.exists(s, s in {list(SINGLE_THREAD_SERVERS)}) || "
+             f"{_CEL_THREADS}.all(t, t == 1)"),
     Rule(None, "spec.target.command replaces the server: set none of spec.target.server, spec.target.workerClass, "
                "spec.matrix.server or spec.matrix.workerClass with it",
          cel="!has(self.target) || !has(self.target.command) || (!has(self.target.server) && "

@@ -14,8 +14,9 @@ from typing import Any
 from loadstage.api.quantities import format_duration
 
 WORKER_CLASSES = ("gthread", "sync", "gevent")
-SERVERS = ("gunicorn", "uwsgi", "waitress", "cheroot", "granian")
+SERVERS = ("gunicorn", "uwsgi", "waitress", "cheroot", "granian", "bjoern", "meinheld", "mod_wsgi")
 SINGLE_PROCESS_SERVERS = ("waitress", "cheroot")   # threads in one process: no worker processes
+SINGLE_THREAD_SERVERS = ("bjoern", "meinheld")     # an event loop per process, one request at a time
 DEFAULT_SERVER = "gunicorn"
 CUSTOM_SERVER = "command"                           # the server of a target given as spec.target.command
 COMMAND_PLACEHOLDERS = ("app", "host", "port", "bind", "workers", "threads")
@@ -397,7 +398,7 @@ class Experiment:
             if t.deployment is None:   # a Deployment target keeps what it is not told
                 if v["workers"] is None:
                     v["workers"] = 1 if v["server"] in SINGLE_PROCESS_SERVERS else 2
-                v["threads"] = v["threads"] or DEFAULT_THREADS
+                v["threads"] = v["threads"] or (1 if v["server"] in SINGLE_THREAD_SERVERS else DEFAULT_THREADS)
                 if v["server"] == "gunicorn":
                     v["worker_class"] = v["worker_class"] or "gthread"
             v["resources"] = t.resources.with_value("cpu", v.pop("cpu")).with_value("memory", v.pop("memory"))

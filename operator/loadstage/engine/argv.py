@@ -80,6 +80,34 @@ def granian_command(app: str, variant: Variant, binds: list[str], reuse_port: bo
             "--backlog", str(LISTEN_BACKLOG), app]
 
 
+# Apache's own connections at once: its default (20 with 2 x 2 daemon threads) closed connections it kept alive
+# once its workers were all busy, failing requests in flight (15 of 6,591 with 20 users)
+MOD_WSGI_MAX_CLIENTS = 200
+MOD_WSGI_USER = ("nobody", "nogroup")   # whom Apache's workers run as when started by root (a local run as root)
+
+
+def mod_wsgi_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+    # daemon mode (mod_wsgi-express's default): Apache's workers take the connections and hand each request to
+    # W daemon processes of T threads. Its server root defaults to /tmp/mod_wsgi-HOST:PORT:UID, one per instance.
+    (bind,) = binds
+    host, port = _split(bind)
+    module, _, callable_object = app.partition(":")
+    return ["mod_wsgi-express", "start-server", "--application-type", "module", module,
+            "--callable-object", callable_object or "application", "--host", host, "--port", port,
+            "--processes", str(variant.workers), "--threads", str(variant.threads),
+            "--server-backlog", str(LISTEN_BACKLOG), "--max-clients", str(MOD_WSGI_MAX_CLIENTS), "--log-to-terminal", "--locale", "C.UTF-8",
+            "--user", MOD_WSGI_USER[0], "--group", MOD_WSGI_USER[1]]
+
+
+def prefork_command(server: str):
+    """bjoern and meinheld are libraries: loadstage's launcher (loadstage.servers.prefork) serves the app."""
+    def command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
+        (bind,) = binds
+        return ["loadstage-prefork", server, app, "--bind", bind, "--workers", str(variant.workers),
+                "--backlog", str(LISTEN_BACKLOG)]
+    return command
+
+
 def custom_command(template: list[str], app: str, variant: Variant, binds: list[str]) -> list[str]:
     (bind,) = binds
     host, port = _split(bind)
@@ -89,7 +117,9 @@ def custom_command(template: list[str], app: str, variant: Variant, binds: list[
 
 
 SERVER_COMMANDS = {"gunicorn": gunicorn_command, "uwsgi": uwsgi_command, "waitress": waitress_command,
-                   "cheroot": cheroot_command, "granian": granian_command}
+                   "cheroot": cheroot_command, "granian": granian_command,
+                   "bjoern": prefork_command("bjoern"), "meinheld": prefork_command("meinheld"),
+                   "mod_wsgi": mod_wsgi_command}
 
 
 def _each(option: str, values: list[str]) -> list[str]:

@@ -9,7 +9,7 @@ import copy
 import shlex
 from typing import Any
 
-from loadstage.api.types import SINGLE_PROCESS_SERVERS, Variant
+from loadstage.api.types import SINGLE_PROCESS_SERVERS, SINGLE_THREAD_SERVERS, Variant
 from loadstage.engine.errors import ExperimentFailed
 
 # per server and setting: the command-line flags it reads, and its environment variable (None: flags only)
@@ -33,9 +33,10 @@ class SettingsNotSettable(ExperimentFailed):
 
 
 def _wanted(variant: Variant) -> dict[str, str]:
-    # a single-process server has no workers to set: the rules hold them at 1
+    # a single-process server has no workers to set, a single-thread one no threads: the rules hold them at 1
     workers = None if variant.server in SINGLE_PROCESS_SERVERS else variant.workers
-    values = {"workers": workers, "threads": variant.threads, "worker_class": variant.worker_class}
+    threads = None if variant.server in SINGLE_THREAD_SERVERS else variant.threads
+    values = {"workers": workers, "threads": threads, "worker_class": variant.worker_class}
     return {k: str(v) for k, v in values.items() if v is not None}
 
 

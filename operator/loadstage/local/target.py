@@ -10,9 +10,12 @@ the way a Service spreads them across pods; each also listens on a port of its o
 from __future__ import annotations
 
 import http.client
+import os
+import shutil
 import socket
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -104,6 +107,7 @@ class LocalTarget:
     shared_port: int
     pods: list[Child]
     admin_urls: list[str]
+    scratch: list[Path] = field(default_factory=list)   # directories outside the run's, removed at stop
 
     @classmethod
     def start(cls, experiment: Experiment, variant: Variant, directory: Path, supervisor: Supervisor, root: Path,
@@ -124,17 +128,22 @@ class LocalTarget:
         else:
             redis_url = experiment.spec.redis.url
         shared = free_port()
-        pods, admin_ports = [], []
+        pods, admin_ports, scratch = [], [], []
         for p in range(variant.pods):
             admin = free_port() if variant.pods > 1 else shared
             binds = [f"{LOOPBACK}:{port}" for port in dict.fromkeys([shared, admin])]
-            env = argv.runner_env(experiment, redis_url=redis_url, metrics_dir=str(directory / f"pod-{p + 1}-metrics"))
+            metrics_dir = directory / f"pod-{p + 1}-metrics"
+            if variant.server == "mod_wsgi" and os.geteuid() == 0:
+                metrics_dir = _open_to_nobody(f"loadstage-{prefix}-pod-{p + 1}-metrics-")
+                scratch.append(metrics_dir)
+            env = argv.runner_env(experiment, redis_url=redis_url, metrics_dir=str(metrics_dir))
             command = argv.runner_command(experiment, variant, binds=binds, reuse_port=variant.pods > 1)
             pods.append(supervisor.start(f"{variant.server} pod {p + 1}", command,
                                          log_path=directory / f"pod-{p + 1}.log", env=env, cwd=root,
                                          cgroup=pod_cgroup(cgroups, f"{prefix}-pod-{p + 1}", variant.resources)))
             admin_ports.append(admin)
-        target = cls(redis_url, redis_process, shared, pods, [f"http://{LOOPBACK}:{port}" for port in admin_ports])
+        target = cls(redis_url, redis_process, shared, pods, [f"http://{LOOPBACK}:{port}" for port in admin_ports],
+                     scratch)
         deadline = time.monotonic() + experiment.spec.target.ready_timeout
         for pod, port in zip(pods, admin_ports):
             _wait_until_ready(pod, experiment.spec.target.readiness(), port, deadline, check_cancel)
@@ -151,6 +160,16 @@ class LocalTarget:
             supervisor.stop(pod)
         if self.redis_process is not None:
             supervisor.stop(self.redis_process)
+        for path in self.scratch:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _open_to_nobody(prefix: str) -> Path:
+    """A directory the app can write after Apache, started by root, made it nobody (argv.MOD_WSGI_USER): the
+    run's own directories are root's alone."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o777)
+    return path
 
 
 def pod_cgroup(cgroups: Cgroups | None, name: str, resources: Resources) -> PodCgroup | None:
