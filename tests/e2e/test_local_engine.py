@@ -2,6 +2,7 @@
 
 import ipaddress
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -176,6 +177,12 @@ def test_the_studies_other_servers_run_a_real_stage_and_a_single_threaded_one_re
         served = stage["target"]["servedRequests"]
         assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (server, served, stage["requests"])
         assert 1 <= stage["redisPeakConnections"] <= settings["workers"] * settings["threads"] + 1, (server, stage)
+        # per process: the launcher and its 2 workers; Apache, its workers and 2 daemon processes
+        target = stage["target"]
+        assert target["processes"] == 3 if server != "mod_wsgi" else target["processes"] >= 4, (server, target)
+        assert 20 * 2**20 < target["peakProcessRssBytes"] < target["peakMemoryBytes"], (server, target)
+        assert len(stage["hostCpuPerCore"]) == os.cpu_count() and 0 < max(stage["hostCpuPerCore"]) <= 100
+    assert "| Processes | RSS/process (MiB) | CPU per core (%) |" in out
     refused = write_experiment(spec_doc(target={"server": "bjoern", "threads": 4},
                                         stages=[{"users": 5, "duration": "5s"}]), name="refused.yaml")
     code, out, err, started = finish(start_cli("run", refused), 30)

@@ -206,6 +206,9 @@ class LocalBackend:
             redis_peak_covers=redis_sampler.result.covers(),
             target_peak_cpu_cores=resource_sampler.result.peak_cpu_cores,
             target_peak_memory_bytes=resource_sampler.result.peak_memory_bytes,
+            target_processes=resource_sampler.result.processes,
+            target_peak_process_rss_bytes=resource_sampler.result.peak_process_rss_bytes,
+            host_cpu_per_core=resource_sampler.result.cpu_per_core,
             lost_injectors=lost)
 
     def _follow_stage(self, step: Step, master: Child, workers: list[Child], progress_file: Path,

@@ -20,7 +20,8 @@ INTERVALS = [f"{figure}{side}" for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms"
 TRIMMED = ["repeats", *(f"{figure}_trimmed" for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms", "meanMs",
                                                           "rps", "errorRate"))]   # without the highest and lowest
 TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores", "targetPeakMemoryBytes",
-        "targetServedRequests", "targetRestarts", "targetUnreadySeconds", "injectorPeakCpuPercent", "injectorBound",
+        "targetServedRequests", "targetRestarts", "targetUnreadySeconds", "targetProcesses",
+        "targetPeakProcessRssBytes", "hostCpuPerCorePercent", "requestGoal", "injectorPeakCpuPercent", "injectorBound",
         "attempts", "passed", "violations"]
 
 
@@ -49,7 +50,10 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
         "redisConnectionsReceived": stage.redis_connections_received,
         "targetPeakCpuCores": target.peak_cpu_cores, "targetPeakMemoryBytes": target.peak_memory_bytes,
         "targetServedRequests": target.served_requests, "targetRestarts": target.restarts,
-        "targetUnreadySeconds": target.unready_seconds, "attempts": stage.attempts,
+        "targetUnreadySeconds": target.unready_seconds, "targetProcesses": target.processes,
+        "targetPeakProcessRssBytes": target.peak_process_rss_bytes,
+        "hostCpuPerCorePercent": " ".join(f"{c:g}" for c in stage.host_cpu_per_core or ()) or None,
+        "requestGoal": stage.request_goal, "attempts": stage.attempts,
         "injectorPeakCpuPercent": stage.injector_peak_cpu_percent, "injectorBound": stage.injector_bound,
         "passed": None if verdict is None else verdict.passed,
         "violations": None if verdict is None else "; ".join(verdict.violations),

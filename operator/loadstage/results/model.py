@@ -93,6 +93,8 @@ class TargetFigures:
     peak_memory_bytes: int | None = None
     served_requests: int | None = None     # the target's own count of the stage's requests
     pods: tuple[TargetPodHealth, ...] | None = None     # None: the target's health was not watched (local)
+    processes: int | None = None           # the most processes one pod had at once (local)
+    peak_process_rss_bytes: int | None = None   # the largest resident set of one process (local)
 
     @property
     def restarts(self) -> int | None:
@@ -115,11 +117,14 @@ class TargetFigures:
     @classmethod
     def from_status(cls, d: dict[str, Any]) -> "TargetFigures":
         pods = None if "restarts" not in d else tuple(TargetPodHealth.from_status(p) for p in d.get("pods", ()))
-        return cls(d.get("peakCpuCores"), d.get("peakMemoryBytes"), d.get("servedRequests"), pods)
+        return cls(d.get("peakCpuCores"), d.get("peakMemoryBytes"), d.get("servedRequests"), pods,
+                   d.get("processes"), d.get("peakProcessRssBytes"))
 
     def to_status(self) -> dict[str, Any]:
         result = {"peakCpuCores": self.peak_cpu_cores, "peakMemoryBytes": self.peak_memory_bytes,
                   "servedRequests": self.served_requests}
+        if self.processes is not None:
+            result.update(processes=self.processes, peakProcessRssBytes=self.peak_process_rss_bytes)
         if self.pods is not None:
             result.update(restarts=self.restarts, unreadySeconds=self.unready_seconds,
                           pods=[p.to_status() for p in self.pods])
@@ -196,6 +201,7 @@ class StageResult:
     repeats: int = 1                          # how many repeats of the stage these figures merge
     trimmed_mean: dict[str, float] | None = None   # over the repeats, without the highest and lowest
     request_goal: int | None = None           # a stage given in requests (ab -n); duration_seconds: how long
+    host_cpu_per_core: tuple[float, ...] | None = None   # the machine's mean CPU per core, percent (local)
 
     @property
     def attempts(self) -> int:
@@ -223,7 +229,8 @@ class StageResult:
             retries=tuple(Retry.from_status(r) for r in d.get("retries", ())),
             endpoints_folded=d.get("endpointsFolded"), artifact_omitted=d.get("artifactOmitted"),
             intervals=d.get("intervals"), repeats=d.get("repeats", 1), trimmed_mean=d.get("trimmedMean"),
-            request_goal=d.get("requestGoal"))
+            request_goal=d.get("requestGoal"),
+            host_cpu_per_core=tuple(d["hostCpuPerCore"]) if d.get("hostCpuPerCore") else None)
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -262,6 +269,8 @@ class StageResult:
             result["repeats"] = self.repeats
         if self.request_goal is not None:
             result["requestGoal"] = self.request_goal
+        if self.host_cpu_per_core:
+            result["hostCpuPerCore"] = list(self.host_cpu_per_core)
         if self.trimmed_mean:
             result["trimmedMean"] = self.trimmed_mean
         return result

@@ -46,7 +46,7 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in m.lost_injectors),
         endpoints_folded=s.get("endpointsFolded"), artifact_omitted=m.artifact.get("omitted"),
         intervals=intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}"),
-        request_goal=stage.requests)
+        request_goal=stage.requests, host_cpu_per_core=m.host_cpu_per_core or None)
     if experiment.spec.thresholds is not None:
         result = replace(result, verdict=verdict(result, experiment.spec.thresholds))
     return result
@@ -56,7 +56,7 @@ def target_figures(m: StageMeasurement, served: int | None) -> TargetFigures:
     """A count the target kept across a restart is of two processes, or lost: it is left unknown."""
     restarted = any(p.interrupted for p in m.target_pods or ())
     return TargetFigures(m.target_peak_cpu_cores, m.target_peak_memory_bytes, None if restarted else served,
-                         m.target_pods)
+                         m.target_pods, m.target_processes, m.target_peak_process_rss_bytes)
 
 
 def method_figures(requests: int, failures: int, mean_ms: float | None, p99_ms: float | None) -> MethodFigures:
@@ -153,7 +153,9 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
         target=TargetFigures(_max(old.peak_cpu_cores, now.peak_cpu_cores),
                              _max(old.peak_memory_bytes, now.peak_memory_bytes),
                              _sum(old.served_requests, now.served_requests),
-                             None if old.pods is None and now.pods is None else (*(old.pods or ()), *(now.pods or ()))),
+                             None if old.pods is None and now.pods is None else (*(old.pods or ()), *(now.pods or ())),
+                             _max(old.processes, now.processes),
+                             _max(old.peak_process_rss_bytes, now.peak_process_rss_bytes)),
         injector_peak_cpu_percent=_max(before.injector_peak_cpu_percent, new.injector_peak_cpu_percent),
         injector_bound=before.injector_bound or new.injector_bound,
         error_kinds=_max(before.error_kinds, new.error_kinds),

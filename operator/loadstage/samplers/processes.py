@@ -1,5 +1,7 @@
-"""Peak CPU and memory of local process trees (the target's gunicorn instances). CPU comes from their
-cgroups where they run in some (exact), else from the processes' own times (clock ticks, 10 ms)."""
+"""Peak CPU and memory of local process trees (the target's instances, one tree per pod). CPU comes from their
+cgroups where they run in some (exact), else from the processes' own times (clock ticks, 10 ms). Also: the most
+processes one tree had at once, the largest resident set of any one process, and the machine's CPU per core
+over the sampled time (the EC2 study's "CPU usage of each core")."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ SAMPLE_INTERVAL_SECONDS = 0.5
 class ResourceSample:
     peak_cpu_cores: float    # sum of CPU use of every process in the trees, in cores
     peak_memory_bytes: int   # sum of resident set sizes (shared pages counted once per process)
+    processes: int = 0       # the most processes one tree (pod) had at once, its server's master included
+    peak_process_rss_bytes: int = 0   # the largest resident set of one process (its shared pages in full)
+    cpu_per_core: tuple[float, ...] = ()   # the machine's mean CPU use per core over the sampled time, percent
 
 
 class ProcessTreeSampler:
@@ -30,27 +35,36 @@ class ProcessTreeSampler:
         self._loop = PeriodicThread(lambda: self._sample(record=True), interval, "process-sampler")
         self._cpu = 0.0
         self._mem = 0
+        self._processes_peak = 0
+        self._process_rss = 0
+        self._cores_at_start: list | None = None
         self.result: ResourceSample | None = None
 
-    def _processes(self) -> list[psutil.Process]:
-        """Every process of the trees; known ones are reused, as cpu_percent measures since the last call."""
-        found = []
+    def _trees(self) -> list[list[psutil.Process]]:
+        """Every process of each tree; known ones are reused, as cpu_percent measures since the last call."""
+        trees = []
         for pid in self._roots:
             try:
                 root = psutil.Process(pid)
-                found += [root, *root.children(recursive=True)]
+                trees.append([self._known.setdefault(p.pid, p) for p in [root, *root.children(recursive=True)]])
             except psutil.NoSuchProcess:
                 continue
-        return [self._known.setdefault(p.pid, p) for p in found]
+        return trees
 
     def _sample(self, record: bool) -> None:
         cpu, mem = 0.0, 0
-        for p in self._processes():
+        trees = self._trees()
+        for p in (p for tree in trees for p in tree):
             try:
                 cpu += p.cpu_percent(None) / 100.0
-                mem += p.memory_info().rss
+                rss = p.memory_info().rss
             except psutil.Error:
                 continue
+            mem += rss
+            if record:
+                self._process_rss = max(self._process_rss, rss)
+        if record:
+            self._processes_peak = max([self._processes_peak, *map(len, trees)])
         try:
             used, at = self._cpu_seconds(), time.monotonic()
         except OSError:
@@ -64,9 +78,21 @@ class ProcessTreeSampler:
 
     def __enter__(self) -> "ProcessTreeSampler":
         self._sample(record=False)  # primes cpu_percent, whose first call has no interval
+        self._cores_at_start = psutil.cpu_times(percpu=True)
         self._loop.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._loop.stop()
-        self.result = ResourceSample(round(self._cpu, 3), self._mem)
+        self.result = ResourceSample(round(self._cpu, 3), self._mem, self._processes_peak, self._process_rss,
+                                     cpu_per_core(self._cores_at_start, psutil.cpu_times(percpu=True)))
+
+
+def cpu_per_core(before: list, after: list) -> tuple[float, ...]:
+    """Each core's busy share between two readings of psutil.cpu_times(percpu=True), in percent."""
+    shares = []
+    for start, end in zip(before, after):
+        total = sum(end) - sum(start)
+        idle = (end.idle + getattr(end, "iowait", 0.0)) - (start.idle + getattr(start, "iowait", 0.0))
+        shares.append(round(100.0 * (1 - idle / total), 1) if total > 0 else 0.0)
+    return tuple(shares)
