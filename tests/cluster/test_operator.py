@@ -253,7 +253,7 @@ def test_cleanup_deletes_every_child_once_the_experiment_has_ended(cluster, ladd
 def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, namespace, operator,
                                                                      real_stage):
     operator()
-    doc = example("threads-at-scale")
+    doc = example("studies/ons-threads-at-scale")
     doc["spec"]["target"]["pods"] = 5
     doc["spec"]["matrix"] = {"threads": [2, 7], "cpu": ["500m"]}
     doc["spec"]["stages"] = doc["spec"]["stages"][:2]
@@ -283,7 +283,7 @@ def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, nam
 def test_interleaved_repeats_alternate_the_runners_settings_and_keep_each_repeats_results(
         cluster, namespace, operator, real_stage, tmp_path):
     operator()
-    doc = example("threads-at-scale")
+    doc = example("studies/ons-threads-at-scale")
     doc["spec"].update(matrix={"threads": [2, 7]}, stages=doc["spec"]["stages"][:1], repeats=2, order="Interleaved")
     assert apply(cluster, namespace, doc).returncode == 0
     seen_threads = []
@@ -316,7 +316,7 @@ def test_a_random_order_without_a_seed_keeps_the_seed_it_picked_and_runs_in_its_
                                                                                        real_stage):
     from loadstage.engine.steps import plan
     operator()
-    doc = example("threads-at-scale")
+    doc = example("studies/ons-threads-at-scale")
     doc["spec"].update(matrix={"threads": [2, 7]}, stages=doc["spec"]["stages"][:1], repeats=2, order="Random")
     assert apply(cluster, namespace, doc).returncode == 0
     wait_for(lambda: "seed" in cluster.status(namespace, "threads-at-scale"))   # kept: the schema declares it

@@ -357,7 +357,7 @@ def test_scaling_shrinks_stages_and_users_but_keeps_the_ladder():
 
 
 def test_examples_are_valid():
-    paths = sorted((ROOT / "examples").glob("*.yaml"))
+    paths = sorted((ROOT / "examples").glob("**/*.yaml"))
     assert paths
     for path in paths:
         load_experiment_file(path)

@@ -1,0 +1,46 @@
+"""Every study in examples/studies/, run scaled down with real processes: the file as it is, but its first stage
+only, one repeat, a few seconds and a few users (and the ONS study's 50 pods of 7 workers as 2 of 2). Each
+variant must serve its stage without an error, and the target's own count must agree with Locust's."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from support.waiting import ROOT
+
+pytestmark = pytest.mark.e2e
+STUDIES = sorted((ROOT / "examples" / "studies").glob("*.yaml"))
+ON_A_LAPTOP = {"ons-threads-at-scale": {"pods": 2, "workers": 2}}
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=[p.stem for p in STUDIES])
+def test_a_study_runs_scaled_down(path, tmp_path):
+    doc = yaml.safe_load(path.read_text())
+    if "resources" in doc["spec"]["target"] and os.geteuid() != 0:
+        pytest.skip("the local engine enforces limits through the cgroup filesystem, which needs root")
+    spec = doc["spec"]
+    first = spec["stages"][0]
+    spec["stages"] = [{**first, "injectors": 2} if "injectors" in first else first]
+    spec["repeats"] = 1
+    spec["target"].update(ON_A_LAPTOP.get(path.stem, {}))
+    small = tmp_path / path.name
+    small.write_text(yaml.safe_dump(doc))
+    done = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(small), "-o", str(tmp_path / "r.json"),
+                           "--stage-duration", "3s", "--warmup-duration", "2s", "--users-scale", "0.05"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    variants = json.loads((tmp_path / "r.json").read_text())["status"]["variants"]
+    matrix = spec.get("matrix", {})
+    expected = 1
+    for values in matrix.values():
+        expected *= len(values)
+    assert len(variants) == expected
+    for variant in variants:
+        (stage,) = variant["stages"]
+        assert stage["requests"] > 0 and stage["failures"] == 0, (variant["settings"], stage)
+        served = stage["target"]["servedRequests"]
+        assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (variant["settings"], served, stage)
