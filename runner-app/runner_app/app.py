@@ -1,5 +1,6 @@
 """Flask questionnaire: POST /surveys starts a session, GET shows a page, POST answers it
-and redirects to the next one. Every request reads and writes Redis."""
+and redirects to the next one. Every request reads and writes Redis. Beside it, the uWSGI-vs-gunicorn
+study's two endpoints, which touch no Redis: GET /hello and POST /readbody (echoes its body)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,16 @@ def create_app() -> Flask:
             abort(404)
         time.sleep(seconds)
         return f"{seconds * 1000:.3f}\n"
+
+    @app.get("/hello")
+    def hello():
+        """The uWSGI-vs-gunicorn study's "hello": no Redis, no work."""
+        return Response("Hello world\n", mimetype="text/plain")
+
+    @app.post("/readbody")
+    def readbody():
+        """The same study's "readbody": reads the whole request body (70 KB there) and echoes it."""
+        return Response(request.get_data(), mimetype="application/octet-stream")
 
     @app.post("/surveys")
     def start():

@@ -19,10 +19,11 @@ def accepted_connections() -> int:
     return int(values[header.index("PassiveOpens")])
 
 
-def run(write_experiment, tmp_path, name, *, keep_alive, stages, env=None):
+def run(write_experiment, tmp_path, name, *, keep_alive, stages, scenario="respondent"):
     path = write_experiment({**BASE, "metadata": {"name": name}, "spec": {
-        "target": {"pods": 1, "workers": 2, "threads": 4, "workerClass": "gthread", "env": env or {}},
-        "injectors": {"usersPerInjector": 5, "waitTime": {"min": "0s", "max": "0s"}, "keepAlive": keep_alive},
+        "target": {"pods": 1, "workers": 2, "threads": 4, "workerClass": "gthread"},
+        "injectors": {"usersPerInjector": 5, "waitTime": {"min": "0s", "max": "0s"}, "keepAlive": keep_alive,
+                      "scenario": scenario},
         "stages": stages}}, name=f"{name}.yaml")
     before = accepted_connections()
     done = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(path), "-o", str(tmp_path / "r.json")],
@@ -46,7 +47,9 @@ def test_a_request_goal_sends_exactly_that_many_and_without_keep_alive_each_open
             "stopped by its time limit (its duration)") in out
     assert opened >= goal["requests"] + cut["requests"], opened    # a connection per request
 
-    _, (kept,), reused = run(write_experiment, tmp_path, "kept", keep_alive=True,
+    # the study's readbody: 70 KB posted, echoed and compared
+    _, (kept,), reused = run(write_experiment, tmp_path, "kept", keep_alive=True, scenario="readbody",
                              stages=[{"injectors": 2, "requests": 1001}])
-    assert kept["requests"] == kept["target"]["servedRequests"] == 1001
+    assert kept["requests"] == kept["target"]["servedRequests"] == 1001 and kept["failures"] == 0
+    assert set(kept["byMethod"]) == {"POST"}
     assert reused < 200, reused        # 10 users' connections, the probes, Redis and Locust's own: not 1001

@@ -6,7 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -156,6 +158,7 @@ def test_every_server_runs_a_real_stage(write_experiment, tmp_path):
 def test_the_studies_other_servers_run_a_real_stage_and_a_single_threaded_one_refuses_threads(
         write_experiment, tmp_path):
     servers = ["bjoern", "meinheld", "mod_wsgi"]
+    scratch = set(Path(tempfile.gettempdir()).glob("*mod_wsgi*")) | set(Path(tempfile.gettempdir()).glob("loadstage-v*"))
     path = write_experiment(spec_doc(
         target={"workers": 2},
         injectors={"usersPerInjector": 20, "waitTime": {"min": "0s", "max": "20ms"}},
@@ -183,6 +186,9 @@ def test_the_studies_other_servers_run_a_real_stage_and_a_single_threaded_one_re
         assert 20 * 2**20 < target["peakProcessRssBytes"] < target["peakMemoryBytes"], (server, target)
         assert len(stage["hostCpuPerCore"]) == os.cpu_count() and 0 < max(stage["hostCpuPerCore"]) <= 100
     assert "| Processes | RSS/process (MiB) | CPU per core (%) |" in out
+    # mod_wsgi-express's server root and the app's metrics went under a directory of the run's, now gone
+    assert set(Path(tempfile.gettempdir()).glob("*mod_wsgi*")) | set(Path(tempfile.gettempdir()).glob("loadstage-v*")) \
+        == scratch
     refused = write_experiment(spec_doc(target={"server": "bjoern", "threads": 4},
                                         stages=[{"users": 5, "duration": "5s"}]), name="refused.yaml")
     code, out, err, started = finish(start_cli("run", refused), 30)

@@ -1,5 +1,6 @@
 """The runner app under every WSGI server loadstage names, with a real redis-server."""
 
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -8,9 +9,9 @@ import pytest
 import redis
 
 from loadstage.api.load import parse_experiment
-from loadstage.api.types import SERVERS, SINGLE_PROCESS_SERVERS
+from loadstage.api.types import SERVERS, SINGLE_PROCESS_SERVERS, SINGLE_THREAD_SERVERS
 from loadstage.engine import argv as commands
-from loadstage.local.target import free_port, project_root
+from loadstage.local.target import free_port, pod_env, project_root
 from loadstage.locust.served_count import scrape_served_requests, served_between
 from support.documents import BASE
 from support.processes import start_redis
@@ -42,14 +43,17 @@ def app(request, supervisor, tmp_path):
     server = request.param
     workers = 1 if server in SINGLE_PROCESS_SERVERS else 2
     experiment = parse_experiment({**BASE, "spec": {**BASE["spec"], "target": {
-        "server": server, "workers": workers, "threads": 3}}})
-    env = commands.runner_env(experiment, redis_url=f"redis://127.0.0.1:{redis_port}/0",
-                              metrics_dir=str(tmp_path / "m"))
-    argv = commands.runner_command(experiment, experiment.variants()[0], binds=[f"127.0.0.1:{port}"])
+        "server": server, "workers": workers, "threads": 1 if server in SINGLE_THREAD_SERVERS else 3}}})
+    variant = experiment.variants()[0]
+    env, scratch = pod_env(experiment, variant, f"redis://127.0.0.1:{redis_port}/0", tmp_path / "m", "runner-app-")
+    argv = commands.runner_command(experiment, variant, binds=[f"127.0.0.1:{port}"])
     target = supervisor.start(server, argv, env=env, log_path=tmp_path / f"{server}.log", cwd=project_root())
     base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: call_or_none(f"{base}/readyz") == 200)
-    return {"base": base, "redis_port": redis_port, "redis": redis_child, "target": target}
+    wait_for(lambda: call_or_none(f"{base}/readyz") == 200, timeout=30)
+    yield {"base": base, "redis_port": redis_port, "redis": redis_child, "target": target}
+    supervisor.stop(target)
+    if scratch:
+        shutil.rmtree(scratch)
 
 
 def call_or_none(url):
@@ -96,6 +100,16 @@ def test_metrics_merge_every_worker_and_count_by_route(app):
              and 'route="/surveys/<sid>/pages/<int:page>"' in line]
     assert sorted(float(line.split()[-1]) for line in pages) == [30.0, 30.0]
     assert "healthz" not in text
+
+
+def test_hello_and_readbody_answer_without_redis_and_are_counted(app):
+    metrics = [f"{app['base']}/metrics"]
+    before = scrape_served_requests(metrics)
+    assert call(f"{app['base']}/hello")[::2] == (200, "Hello world\n")
+    body = bytes(range(256)) * 280                      # 70 KiB, as the readbody scenario sends
+    with opener.open(urllib.request.Request(f"{app['base']}/readbody", data=body), timeout=5) as r:
+        assert (r.status, r.read()) == (200, body)
+    assert served_between(before, scrape_served_requests(metrics)) == 2
 
 
 def test_unknown_session_and_page_are_404(app):

@@ -269,7 +269,9 @@ INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per 
                        "of waiting waitTime between tasks. Latency is then also measured from each task's "
                        "intended start, as wrk2 does, so queueing that a closed model hides shows.",
                        minimum="10ms", maximum="1h"),
-    "scenario": Str("Built-in scenario.", enum=("respondent",)),
+    "scenario": Str("Built-in scenario: respondent (the runner app's questionnaire, with Redis), hello (GET "
+                    "/hello) or readbody (POST /readbody of 70 KB, echoed), the last two the uWSGI-vs-gunicorn "
+                    "study's.", enum=("respondent", "hello", "readbody")),
     "locustfile": LOCUSTFILE,
     "keepAlive": Bool("Reuse each user's connections (HTTP keep-alive). false: every request asks the server to "
                       "close its connection and the next one opens a new one, like ab without -k.", default=True),

@@ -13,7 +13,8 @@ RUNNER_PORT = 8000
 REDIS_PORT = 6379
 LOCUST_MASTER_PORT = 5557
 RESULTS_EXTENSION = "injectors/loadstage_results.py"
-BUILTIN_SCENARIOS = {"respondent": "injectors/respondent.py"}
+BUILTIN_SCENARIOS = {"respondent": "injectors/respondent.py", "hello": "injectors/hello.py",
+                     "readbody": "injectors/readbody.py"}
 EXPECT_WORKERS_MAX_WAIT_SECONDS = 120
 STOP_TIMEOUT_SECONDS = 2
 RUN_TIME_BACKSTOP_SECONDS = 60  # Locust's own limit, should the extension not end the stage
@@ -88,15 +89,15 @@ MOD_WSGI_USER = ("nobody", "nogroup")   # whom Apache's workers run as when star
 
 def mod_wsgi_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
     # daemon mode (mod_wsgi-express's default): Apache's workers take the connections and hand each request to
-    # W daemon processes of T threads. Its server root defaults to /tmp/mod_wsgi-HOST:PORT:UID, one per instance.
+    # W daemon processes of T threads. Its server root is $TMPDIR/mod_wsgi-HOST:PORT:UID, one per instance.
     (bind,) = binds
     host, port = _split(bind)
     module, _, callable_object = app.partition(":")
     return ["mod_wsgi-express", "start-server", "--application-type", "module", module,
             "--callable-object", callable_object or "application", "--host", host, "--port", port,
             "--processes", str(variant.workers), "--threads", str(variant.threads),
-            "--server-backlog", str(LISTEN_BACKLOG), "--max-clients", str(MOD_WSGI_MAX_CLIENTS), "--log-to-terminal", "--locale", "C.UTF-8",
-            "--user", MOD_WSGI_USER[0], "--group", MOD_WSGI_USER[1]]
+            "--server-backlog", str(LISTEN_BACKLOG), "--max-clients", str(MOD_WSGI_MAX_CLIENTS),
+            "--log-to-terminal", "--locale", "C.UTF-8", "--user", MOD_WSGI_USER[0], "--group", MOD_WSGI_USER[1]]
 
 
 def prefork_command(server: str):

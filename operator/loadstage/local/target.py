@@ -132,11 +132,9 @@ class LocalTarget:
         for p in range(variant.pods):
             admin = free_port() if variant.pods > 1 else shared
             binds = [f"{LOOPBACK}:{port}" for port in dict.fromkeys([shared, admin])]
-            metrics_dir = directory / f"pod-{p + 1}-metrics"
-            if variant.server == "mod_wsgi" and os.geteuid() == 0:
-                metrics_dir = _open_to_nobody(f"loadstage-{prefix}-pod-{p + 1}-metrics-")
-                scratch.append(metrics_dir)
-            env = argv.runner_env(experiment, redis_url=redis_url, metrics_dir=str(metrics_dir))
+            env, own = pod_env(experiment, variant, redis_url, directory / f"pod-{p + 1}-metrics",
+                               f"loadstage-{prefix}-pod-{p + 1}-")
+            scratch += [own] if own else []
             command = argv.runner_command(experiment, variant, binds=binds, reuse_port=variant.pods > 1)
             pods.append(supervisor.start(f"{variant.server} pod {p + 1}", command,
                                          log_path=directory / f"pod-{p + 1}.log", env=env, cwd=root,
@@ -145,8 +143,12 @@ class LocalTarget:
         target = cls(redis_url, redis_process, shared, pods, [f"http://{LOOPBACK}:{port}" for port in admin_ports],
                      scratch)
         deadline = time.monotonic() + experiment.spec.target.ready_timeout
-        for pod, port in zip(pods, admin_ports):
-            _wait_until_ready(pod, experiment.spec.target.readiness(), port, deadline, check_cancel)
+        try:
+            for pod, port in zip(pods, admin_ports):
+                _wait_until_ready(pod, experiment.spec.target.readiness(), port, deadline, check_cancel)
+        except BaseException:
+            target.remove_scratch()
+            raise
         return target
 
     def cpu_seconds(self) -> float | None:
@@ -160,15 +162,33 @@ class LocalTarget:
             supervisor.stop(pod)
         if self.redis_process is not None:
             supervisor.stop(self.redis_process)
+        self.remove_scratch()
+
+    def remove_scratch(self) -> None:
         for path in self.scratch:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _open_to_nobody(prefix: str) -> Path:
-    """A directory the app can write after Apache, started by root, made it nobody (argv.MOD_WSGI_USER): the
-    run's own directories are root's alone."""
+def pod_env(experiment: Experiment, variant: Variant, redis_url: str | None, metrics_dir: Path,
+            scratch_prefix: str) -> tuple[dict[str, str], Path | None]:
+    """A local pod's environment (argv.runner_env), and the scratch directory it needs, if any: mod_wsgi gets
+    one for the app's metrics and for Apache's server root ($TMPDIR), to be removed when the pod stops."""
+    if variant.server != "mod_wsgi":
+        return argv.runner_env(experiment, redis_url=redis_url, metrics_dir=str(metrics_dir)), None
+    scratch = _scratch_dir(scratch_prefix)
+    metrics_dir = scratch / "metrics"
+    metrics_dir.mkdir()
+    metrics_dir.chmod(scratch.stat().st_mode & 0o777)
+    return {**argv.runner_env(experiment, redis_url=redis_url, metrics_dir=str(metrics_dir)),
+            "TMPDIR": str(scratch)}, scratch
+
+
+def _scratch_dir(prefix: str) -> Path:
+    """A directory in the system's temporary directory. Under root, open to all: Apache, started by root, runs
+    the app as nobody (argv.MOD_WSGI_USER), and the run's own directories are root's alone."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
-    path.chmod(0o777)
+    if os.geteuid() == 0:
+        path.chmod(0o777)
     return path
 
 
