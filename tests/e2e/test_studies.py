@@ -10,6 +10,7 @@ import sys
 import pytest
 import yaml
 
+from loadstage.local.target import closed_to_apache_workers
 from support.waiting import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -27,6 +28,8 @@ def test_a_study_runs_scaled_down(path, tmp_path):
     spec["stages"] = [{**first, "injectors": 2} if "injectors" in first else first]
     spec["repeats"] = 1
     spec["target"].update(ON_A_LAPTOP.get(path.stem, {}))
+    if closed_to_apache_workers() and "mod_wsgi" in spec.get("matrix", {}).get("server", []):
+        spec["matrix"]["server"].remove("mod_wsgi")     # Apache's workers, as nobody, could not enter the checkout
     small = tmp_path / path.name
     small.write_text(yaml.safe_dump(doc))
     done = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(small), "-o", str(tmp_path / "r.json"),

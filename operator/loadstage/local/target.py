@@ -13,6 +13,7 @@ import http.client
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -38,6 +39,18 @@ class LocalRunError(ExperimentFailed):
 
     def __init__(self, message: str):
         super().__init__("ComponentFailed", message)
+
+
+def closed_to_apache_workers() -> Path | None:
+    """Under root, the first directory on the way to this Python or this checkout that others cannot enter:
+    mod_wsgi's Apache, started by root, runs the app as nobody, who must read both. None when there is none."""
+    if os.geteuid() != 0:
+        return None
+    for path in (Path(sys.prefix), Path(sys.base_prefix), Path(__file__).resolve().parents[3]):
+        for directory in [*reversed(path.resolve().parents), path.resolve()]:
+            if not directory.stat().st_mode & 0o001:
+                return directory
+    return None
 
 
 def project_root() -> Path:
@@ -175,6 +188,10 @@ def pod_env(experiment: Experiment, variant: Variant, redis_url: str | None, met
     one for the app's metrics and for Apache's server root ($TMPDIR), to be removed when the pod stops."""
     if variant.server != "mod_wsgi":
         return argv.runner_env(experiment, redis_url=redis_url, metrics_dir=str(metrics_dir)), None
+    if closed := closed_to_apache_workers():
+        raise LocalRunError(f"mod_wsgi, run by root, serves the app as nobody, who cannot enter {closed} (on the "
+                            f"way to this Python or checkout); run loadstage as another user, or from a directory "
+                            f"others can enter")
     scratch = _scratch_dir(scratch_prefix)
     metrics_dir = scratch / "metrics"
     metrics_dir.mkdir()
