@@ -169,13 +169,15 @@ def resource_rows(run: RunResults) -> Table:
         return [flagged(str(s.injectors), [s]), count(s.users), count(s.requests), number(s.rps, ",.0f"),
                 count(s.failures), number(s.error_rate, ".2%"), target_cpu(variant, s.target.peak_cpu_cores),
                 number(mib(s.target.peak_memory_bytes), ",.0f"),
-                *([count(s.target.processes), number(mib(s.target.peak_process_rss_bytes), ",.0f")] if processes else []),
+                *([count(s.target.processes), number(mib(s.target.peak_process_rss_bytes), ",.0f")]
+                  if processes else []),
                 *([" ".join(f"{c:.0f}" for c in s.host_cpu_per_core or ()) or "-"] if cores else []),
                 count(s.redis_peak_connections), *(_target_health(s) if health else [])]
     limited = any(cpu_limit_cores(v) is not None for v in run.variants)
     columns = [c.replace("(cores)", "(cores, % of limit)") if limited else c for c in RESOURCE_COLUMNS]
     at = columns.index("Redis peak")
-    columns[at:at] = (["Processes", "RSS/process (MiB)"] if processes else []) + (["CPU per core (%)"] if cores else [])
+    columns[at:at] = (["Processes", "RSS/process (MiB)"] if processes else []) + \
+        (["CPU per core (%)"] if cores else [])
     return _per_stage(run, columns + (["Target"] if health else []), cells)
 
 

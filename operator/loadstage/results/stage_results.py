@@ -29,7 +29,8 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
     requests = s["requests"]
     result = StageResult(
         stage=number, injectors=stage.injectors, users=experiment.spec.injectors.users_for(stage),
-        duration_seconds=s["elapsedSeconds"] if stage.requests else stage.duration, started_at=m.started_at, finished_at=m.finished_at,
+        duration_seconds=s["elapsedSeconds"] if stage.requests else stage.duration,
+        started_at=m.started_at, finished_at=m.finished_at,
         requests=requests, failures=s["failures"],
         error_rate=_error_rate(s["failures"], requests),
         rps=s["rps"], mean_ms=s["meanMs"], latency=Latency.from_status(s["latencyMs"]),
