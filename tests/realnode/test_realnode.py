@@ -16,7 +16,7 @@ import yaml
 
 from loadstage.results import histograms
 from support.kube import policy_reach
-from support.realnode import OPERATOR_NAMESPACE, LxWatch, RealNode, StatusRecorder, node_setting
+from support.realnode import OPERATOR_NAMESPACE, FirstJob, LxWatch, RealNode, StatusRecorder, node_setting
 from support.waiting import ROOT, wait_for
 
 pytestmark = pytest.mark.realnode
@@ -401,13 +401,13 @@ def test_deleting_an_experiment_mid_stage_leaves_no_object_and_no_container(node
 def test_an_unpullable_injector_image_fails_the_experiment_within_60s_naming_the_image(node):
     namespace = node.restricted_namespace("lx-badimage")
     image = f"{node_setting('IMAGE_PREFIX')}/loadstage/no-such-injector:0.1.0"
-    apply(node, namespace, experiment("badimage", pods=1, stages=((2, "60s"),), cleanup="Delete", image=image))
-    master = wait_for(lambda: node.batch.list_namespaced_job(
-        namespace, label_selector="app.kubernetes.io/component=locust-master").items, timeout=120)[0]
-    stage_started = master.metadata.creation_timestamp.timestamp()
-    wait_for(lambda: status(node, namespace, "badimage").get("phase") == "Failed", timeout=90)
+    with FirstJob(node, namespace, "app.kubernetes.io/component=locust-master") as master:
+        apply(node, namespace, experiment("badimage", pods=1, stages=((2, "60s"),), cleanup="Delete", image=image))
+        wait_for(lambda: status(node, namespace, "badimage").get("phase") == "Failed", timeout=210,
+                 explain=lambda: node.explain(namespace, "badimage"))
     failed = status(node, namespace, "badimage")
-    took = time.time() - stage_started
+    assert master.created_at is not None, failed
+    took = time.time() - master.created_at
     print(f"\nunpullable injector image: Failed {took:.0f}s after the stage's master Job was created")
     assert took <= 60, f"failed {took:.0f}s after the stage started"
     assert image in failed["message"], failed["message"]

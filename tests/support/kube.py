@@ -104,6 +104,16 @@ class Cluster:
     def status(self, namespace, name):
         return self.lx(namespace, name).get("status") or {}
 
+    def explain(self, namespace, name) -> str:
+        """What a timed-out wait leaves to read: the experiment's phase, its pods and the latest events."""
+        status = self.status(namespace, name)
+        pods = [f"{p.metadata.name}={p.status.phase}" for p in self.core.list_namespaced_pod(namespace).items]
+        events = self.core.list_namespaced_event(namespace).items
+        events.sort(key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+        latest = [f"{e.involved_object.kind}/{e.involved_object.name} {e.reason}: {e.message}" for e in events[-8:]]
+        return (f"phase {status.get('phase')} ({status.get('reason')}: {status.get('message')}); "
+                f"pods {pods}; events {latest}")
+
 
 class OperatorProcess:
     def __init__(self, kubeconfig: str, scope: list[str], redis_sample_url: str, log_path: Path, port: int,

@@ -145,6 +145,36 @@ class StatusRecorder:
         self._stopped = True
         self._watch.stop()
 
+class FirstJob:
+    """When the first Job that matches a selector was created, from a watch: a Job that a cleanup removes
+    moments after it was created is seen all the same."""
+
+    def __init__(self, node: RealNode, namespace: str, selector: str):
+        self.node, self.namespace, self.selector = node, namespace, selector
+        self.created_at: float | None = None
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._stopped = False
+
+    def _run(self) -> None:
+        try:
+            for event in self._watch.stream(self.node.batch.list_namespaced_job, self.namespace,
+                                            label_selector=self.selector, timeout_seconds=900):
+                if self.created_at is None:
+                    self.created_at = event["object"].metadata.creation_timestamp.timestamp()
+        except (OSError, ProtocolError):
+            if not self._stopped:
+                raise
+
+    def __enter__(self) -> "FirstJob":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stopped = True
+        self._watch.stop()
+
+
 class LxWatch:
     """`kubectl get lx -w`, as a user would watch it, written to a file."""
 
