@@ -45,13 +45,14 @@ COPY injectors ./injectors
 USER 10001:10001
 
 # The system under test. The operator passes the server's whole command line as args
-# (loadstage.engine.argv: gunicorn, uwsgi, waitress-serve, cheroot, granian, loadstage-prefork for bjoern and
-# meinheld, mod_wsgi-express); this CMD is gunicorn's default. bjoern needs libev at run time, mod_wsgi Apache.
+# (loadstage.engine.argv: gunicorn, uwsgi, waitress-serve, cheroot, granian, loadstage-prefork for bjoern,
+# meinheld and flup, mod_wsgi-express); this CMD is gunicorn's default. bjoern needs libev at run time, mod_wsgi
+# Apache. The front proxy's sidecar runs this image too (loadstage-proxy): nginx, or Apache's mod_proxy.
 FROM base AS runner-app
 USER root
 # mod_wsgi's module links libpython: Debian's Python ships it apart (the official image has it in /usr/local/lib)
 RUN apt-get update -qq \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libev4 apache2-bin \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libev4 apache2-bin nginx \
       $(ldconfig -p | grep -q "libpython3.11.so.1.0" || echo libpython3.11) >/dev/null \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log
 USER 10001:10001

@@ -46,6 +46,30 @@ def test_each_server_gets_its_defaults_and_a_matrix_can_vary_the_server():
     assert e.variants()[2].label() == "waitress pods=1 workers=1 threads=4"
 
 
+def test_a_proxy_and_socket_matrix_is_the_uwsgi_versus_gunicorn_grid():
+    e = parse_experiment(with_spec(target={"proxy": {"server": "nginx", "workers": 2}},
+                                   matrix={"server": ["uwsgi", "gunicorn"], "proxy": ["httpd", "nginx"],
+                                           "socket": ["tcp", "unix"]}))
+    variants = e.variants()
+    assert len(variants) == 8
+    assert [(v.server, v.proxy, v.socket) for v in variants[:4]] == [
+        ("uwsgi", "httpd", "tcp"), ("uwsgi", "httpd", "unix"), ("uwsgi", "nginx", "tcp"), ("uwsgi", "nginx", "unix")]
+    assert variants[1].label() == "httpd/unix uwsgi pods=1 workers=2 threads=2"
+    assert variants[1].settings()["proxy"] == "httpd" and variants[1].settings()["socket"] == "unix"
+    proxy = e.spec.target.proxy_of(variants[1])
+    assert (proxy.server, proxy.socket, proxy.workers) == ("httpd", "unix", 2)
+
+
+def test_without_a_proxy_a_variant_has_none_and_flup_gets_its_own_defaults():
+    plain = parse_experiment(with_spec()).variants()[0]
+    assert plain.proxy is None and plain.socket is None and "proxy" not in plain.settings()
+    assert parse_experiment(with_spec()).spec.target.proxy_of(plain) is None
+    e = parse_experiment(with_spec(target={"server": "flup", "proxy": {"server": "nginx"}},
+                                   matrix={"workerClass": ["threaded", "prefork"]}))
+    assert [(v.worker_class, v.workers, v.threads, v.proxy, v.socket) for v in e.variants()] == [
+        ("threaded", 2, 2, "nginx", "tcp"), ("prefork", 2, 1, "nginx", "tcp")]
+
+
 def test_a_command_runs_any_other_server():
     e = parse_experiment(with_spec(target={"command": ["hypercorn", "--bind", "{bind}", "-w", "{workers}", "{app}",
                                                        "--literal={{x}}"], "workers": 3}))
@@ -163,7 +187,7 @@ BAD = [
      "spec.stages[0].injectors: must be an integer, got 'ten'"),
     ({"target": {"threads": 0}}, "spec.target.threads: must be >= 1, got 0"),
     ({"target": {"workerClass": "eventlet"}},
-     "spec.target.workerClass: must be one of gthread, sync, gevent, got 'eventlet'"),
+     "spec.target.workerClass: must be one of gthread, sync, gevent, threaded, prefork, got 'eventlet'"),
     ({"target": {"podz": 3}}, "spec.target.podz: unknown field (did you mean 'pods'?)"),
     ({"target": {"app": "not an app"}}, "spec.target.app: must be module:callable, got 'not an app'"),
     ({"target": {"env": {"1BAD": "x"}}}, "spec.target.env.1BAD: key must be an environment variable name"),
@@ -214,7 +238,7 @@ BAD = [
      "spec: a stage given in users needs at most 1000 injectors: users / injectors.maxUsersPerInjector must be "
      "<= 1000"),
     ({"target": {"server": "tornado"}},
-     "spec.target.server: must be one of gunicorn, uwsgi, waitress, cheroot, granian, bjoern, meinheld, mod_wsgi, "
+     "spec.target.server: must be one of gunicorn, uwsgi, waitress, cheroot, granian, bjoern, meinheld, mod_wsgi, flup, "
      "got 'tornado'"),
     ({"target": {"threads": 2}, "matrix": {"server": ["gunicorn", "meinheld"]}},
      "spec.target.threads: meinheld (spec.matrix.server) serves one request at a time per process, so threads must "
@@ -229,9 +253,39 @@ BAD = [
      "spec.matrix.workers: waitress (spec.matrix.server) runs one process, so workers must be 1, got 1, 2; "
      "use threads or pods instead"),
     ({"target": {"server": "uwsgi", "workerClass": "gevent"}},
-     "spec.target.workerClass: a worker class is a gunicorn setting; uwsgi (spec.target.server) has none"),
+     "spec.target.workerClass: a worker class is a gunicorn or a flup setting; uwsgi (spec.target.server) has none"),
     ({"matrix": {"server": ["gunicorn", "granian"], "workerClass": ["sync", "gthread"]}},
-     "spec.matrix.workerClass: a worker class is a gunicorn setting; granian (spec.matrix.server) has none"),
+     "spec.matrix.workerClass: a worker class is a gunicorn or a flup setting; granian (spec.matrix.server) has none"),
+    ({"target": {"server": "gunicorn", "workerClass": "prefork"}},
+     "spec.target.workerClass: prefork is not a worker class of gunicorn (spec.target.server); its classes are "
+     "gthread, sync, gevent"),
+    ({"target": {"server": "flup", "workerClass": "prefork", "threads": 4, "proxy": {"server": "nginx"}}},
+     "spec.target.threads: flup's prefork class (spec.target.workerClass) serves one request at a time per "
+     "process, so threads must be 1, got 4"),
+    ({"target": {"server": "flup"}},
+     "spec.target.server: flup speaks FastCGI, which Locust does not: it needs a front proxy (spec.target.proxy: "
+     "nginx or httpd)"),
+    ({"matrix": {"server": ["gunicorn", "flup"], "proxy": ["none", "nginx"]}},
+     "spec.matrix.server: flup speaks FastCGI, which Locust does not: it needs a front proxy (spec.matrix.proxy: "
+     "nginx or httpd)"),
+    ({"matrix": {"proxy": ["none", "httpd"], "socket": ["tcp", "unix"]}},
+     "spec.matrix.socket: unix joins a proxy to the server, and spec.matrix.proxy has none: the injectors speak "
+     "TCP; list unix only where every variant has a proxy"),
+    ({"matrix": {"socket": ["tcp", "unix"]}},
+     "spec.matrix.socket: joins a proxy to the server, and no variant has one: set spec.target.proxy or "
+     "spec.matrix.proxy"),
+    ({"target": {"server": "mod_wsgi", "proxy": {"server": "nginx", "socket": "unix"}}},
+     "spec.target.proxy.socket: mod_wsgi (spec.target.server) is Apache httpd itself and listens on TCP only: "
+     "use tcp"),
+    ({"target": {"proxy": {"server": "haproxy"}}},
+     "spec.target.proxy.server: must be one of nginx, httpd, got 'haproxy'"),
+    ({"target": {"proxy": {"socket": "unix"}}}, "spec.target.proxy.server: is required"),
+    ({"target": {"command": ["srv", "--port", "{port}"], "proxy": {"server": "nginx", "socket": "unix"}}},
+     "spec.target.command: with a unix socket it must listen on {bind}, which is then unix:PATH ({host} and "
+     "{port} are empty)"),
+    ({"target": {"deployment": {"name": "web"}, "proxy": {"server": "nginx"}}, "redis": {"deploy": False}},
+     "spec.target.proxy: spec.target.deployment runs its own pods, and loadstage adds no proxy to them: put the "
+     "proxy in the Deployment"),
     ({"target": {"server": "uwsgi", "command": ["srv", "--port", "{port}"]}},
      "spec.target.server: spec.target.command replaces the server: set one of them, not both"),
     ({"target": {"command": ["srv", "--port", "{prot}"]}},

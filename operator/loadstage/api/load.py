@@ -16,6 +16,9 @@ from loadstage.api.types import (
     COMMAND_PLACEHOLDERS,
     CUSTOM_SERVER,
     DEFAULT_RUNNER_APP,
+    FASTCGI_SERVERS,
+    NO_PROXY,
+    SERVER_WORKER_CLASSES,
     SINGLE_PROCESS_SERVERS,
     SINGLE_THREAD_SERVERS,
     Experiment,
@@ -34,11 +37,17 @@ def server_problems(spec: Spec) -> list[tuple[str, str]]:
     problems = []
     class_field = "spec.matrix.workerClass" if m and m.worker_class else "spec.target.workerClass"
     server_field = "spec.matrix.server" if m and m.server else "spec.target.server"
-    if (m and m.worker_class) or t.worker_class:
-        for server in servers:
-            if server not in ("gunicorn", CUSTOM_SERVER):
-                problems.append((class_field, f"a worker class is a gunicorn setting; {server} "
-                                              f"({server_field}) has none"))
+    classes = (m and m.worker_class) or ([t.worker_class] if t.worker_class else [])
+    for server in servers if classes else ():
+        own = SERVER_WORKER_CLASSES.get(server, ())
+        if server == CUSTOM_SERVER:
+            continue
+        if not own:
+            problems.append((class_field, f"a worker class is a gunicorn or a flup setting; {server} "
+                                          f"({server_field}) has none"))
+        elif wrong := [c for c in classes if c not in own]:
+            problems.append((class_field, f"{', '.join(wrong)} is not a worker class of {server} ({server_field}); "
+                                          f"its classes are {', '.join(own)}"))
     workers = (m and m.workers) or ([t.workers] if t.workers is not None else [])
     workers_field = "spec.matrix.workers" if m and m.workers else "spec.target.workers"
     for server in servers:
@@ -52,6 +61,10 @@ def server_problems(spec: Spec) -> list[tuple[str, str]]:
             problems.append((threads_field, f"{server} ({server_field}) serves one request at a time per process, "
                                             f"so threads must be 1, got {', '.join(map(str, threads))}; use "
                                             f"workers or pods instead"))
+    problems += _proxy_problems(spec, servers, server_field)
+    if "flup" in servers and "prefork" in classes and any(n != 1 for n in threads):
+        problems.append((threads_field, f"flup's prefork class ({class_field}) serves one request at a time per "
+                                        f"process, so threads must be 1, got {', '.join(map(str, threads))}"))
     if t.command:
         for name, value in (("spec.target.server", t.server), ("spec.target.workerClass", t.worker_class),
                             ("spec.matrix.server", m and m.server),
@@ -63,6 +76,36 @@ def server_problems(spec: Spec) -> list[tuple[str, str]]:
         problems.append(("spec.redis.deploy", f"the bundled runner app ({DEFAULT_RUNNER_APP}) keeps its sessions in "
                                               f"Redis: deploy one, or give a url; deploy: false without a url is for "
                                               f"an app of your own that uses no Redis"))
+    return problems
+
+
+def _proxy_problems(spec: Spec, servers: list[str], server_field: str) -> list[tuple[str, str]]:
+    t, m = spec.target, spec.matrix
+    proxies = (m and m.proxy) or [t.proxy.server if t.proxy else NO_PROXY]
+    sockets = (m and m.socket) or [t.proxy.socket if t.proxy else "tcp"]
+    proxy_field = "spec.matrix.proxy" if m and m.proxy else "spec.target.proxy"
+    socket_field = "spec.matrix.socket" if m and m.socket else "spec.target.proxy.socket"
+    problems = []
+    unproxied = NO_PROXY in proxies
+    if m and m.socket and proxies == [NO_PROXY]:
+        problems.append((socket_field, "joins a proxy to the server, and no variant has one: set spec.target.proxy "
+                                       "or spec.matrix.proxy"))
+    elif unproxied and "unix" in sockets:
+        problems.append((socket_field, f"unix joins a proxy to the server, and {proxy_field} has {NO_PROXY}: the "
+                                       f"injectors speak TCP; list unix only where every variant has a proxy"))
+    for server in servers:
+        if server in FASTCGI_SERVERS and unproxied:
+            problems.append((server_field, f"{server} speaks FastCGI, which Locust does not: it needs a front proxy "
+                                           f"({proxy_field}: nginx or httpd)"))
+        if server == "mod_wsgi" and "unix" in sockets:
+            problems.append((socket_field, f"mod_wsgi ({server_field}) is Apache httpd itself and listens on TCP "
+                                           f"only: use tcp"))
+    if t.deployment is not None and (t.proxy or (m and m.proxy)):
+        problems.append((proxy_field, "spec.target.deployment runs its own pods, and loadstage adds no proxy to "
+                                      "them: put the proxy in the Deployment"))
+    if t.command and "unix" in sockets and not any("{bind}" in arg.replace("{{", "") for arg in t.command):
+        problems.append(("spec.target.command", "with a unix socket it must listen on {bind}, which is then "
+                                                "unix:PATH ({host} and {port} are empty)"))
     return problems
 
 

@@ -15,6 +15,11 @@ from loadstage.api.types import (
     DEFAULT_METRICS_PATH,
     DEFAULT_RUNNER_APP,
     DEPLOYMENT_MODES,
+    FASTCGI_SERVERS,
+    NO_PROXY,
+    PROXIES,
+    SERVER_WORKER_CLASSES,
+    SOCKETS,
     MAX_INJECTORS,
     MAX_REPEATS,
     MAX_SEED,
@@ -43,6 +48,7 @@ from loadstage.api.types import (
     Peer,
     PodResources,
     Probe,
+    Proxy,
     Redis,
     ResourceList,
     Resources,
@@ -65,13 +71,22 @@ _CEL_USERS_FIT = "!has({s}.users) || ({s}.users + %s - 1) / %s <= %d" % (_CEL_MA
 _CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1) * (has(self.{m}threads) ? size(self.{m}threads) : 1)"
                  " * (has(self.{m}pods) ? size(self.{m}pods) : 1) * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)"
                  " * (has(self.{m}server) ? size(self.{m}server) : 1) * (has(self.{m}cpu) ? size(self.{m}cpu) : 1)"
-                 " * (has(self.{m}memory) ? size(self.{m}memory) : 1)")
+                 " * (has(self.{m}memory) ? size(self.{m}memory) : 1) * (has(self.{m}proxy) ? size(self.{m}proxy) : 1)"
+                 " * (has(self.{m}socket) ? size(self.{m}socket) : 1)")
 
 
 _CEL_SERVERS = ("(has(self.matrix) && has(self.matrix.server) ? self.matrix.server : "
                 "[has(self.target) && has(self.target.server) ? self.target.server : 'gunicorn'])")
 _CEL_HAS_WORKER_CLASS = ("(has(self.matrix) && has(self.matrix.workerClass)) || "
                          "(has(self.target) && has(self.target.workerClass))")
+_CEL_WORKER_CLASSES = ("(has(self.matrix) && has(self.matrix.workerClass) ? self.matrix.workerClass : "
+                       "[self.target.workerClass])")
+_CEL_CLASSES_FIT = " || ".join(
+    f"({_CEL_SERVERS}.all(s, s == '{server}') && {_CEL_WORKER_CLASSES}.all(c, c in {list(classes)}))"
+    for server, classes in SERVER_WORKER_CLASSES.items())
+_CEL_HAS_PROXY = "(has(self.target) && has(self.target.proxy)) || (has(self.matrix) && has(self.matrix.proxy))"
+_CEL_PROXIES = ("(has(self.matrix) && has(self.matrix.proxy) ? self.matrix.proxy : "
+                f"[has(self.target) && has(self.target.proxy) ? self.target.proxy.server : '{NO_PROXY}'])")
 _CEL_HAS_WORKERS = "(has(self.matrix) && has(self.matrix.workers)) || (has(self.target) && has(self.target.workers))"
 _CEL_WORKERS = "(has(self.matrix) && has(self.matrix.workers) ? self.matrix.workers : [self.target.workers])"
 _CEL_HAS_THREADS = "(has(self.matrix) && has(self.matrix.threads)) || (has(self.target) && has(self.target.threads))"
@@ -165,14 +180,17 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
                default=DEFAULT_RUNNER_APP),
     "pods": Int("Number of target pods (local engine: server instances).", minimum=1, maximum=500,
                 default=1),
-    "server": Str("The WSGI server: gunicorn (the default), uwsgi, waitress, cheroot or granian. workers and "
-                  "threads map onto each server's own settings.", enum=SERVERS),
+    "server": Str("The WSGI server: gunicorn (the default), uwsgi, waitress, cheroot, granian, bjoern, meinheld, "
+                  "mod_wsgi or flup (FastCGI, behind spec.target.proxy). workers and threads map onto each "
+                  "server's own settings.", enum=SERVERS),
     "workers": Int("Worker processes per pod (gunicorn, uwsgi and granian; waitress and cheroot run one "
                    "process). Defaults to 2, or 1 for waitress and cheroot.", minimum=1, maximum=64),
     "threads": Int("Threads per worker process (gunicorn's gthread class, uwsgi's threads, granian's blocking "
                    "threads, waitress's and cheroot's thread pool). Defaults to 2; a Deployment target keeps its "
                    "own unless this is set.", minimum=1, maximum=64),
-    "workerClass": Str("Gunicorn worker class (gunicorn only); defaults to gthread.", enum=WORKER_CLASSES),
+    "workerClass": Str("Worker class: gunicorn's (gthread, the default, sync or gevent) or flup's (threaded, the "
+                       "default: workers processes of threads threads; prefork: workers processes of one request "
+                       "at a time).", enum=WORKER_CLASSES),
     "command": ListOf("Any other server: its command line, instead of server. Placeholders: "
                       + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS)
                       + " ({bind} is host:port); it must listen on {port} or {bind}. Write {{ and }} for a "
@@ -212,6 +230,17 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
         "namespace": Str("Must be the experiment's own namespace, where the operator may act; a Deployment "
                          "elsewhere is refused.", max_length=63),
     }, required=["name"]),
+    "proxy": Obj(Proxy, "A front proxy in each target pod (a sidecar; the local engine: a process beside each "
+                        "instance): the injectors reach it, and it forwards each request to the WSGI server over "
+                        "loopback TCP or a Unix socket, in HTTP (FastCGI to flup).", {
+        "server": Str("nginx or httpd (Apache), from the runner image.", enum=PROXIES),
+        "socket": Str("How the proxy reaches the WSGI server: tcp (loopback) or unix (a socket in a volume the "
+                      "two containers share).", enum=SOCKETS, default="tcp"),
+        "workers": Int("The proxy's worker processes (nginx's worker_processes, httpd's server processes of 25 "
+                       "threads each).", minimum=1, maximum=16, default=1),
+        "resources": resources("each target pod's proxy container (the local engine: a cgroup per proxy)",
+                               default={}),
+    }, required=["server"]),
     "allowFrom": ListOf("Who else may reach the target's pods (with spec.networkPolicies): its injectors and "
                         "the operator always may.", PEER, max_items=20, default=[]),
 }, rules=[Rule(lambda t: t.deployment is None or (
@@ -309,12 +338,17 @@ MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these va
                       min_items=1, max_items=20, unique=True),
     "pods": ListOf("Target pod counts.", Int("", minimum=1, maximum=500),
                    min_items=1, max_items=20, unique=True),
-    "workerClass": ListOf("Gunicorn worker classes.", Str("", enum=WORKER_CLASSES),
+    "workerClass": ListOf("Worker classes, all of gunicorn or all of flup.", Str("", enum=WORKER_CLASSES),
                           min_items=1, max_items=3, unique=True),
     "cpu": ListOf("Target CPU: each value is every target pod's CPU request and limit, so that workers per core "
                   "is one experiment.", Quantity("", "cpu", **CPU_RANGE), min_items=1, max_items=10, unique=True),
     "memory": ListOf("Target memory: each value is every target pod's memory request and limit.",
                      Quantity("", "memory", **MEMORY_RANGE), min_items=1, max_items=10, unique=True),
+    "proxy": ListOf(f"Front proxies: {NO_PROXY}, or spec.target.proxy's server; the proxy's other settings come "
+                    f"from spec.target.proxy.", Str("", enum=(NO_PROXY, *PROXIES)), min_items=1,
+                    max_items=len(PROXIES) + 1, unique=True),
+    "socket": ListOf("How the proxy reaches the WSGI server: tcp, unix.", Str("", enum=SOCKETS), min_items=1,
+                     max_items=len(SOCKETS), unique=True),
 }, rules=[Rule(lambda m: variant_count(m) <= MAX_VARIANTS,
                f"at most {MAX_VARIANTS} variants (the product of all list lengths)",
                cel=f"{_CEL_VARIANTS.format(m='')} <= {MAX_VARIANTS}")])
@@ -394,8 +428,19 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          cel="!has(self.target) || !has(self.target.deployment) || (has(self.redis) && (has(self.redis.url) || "
              "(has(self.redis.deploy) && !self.redis.deploy)))"),
     # the API server's side of server_problems()
-    Rule(None, "a worker class (spec.target.workerClass or spec.matrix.workerClass) is a gunicorn setting: "
-               "every server must be gunicorn", cel=f"!({_CEL_HAS_WORKER_CLASS}) || {_CEL_SERVERS}.all(s, s == 'gunicorn')"),
+    Rule(None, "a worker class (spec.target.workerClass or spec.matrix.workerClass) is a gunicorn or a flup setting: "
+               "every server must be gunicorn, or every one flup, and each class one of that server's",
+         cel=f"!({_CEL_HAS_WORKER_CLASS}) || {_CEL_CLASSES_FIT}"),
+    Rule(None, "flup speaks FastCGI, not HTTP: it needs a front proxy (spec.target.proxy, and no 'none' in "
+               "spec.matrix.proxy)",
+         cel=f"!{_CEL_SERVERS}.exists(s, s in {list(FASTCGI_SERVERS)}) || ({_CEL_HAS_PROXY}) && "
+             f"!{_CEL_PROXIES}.exists(p, p == '{NO_PROXY}')"),
+    Rule(None, "a unix socket (spec.target.proxy.socket or spec.matrix.socket) joins a proxy to the server: "
+               "every variant needs a proxy",
+         cel=f"!((has(self.matrix) && has(self.matrix.socket) && self.matrix.socket.exists(s, s == 'unix')) || "
+             f"(has(self.target) && has(self.target.proxy) && has(self.target.proxy.socket) && "
+             f"self.target.proxy.socket == 'unix')) || ({_CEL_HAS_PROXY}) && !{_CEL_PROXIES}.exists(p, p == "
+             f"'{NO_PROXY}')"),
     Rule(None, "waitress and cheroot run one process: workers (spec.target.workers or spec.matrix.workers) "
                "must be 1 when they are among the servers",
          cel=f"!({_CEL_HAS_WORKERS}) || !{_CEL_SERVERS}.exists(s, s in {list(SINGLE_PROCESS_SERVERS)}) || "

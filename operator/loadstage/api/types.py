@@ -13,8 +13,13 @@ from typing import Any
 
 from loadstage.api.quantities import format_duration
 
-WORKER_CLASSES = ("gthread", "sync", "gevent")
-SERVERS = ("gunicorn", "uwsgi", "waitress", "cheroot", "granian", "bjoern", "meinheld", "mod_wsgi")
+SERVER_WORKER_CLASSES = {"gunicorn": ("gthread", "sync", "gevent"), "flup": ("threaded", "prefork")}
+WORKER_CLASSES = tuple(c for classes in SERVER_WORKER_CLASSES.values() for c in classes)
+SERVERS = ("gunicorn", "uwsgi", "waitress", "cheroot", "granian", "bjoern", "meinheld", "mod_wsgi", "flup")
+FASTCGI_SERVERS = ("flup",)                         # speak FastCGI, not HTTP: only behind a proxy
+PROXIES = ("nginx", "httpd")
+NO_PROXY = "none"                                   # spec.matrix.proxy's value for a target without one
+SOCKETS = ("tcp", "unix")
 SINGLE_PROCESS_SERVERS = ("waitress", "cheroot")   # threads in one process: no worker processes
 SINGLE_THREAD_SERVERS = ("bjoern", "meinheld")     # an event loop per process, one request at a time
 DEFAULT_SERVER = "gunicorn"
@@ -177,6 +182,15 @@ class Peer:
 
 
 @dataclass(frozen=True)
+class Proxy:
+    """A front proxy in each target pod, in front of the WSGI server."""
+    server: str
+    socket: str = "tcp"        # how it reaches the WSGI server: loopback TCP, or a Unix socket
+    workers: int = 1
+    resources: Resources = NO_RESOURCES
+
+
+@dataclass(frozen=True)
 class Target:
     image: str | None
     app: str
@@ -194,11 +208,19 @@ class Target:
     resources: Resources = NO_RESOURCES
     deployment: DeploymentTarget | None = None
     allow_from: list[Peer] = field(default_factory=list)
+    proxy: Proxy | None = None
 
     @property
     def runner_app(self) -> bool:
         """The bundled runner app: it serves /readyz, /healthz and /metrics, and needs Redis."""
         return self.app == DEFAULT_RUNNER_APP and self.deployment is None
+
+    def proxy_of(self, variant: Variant) -> Proxy | None:
+        """The variant's front proxy: its server and socket (the matrix's, or spec.target.proxy's), with the
+        rest of spec.target.proxy."""
+        if variant.proxy is None:
+            return None
+        return replace(self.proxy or Proxy(variant.proxy), server=variant.proxy, socket=variant.socket)
 
     def readiness(self) -> Probe:
         """The spec's readiness probe; else the runner app's /readyz, or for any other app its port open."""
@@ -301,6 +323,8 @@ class Matrix:
     worker_class: list[str] | None
     cpu: list[str] | None = None      # each sets the target's CPU request and limit
     memory: list[str] | None = None
+    proxy: list[str] | None = None    # PROXIES, or NO_PROXY
+    socket: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -348,8 +372,10 @@ class Variant:
     pods: int
     workers: int | None        # None: a Deployment target's own, left as it is
     threads: int | None
-    worker_class: str | None   # gunicorn's; None for every other server
+    worker_class: str | None   # gunicorn's or flup's; None for every other server
     resources: Resources = NO_RESOURCES   # the target container's: the spec's, with the matrix's cpu and memory
+    proxy: str | None = None   # the front proxy's server; None: none
+    socket: str | None = None  # between the proxy and the WSGI server; None without a proxy
 
     @property
     def cpu(self) -> str | None:
@@ -362,10 +388,11 @@ class Variant:
 
     def settings(self) -> dict:
         return {"server": self.server, "pods": self.pods, "workers": self.workers, "threads": self.threads,
-                "workerClass": self.worker_class, **self.resources.limits.items()}
+                "workerClass": self.worker_class, **self.resources.limits.items(),
+                **({"proxy": self.proxy, "socket": self.socket} if self.proxy else {})}
 
     def label(self) -> str:
-        return " ".join([self.server, f"pods={self.pods}",
+        return " ".join([*([f"{self.proxy}/{self.socket}"] if self.proxy else []), self.server, f"pods={self.pods}",
                          *(f"{k}={v}" for k, v in (("workers", self.workers), ("threads", self.threads)) if v),
                          *([self.worker_class] if self.worker_class else []),
                          *(f"{k}={v}" for k, v in self.resources.limits.items().items())])
@@ -391,6 +418,8 @@ class Experiment:
             "worker_class": (m and m.worker_class) or [t.worker_class],
             "cpu": (m and m.cpu) or [None],
             "memory": (m and m.memory) or [None],
+            "proxy": (m and m.proxy) or [t.proxy.server if t.proxy else NO_PROXY],
+            "socket": (m and m.socket) or [t.proxy.socket if t.proxy else "tcp"],
         }
         variants = []
         for i, combo in enumerate(itertools.product(*axes.values())):
@@ -398,9 +427,12 @@ class Experiment:
             if t.deployment is None:   # a Deployment target keeps what it is not told
                 if v["workers"] is None:
                     v["workers"] = 1 if v["server"] in SINGLE_PROCESS_SERVERS else 2
-                v["threads"] = v["threads"] or (1 if v["server"] in SINGLE_THREAD_SERVERS else DEFAULT_THREADS)
-                if v["server"] == "gunicorn":
-                    v["worker_class"] = v["worker_class"] or "gthread"
+                if v["server"] in SERVER_WORKER_CLASSES:
+                    v["worker_class"] = v["worker_class"] or SERVER_WORKER_CLASSES[v["server"]][0]
+                one_at_a_time = v["server"] in SINGLE_THREAD_SERVERS or v["worker_class"] == "prefork"
+                v["threads"] = v["threads"] or (1 if one_at_a_time else DEFAULT_THREADS)
+            if v["proxy"] == NO_PROXY:
+                v["proxy"] = v["socket"] = None
             v["resources"] = t.resources.with_value("cpu", v.pop("cpu")).with_value("memory", v.pop("memory"))
             variants.append(Variant(index=i, **v))
         return variants
@@ -455,7 +487,7 @@ def resolve_stages(spec: Spec) -> Spec:
 
 def variant_count(m: Matrix | None) -> int:
     n = 1
-    for axis in (m.server, m.workers, m.threads, m.pods, m.worker_class, m.cpu, m.memory) if m else ():
+    for axis in (m.server, m.workers, m.threads, m.pods, m.worker_class, m.cpu, m.memory, m.proxy, m.socket) if m else ():
         n *= len(axis or [1])
     return n
 

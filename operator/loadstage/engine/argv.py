@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from loadstage.api.types import DEFAULT_RUNNER_APP, Experiment, Stage, Variant
+from loadstage.api.types import DEFAULT_RUNNER_APP, FASTCGI_SERVERS, Experiment, Proxy, Stage, Variant
 
 RUNNER_PORT = 8000
 REDIS_PORT = 6379
@@ -37,9 +37,19 @@ WAITRESS_CONNECTION_LIMIT = 10_000   # waitress stops accepting at 100 open conn
 SHARED_PORT_SERVERS = ("gunicorn", "uwsgi")  # listen on two addresses, one of them shared (SO_REUSEPORT)
 
 
+UNIX = "unix:"
+APP_PORT_BEHIND_PROXY = 8001            # where the WSGI server listens on loopback behind a front proxy
+APP_SOCKET = "app.sock"                 # its Unix socket, in the directory it shares with the proxy
+SOCKET_PERMISSIONS = "666"              # the proxy may run as another user (a local run as root)
+
+
 def _split(bind: str) -> tuple[str, str]:
     host, _, port = bind.rpartition(":")
     return host, port
+
+
+def _unix(bind: str) -> str | None:
+    return bind.removeprefix(UNIX) if bind.startswith(UNIX) else None
 
 
 def gunicorn_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
@@ -55,28 +65,33 @@ def gunicorn_command(app: str, variant: Variant, binds: list[str], reuse_port: b
 def uwsgi_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
     # --lazy-apps: every worker imports the app, as gunicorn's workers do; --die-on-term: SIGTERM
     # stops uWSGI (by default it reloads)
-    return ["uwsgi", "--master", *_each("--http-socket", binds), "--module", app,
+    return ["uwsgi", "--master", *_each("--http-socket", [_unix(b) or b for b in binds]), "--module", app,
             "--processes", str(variant.workers), "--threads", str(variant.threads), "--enable-threads",
             "--lazy-apps", "--die-on-term", "--need-app", "--disable-logging", "--listen", str(LISTEN_BACKLOG),
             "--add-header", "Connection: close",
+            *(["--chmod-socket=" + SOCKET_PERMISSIONS] if any(map(_unix, binds)) else []),
             *(["--reuse-port"] if reuse_port else [])]
 
 
 def waitress_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
-    return ["waitress-serve", *(f"--listen={b}" for b in binds), f"--threads={variant.threads}",
+    listen = [f"--unix-socket={path}" if (path := _unix(b)) else f"--listen={b}" for b in binds]
+    listen += [f"--unix-socket-perms={SOCKET_PERMISSIONS}"] if any(map(_unix, binds)) else []
+    return ["waitress-serve", *listen, f"--threads={variant.threads}",
             f"--backlog={LISTEN_BACKLOG}", f"--connection-limit={WAITRESS_CONNECTION_LIMIT}", app]
 
 
 def cheroot_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
     (bind,) = binds
-    return ["cheroot", "--bind", bind, "--threads", str(variant.threads), "--max-threads", str(variant.threads),
+    return ["cheroot", "--bind", _unix(bind) or bind, "--threads", str(variant.threads), "--max-threads", str(variant.threads),
             "--request-queue-size", str(LISTEN_BACKLOG), app]
 
 
 def granian_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
     (bind,) = binds
     host, port = _split(bind)
-    return ["granian", "--interface", "wsgi", "--host", host, "--port", port,
+    listen = ["--uds", path, "--uds-permissions", f"0o{SOCKET_PERMISSIONS}"] if (path := _unix(bind)) else \
+        ["--host", host, "--port", port]
+    return ["granian", "--interface", "wsgi", *listen,
             "--workers", str(variant.workers), "--blocking-threads", str(variant.threads),
             "--backlog", str(LISTEN_BACKLOG), app]
 
@@ -101,17 +116,20 @@ def mod_wsgi_command(app: str, variant: Variant, binds: list[str], reuse_port: b
 
 
 def prefork_command(server: str):
-    """bjoern and meinheld are libraries: loadstage's launcher (loadstage.servers.prefork) serves the app."""
+    """bjoern, meinheld and flup are libraries: loadstage's launcher (loadstage.servers.prefork) serves the app."""
     def command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
         (bind,) = binds
+        flup = ["--worker-class", variant.worker_class, "--threads", str(variant.threads)] if server == "flup" else []
         return ["loadstage-prefork", server, app, "--bind", bind, "--workers", str(variant.workers),
-                "--backlog", str(LISTEN_BACKLOG)]
+                "--backlog", str(LISTEN_BACKLOG), *flup]
     return command
 
 
 def custom_command(template: list[str], app: str, variant: Variant, binds: list[str]) -> list[str]:
     (bind,) = binds
     host, port = _split(bind)
+    if _unix(bind):
+        host = port = ""
     values = {"app": app, "host": host, "port": port, "bind": bind,
               "workers": str(variant.workers), "threads": str(variant.threads)}
     return [arg.format(**values) for arg in template]
@@ -120,7 +138,7 @@ def custom_command(template: list[str], app: str, variant: Variant, binds: list[
 SERVER_COMMANDS = {"gunicorn": gunicorn_command, "uwsgi": uwsgi_command, "waitress": waitress_command,
                    "cheroot": cheroot_command, "granian": granian_command,
                    "bjoern": prefork_command("bjoern"), "meinheld": prefork_command("meinheld"),
-                   "mod_wsgi": mod_wsgi_command}
+                   "mod_wsgi": mod_wsgi_command, "flup": prefork_command("flup")}
 
 
 def _each(option: str, values: list[str]) -> list[str]:
@@ -135,6 +153,19 @@ def runner_command(experiment: Experiment, variant: Variant, *, binds: list[str]
     if target.command:
         return custom_command(target.command, target.app, variant, binds)
     return SERVER_COMMANDS[variant.server](target.app, variant, binds, reuse_port)
+
+
+def app_bind(variant: Variant, *, port: int = APP_PORT_BEHIND_PROXY, socket_dir: str) -> str:
+    """Where the WSGI server listens behind the variant's proxy: loopback TCP, or a Unix socket in `socket_dir`."""
+    return f"{UNIX}{socket_dir}/{APP_SOCKET}" if variant.socket == "unix" else f"127.0.0.1:{port}"
+
+
+def proxy_command(variant: Variant, proxy: Proxy, *, listen: list[str], upstream: str) -> list[str]:
+    """The front proxy (loadstage.servers.proxy): it listens on `listen` and forwards to `upstream` (app_bind),
+    in FastCGI to a FastCGI server, else in HTTP."""
+    protocol = "fastcgi" if variant.server in FASTCGI_SERVERS else "http"
+    return ["loadstage-proxy", proxy.server, *_each("--listen", listen), "--upstream", upstream,
+            "--protocol", protocol, "--workers", str(proxy.workers), "--backlog", str(LISTEN_BACKLOG)]
 
 
 def runner_env(experiment: Experiment, *, redis_url: str | None, metrics_dir: str) -> dict[str, str]:

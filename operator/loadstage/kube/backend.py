@@ -104,4 +104,5 @@ class KubernetesBackend:
                                             f"from {sampling_from}: the operator resumed the stage "
                                             f"(it restarted, or lost the API server)"),
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory,
+            proxy_peak_cpu_cores=pod_metrics.proxy_peak_cpu, proxy_peak_memory_bytes=pod_metrics.proxy_peak_memory,
             lost_injectors=lost, target_pods=await target_health.pods())

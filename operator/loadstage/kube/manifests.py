@@ -34,6 +34,7 @@ TERMINATION_LOG = "/dev/termination-log"
 LOCUSTFILE_DIR = "/etc/loadstage/locustfile"
 CUSTOM_LOCUSTFILE = f"{LOCUSTFILE_DIR}/locustfile.py"
 APP_UID = 10001
+PROXY_CONTAINER = "proxy"
 REDIS_UID = 999
 REDIS_AUTH_KEY = "password"
 STAGE_DEADLINE_GRACE_SECONDS = 300
@@ -112,13 +113,14 @@ def redis_url(experiment: Experiment) -> str | None:
     return f"redis://{redis_name(experiment)}:{argv.REDIS_PORT}/0" if spec.deployed else spec.url
 
 
-def probe(spec: Probe) -> dict[str, Any]:
-    """A probe of the spec as a container takes it; a handler without a port probes the server's port."""
+def probe(spec: Probe, port: int | str = "http") -> dict[str, Any]:
+    """A probe of the spec as a container takes it; a handler without a port probes `port`: the server's
+    named port, or its number from a container that does not declare it (the server behind a proxy)."""
     handler: dict[str, Any]
     if spec.http_get is not None:
-        handler = {"httpGet": {"path": spec.http_get.path, "port": spec.http_get.port or "http"}}
+        handler = {"httpGet": {"path": spec.http_get.path, "port": spec.http_get.port or port}}
     elif spec.tcp_socket is not None:
-        handler = {"tcpSocket": {"port": spec.tcp_socket.port or "http"}}
+        handler = {"tcpSocket": {"port": spec.tcp_socket.port or port}}
     else:
         handler = {"exec": {"command": list(spec.exec.command)}}
     timing = {"initialDelaySeconds": spec.initial_delay_seconds, "periodSeconds": spec.period_seconds,
@@ -239,19 +241,35 @@ def redis_service(experiment: Experiment) -> dict[str, Any]:
                     argv.REDIS_PORT, "redis")
 
 
+SOCKET_DIR = "/run/loadstage"   # the Unix socket between the proxy and the server, in a volume they share
+
+
 def runner_deployment(experiment: Experiment, variant: Variant, defaults: Defaults,
                       owner_uid: str | None = None) -> dict[str, Any]:
+    """The target: the server, and beside it the variant's front proxy, if any, which then takes the Service's
+    port and the readiness probe (through it, to the server); the liveness probe stays on the server."""
     target = experiment.spec.target
+    proxy = target.proxy_of(variant)
     env = argv.runner_env(experiment, redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
-    args = argv.runner_command(experiment, variant, binds=[f"0.0.0.0:{argv.RUNNER_PORT}"])
+    bind = argv.app_bind(variant, socket_dir=SOCKET_DIR) if proxy else f"0.0.0.0:{argv.RUNNER_PORT}"
+    port = {"name": "http", "containerPort": argv.RUNNER_PORT, "protocol": "TCP"}
+    sockets = [{"name": "sockets", "mountPath": SOCKET_DIR}] if variant.socket == "unix" else []
+    readiness = {"readinessProbe": probe(target.readiness())}
+    liveness = target.liveness()
     container = _container(
-        "runner", target.image or defaults.runner, args, env=env,
+        "runner", target.image or defaults.runner, argv.runner_command(experiment, variant, binds=[bind]), env=env,
         secret_env=_password_env(redis_password_ref(experiment, defaults, owner_uid)),
-        ports=[{"name": "http", "containerPort": argv.RUNNER_PORT, "protocol": "TCP"}],
+        ports=None if proxy else [port], mounts=sockets,
         resources=pod_resources(experiment, variant, defaults.resources).target,
-        readinessProbe=probe(target.readiness()),
-        **({"livenessProbe": probe(liveness)} if (liveness := target.liveness()) else {}))
-    pod = _pod_spec([container], APP_UID)
+        **({} if proxy else readiness),
+        **({"livenessProbe": probe(liveness, argv.RUNNER_PORT if proxy else "http")} if liveness else {}))
+    containers = [container]
+    if proxy is not None:
+        containers.append(_container(
+            PROXY_CONTAINER, defaults.runner,
+            argv.proxy_command(variant, proxy, listen=[f"0.0.0.0:{argv.RUNNER_PORT}"], upstream=bind),
+            ports=[port], mounts=sockets, resources=proxy.resources.over(defaults.resources.target), **readiness))
+    pod = _pod_spec(containers, APP_UID, volumes=[{"name": "sockets", "emptyDir": {}}] if sockets else None)
     # the pause container is PID 1, so a server without a SIGTERM handler (waitress, cheroot) still stops on it
     pod["shareProcessNamespace"] = True
     return _deployment(runner_name(experiment), labels(experiment, "runner"), runner_selector(experiment),

@@ -1,4 +1,5 @@
-"""Peak CPU and memory of the target pods from metrics.k8s.io, where the cluster has it."""
+"""Peak CPU and memory of the target pods from metrics.k8s.io, where the cluster has it: the server's containers,
+and apart from them the front proxy's (the container named `proxy`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.utils import parse_quantity
 
 from loadstage.kube.client import call
+from loadstage.kube.manifests import PROXY_CONTAINER
 from loadstage.samplers.periodic import PeriodicTask
 
 
@@ -25,6 +27,13 @@ def metrics_interval(stage_seconds: float) -> float:
     return min(60.0, max(5.0, stage_seconds / 6))
 
 
+def _peaks(containers: list[dict], cpu: float | None, memory: int | None) -> tuple[float, int]:
+    """The containers' CPU and memory together, raised to the peaks so far."""
+    now_cpu = sum(parse_cpu(c["usage"]["cpu"]) for c in containers)
+    now_memory = sum(parse_bytes(c["usage"]["memory"]) for c in containers)
+    return max(cpu or 0.0, round(now_cpu, 3)), max(memory or 0, now_memory)
+
+
 class PodMetricsSampler:
     """Use as an async context manager around a stage. Stops sampling for good where the cluster has no
     metrics API (or the operator may not read it)."""
@@ -35,6 +44,8 @@ class PodMetricsSampler:
         self.available = True
         self.peak_cpu: float | None = None
         self.peak_memory: int | None = None
+        self.proxy_peak_cpu: float | None = None
+        self.proxy_peak_memory: int | None = None
 
     async def _sample(self) -> None:
         try:
@@ -47,12 +58,12 @@ class PodMetricsSampler:
         except (urllib3.exceptions.HTTPError, OSError):   # a sample lost: the next one may succeed
             return
         containers = [c for item in items for c in item.get("containers", [])]
-        if not containers:
-            return
-        cpu = sum(parse_cpu(c["usage"]["cpu"]) for c in containers)
-        mem = sum(parse_bytes(c["usage"]["memory"]) for c in containers)
-        self.peak_cpu = max(self.peak_cpu or 0.0, round(cpu, 3))
-        self.peak_memory = max(self.peak_memory or 0, mem)
+        server = [c for c in containers if c.get("name") != PROXY_CONTAINER]
+        proxy = [c for c in containers if c.get("name") == PROXY_CONTAINER]
+        if server:
+            self.peak_cpu, self.peak_memory = _peaks(server, self.peak_cpu, self.peak_memory)
+        if proxy:
+            self.proxy_peak_cpu, self.proxy_peak_memory = _peaks(proxy, self.proxy_peak_cpu, self.proxy_peak_memory)
 
     async def __aenter__(self) -> "PodMetricsSampler":
         await self._sample()

@@ -12,6 +12,7 @@ import json
 import subprocess
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -174,7 +175,8 @@ class LocalBackend:
         master, workers, sdir = launched.master, launched.workers, launched.directory
         summary_file, artifact_file = sdir / "summary.json", sdir / "artifact.json"
         started_at = now()
-        with RedisSampler(target.redis_url) as redis_sampler, \
+        proxies = ProcessTreeSampler([p.pid for p in target.proxies]) if target.proxies else nullcontext()
+        with RedisSampler(target.redis_url) as redis_sampler, proxies as proxy_sampler, \
                 ProcessTreeSampler([p.pid for p in target.pods], cpu_seconds=target.cpu_seconds) as resource_sampler:
             launched.start_file.touch()
             try:
@@ -209,6 +211,8 @@ class LocalBackend:
             target_processes=resource_sampler.result.processes,
             target_peak_process_rss_bytes=resource_sampler.result.peak_process_rss_bytes,
             host_cpu_per_core=resource_sampler.result.cpu_per_core,
+            proxy_peak_cpu_cores=proxy_sampler and proxy_sampler.result.peak_cpu_cores,
+            proxy_peak_memory_bytes=proxy_sampler and proxy_sampler.result.peak_memory_bytes,
             lost_injectors=lost)
 
     def _follow_stage(self, step: Step, master: Child, workers: list[Child], progress_file: Path,
@@ -226,8 +230,8 @@ class LocalBackend:
         while True:
             finished = not ongoing()   # decided before the checks, so that they see every exit
             self._check_cancel()
-            for pod in target.pods:
-                check_alive(pod)
+            for process in target.processes:
+                check_alive(process)
             # the users are stopping (the stage's time is up, or its request goal met): nothing measured
             # competes with the start, and a worker that exits 0 was told to quit by the master
             ending = time.monotonic() - start >= step.stage.duration or summary_file.exists()

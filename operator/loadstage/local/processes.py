@@ -57,15 +57,16 @@ class Supervisor:
         self.children: list[Child] = []
 
     def start(self, name: str, argv: list[str], *, log_path: Path, env: dict[str, str] | None = None,
-              cwd: Path | None = None, cgroup: PodCgroup | None = None) -> Child:
-        """Starts `argv` (inside `cgroup`, with its limits, from its first instruction on)."""
+              cwd: Path | None = None, cgroup: PodCgroup | None = None, umask: int = -1) -> Child:
+        """Starts `argv` (inside `cgroup`, with its limits, from its first instruction on); `umask`: its own,
+        where it must differ from ours."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
         join = cgroup.join_argv() if cgroup is not None else []
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
                 [*DIE_WITH_PARENT, *join, resolve_executable(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd,
-                start_new_session=True)
+                start_new_session=True, umask=umask)
         child = Child(name, argv, process, log_path, cgroup)
         self.children.append(child)
         return child

@@ -93,7 +93,12 @@ def local_problems(experiment: Experiment, cgroups_unavailable=cgroups.unavailab
                                                           "own port"))
     m = experiment.spec.matrix
     pods_field = "spec.matrix.pods" if m and m.pods else "spec.target.pods"
-    for server in dict.fromkeys(v.server for v in experiment.variants() if v.pods > 1):
+    for v in experiment.variants():
+        if v.pods > 1 and v.proxy:
+            problems.append((pods_field, f"the local engine runs one {v.proxy} per target instance on its own "
+                                         f"port, so with a proxy pods must be 1; a cluster runs any number of pods"))
+            break
+    for server in dict.fromkeys(v.server for v in experiment.variants() if v.pods > 1 and not v.proxy):
         if server not in argv.SHARED_PORT_SERVERS:
             problems.append((pods_field, f"the local engine runs {server} as one instance (it cannot listen on a "
                                          f"shared port and a port of its own), so pods must be 1; a cluster runs "
@@ -121,6 +126,11 @@ class LocalTarget:
     pods: list[Child]
     admin_urls: list[str]
     scratch: list[Path] = field(default_factory=list)   # directories outside the run's, removed at stop
+    proxies: list[Child] = field(default_factory=list)  # each pod's front proxy, where the variant has one
+
+    @property
+    def processes(self) -> list[Child]:
+        return [*self.pods, *self.proxies]
 
     @classmethod
     def start(cls, experiment: Experiment, variant: Variant, directory: Path, supervisor: Supervisor, root: Path,
@@ -141,24 +151,37 @@ class LocalTarget:
         else:
             redis_url = experiment.spec.redis.url
         shared = free_port()
-        pods, admin_ports, scratch = [], [], []
+        pods, proxies, admin_ports, scratch = [], [], [], []
+        proxy = experiment.spec.target.proxy_of(variant)
         for p in range(variant.pods):
             admin = free_port() if variant.pods > 1 else shared
             binds = [f"{LOOPBACK}:{port}" for port in dict.fromkeys([shared, admin])]
             env, own = pod_env(experiment, variant, redis_url, directory / f"pod-{p + 1}-metrics",
                                f"loadstage-{prefix}-pod-{p + 1}-")
             scratch += [own] if own else []
-            command = argv.runner_command(experiment, variant, binds=binds, reuse_port=variant.pods > 1)
+            if proxy is not None:
+                beside = _scratch_dir(f"loadstage-{prefix}-proxy-{p + 1}-")   # its socket and configuration
+                scratch.append(beside)
+                app_binds = [argv.app_bind(variant, port=free_port(), socket_dir=str(beside))]
+                proxies.append(supervisor.start(
+                    f"{proxy.server} pod {p + 1}", argv.proxy_command(variant, proxy, listen=binds,
+                                                                      upstream=app_binds[0]),
+                    log_path=directory / f"proxy-{p + 1}.log", env={"TMPDIR": str(beside)}, cwd=directory,
+                    cgroup=pod_cgroup(cgroups, f"{prefix}-proxy-{p + 1}", proxy.resources)))
+            command = argv.runner_command(experiment, variant, binds=app_binds if proxy else binds,
+                                          reuse_port=variant.pods > 1)
             pods.append(supervisor.start(f"{variant.server} pod {p + 1}", command,
                                          log_path=directory / f"pod-{p + 1}.log", env=env, cwd=root,
-                                         cgroup=pod_cgroup(cgroups, f"{prefix}-pod-{p + 1}", variant.resources)))
+                                         cgroup=pod_cgroup(cgroups, f"{prefix}-pod-{p + 1}", variant.resources),
+                                         umask=OPEN_SOCKET_UMASK if proxy and _root_socket(variant) else -1))
             admin_ports.append(admin)
         target = cls(redis_url, redis_process, shared, pods, [f"http://{LOOPBACK}:{port}" for port in admin_ports],
-                     scratch)
+                     scratch, proxies)
         deadline = time.monotonic() + experiment.spec.target.ready_timeout
         try:
-            for pod, port in zip(pods, admin_ports):
-                _wait_until_ready(pod, experiment.spec.target.readiness(), port, deadline, check_cancel)
+            for p, port in enumerate(admin_ports):
+                _wait_until_ready([pods[p], *proxies[p:p + 1]], experiment.spec.target.readiness(), port, deadline,
+                                  check_cancel)
         except BaseException:
             target.remove_scratch()
             raise
@@ -171,8 +194,8 @@ class LocalTarget:
         return sum(pod.cgroup.cpu_seconds() for pod in self.pods)
 
     def stop(self, supervisor: Supervisor) -> None:
-        for pod in self.pods:
-            supervisor.stop(pod)
+        for process in [*self.proxies, *self.pods]:
+            supervisor.stop(process)
         if self.redis_process is not None:
             supervisor.stop(self.redis_process)
         self.remove_scratch()
@@ -180,6 +203,13 @@ class LocalTarget:
     def remove_scratch(self) -> None:
         for path in self.scratch:
             shutil.rmtree(path, ignore_errors=True)
+
+
+OPEN_SOCKET_UMASK = 0o000   # cheroot leaves its Unix socket to the umask; under root the proxy's workers are nobody
+
+
+def _root_socket(variant: Variant) -> bool:
+    return variant.socket == "unix" and os.geteuid() == 0
 
 
 def pod_env(experiment: Experiment, variant: Variant, redis_url: str | None, metrics_dir: Path,
@@ -258,19 +288,22 @@ def _describe(probe: Probe, port: int) -> str:
     return f"tcp {LOOPBACK}:{probe.tcp_socket.port or port}"
 
 
-def _wait_until_ready(process: Child, probe: Probe, port: int, deadline: float,
+def _wait_until_ready(processes: list[Child], probe: Probe, port: int, deadline: float,
                       check_cancel: Callable[[], None]) -> None:
+    """`processes`: the pod's server, and its proxy (which the probe passes through), if any."""
     start = time.monotonic()
     while time.monotonic() - start < (probe.initial_delay_seconds or 0):   # the probe's initialDelaySeconds
         check_cancel()
         time.sleep(0.2)
     while True:
         check_cancel()
-        check_alive(process)
+        for process in processes:
+            check_alive(process)
         why = probe_once(probe, port)
         if why is None:
             return
         if time.monotonic() > deadline:
-            raise LocalRunError(f"{process.name} was not ready within spec.target.readyTimeout (readiness probe "
-                                f"{_describe(probe, port)}: {why}); end of {process.log_path}:\n{process.tail()}")
+            logs = "".join(f"; end of {p.log_path}:\n{p.tail()}" for p in processes)
+            raise LocalRunError(f"{processes[0].name} was not ready within spec.target.readyTimeout (readiness "
+                                f"probe {_describe(probe, port)}: {why}){logs}")
         time.sleep(0.2)

@@ -12,7 +12,7 @@ from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout
 from loadstage.results.model import RunResults, StageResult, VariantRecord
 
-SETTINGS = ["server", "pods", "workers", "threads", "workerClass"]
+SETTINGS = ["server", "pods", "workers", "threads", "workerClass", "proxy", "socket"]
 FIGURES = ["requests", "failures", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms",
            "maxMs", "p999Reliable"]
 INTERVALS = [f"{figure}{side}" for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms", "meanMs", "rps", "errorRate")
@@ -52,6 +52,7 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
         "targetServedRequests": target.served_requests, "targetRestarts": target.restarts,
         "targetUnreadySeconds": target.unready_seconds, "targetProcesses": target.processes,
         "targetPeakProcessRssBytes": target.peak_process_rss_bytes,
+        "proxyPeakCpuCores": target.proxy_peak_cpu_cores, "proxyPeakMemoryBytes": target.proxy_peak_memory_bytes,
         "hostCpuPerCorePercent": " ".join(f"{c:g}" for c in stage.host_cpu_per_core or ()) or None,
         "requestGoal": stage.request_goal, "attempts": stage.attempts,
         "injectorPeakCpuPercent": stage.injector_peak_cpu_percent, "injectorBound": stage.injector_bound,

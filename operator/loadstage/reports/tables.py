@@ -164,6 +164,8 @@ def resource_rows(run: RunResults) -> Table:
     stages = [s for v in run.variants for s in v.stages]
     processes = any(s.target.processes is not None for s in stages)
     cores = any(s.host_cpu_per_core for s in stages)
+    proxied = any(s.target.proxy_peak_cpu_cores is not None or s.target.proxy_peak_memory_bytes is not None
+                  for s in stages)
 
     def cells(variant: VariantRecord, s: StageResult) -> list[str]:
         return [flagged(str(s.injectors), [s]), count(s.users), count(s.requests), number(s.rps, ",.0f"),
@@ -171,13 +173,15 @@ def resource_rows(run: RunResults) -> Table:
                 number(mib(s.target.peak_memory_bytes), ",.0f"),
                 *([count(s.target.processes), number(mib(s.target.peak_process_rss_bytes), ",.0f")]
                   if processes else []),
+                *([number(s.target.proxy_peak_cpu_cores, ".2f"), number(mib(s.target.proxy_peak_memory_bytes), ",.0f")]
+                  if proxied else []),
                 *([" ".join(f"{c:.0f}" for c in s.host_cpu_per_core or ()) or "-"] if cores else []),
                 count(s.redis_peak_connections), *(_target_health(s) if health else [])]
     limited = any(cpu_limit_cores(v) is not None for v in run.variants)
     columns = [c.replace("(cores)", "(cores, % of limit)") if limited else c for c in RESOURCE_COLUMNS]
     at = columns.index("Redis peak")
     columns[at:at] = (["Processes", "RSS/process (MiB)"] if processes else []) + \
-        (["CPU per core (%)"] if cores else [])
+        (["Proxy CPU (cores)", "Proxy memory (MiB)"] if proxied else []) + (["CPU per core (%)"] if cores else [])
     return _per_stage(run, columns + (["Target"] if health else []), cells)
 
 

@@ -23,5 +23,7 @@ class StageMeasurement:
     target_processes: int | None = None            # the most processes one pod had at once (local)
     target_peak_process_rss_bytes: int | None = None   # the largest resident set of one process (local)
     host_cpu_per_core: tuple[float, ...] | None = None   # the machine's mean CPU per core, percent (local)
+    proxy_peak_cpu_cores: float | None = None      # the front proxies', apart from the server's figures
+    proxy_peak_memory_bytes: int | None = None
     lost_injectors: list[dict[str, Any]] = field(default_factory=list)   # {"injector", "at", "cause"}
     target_pods: tuple[TargetPodHealth, ...] | None = None   # the unsteady ones; None: not watched

@@ -95,6 +95,8 @@ class TargetFigures:
     pods: tuple[TargetPodHealth, ...] | None = None     # None: the target's health was not watched (local)
     processes: int | None = None           # the most processes one pod had at once (local)
     peak_process_rss_bytes: int | None = None   # the largest resident set of one process (local)
+    proxy_peak_cpu_cores: float | None = None   # the front proxies (spec.target.proxy), apart from the above
+    proxy_peak_memory_bytes: int | None = None
 
     @property
     def restarts(self) -> int | None:
@@ -118,13 +120,16 @@ class TargetFigures:
     def from_status(cls, d: dict[str, Any]) -> "TargetFigures":
         pods = None if "restarts" not in d else tuple(TargetPodHealth.from_status(p) for p in d.get("pods", ()))
         return cls(d.get("peakCpuCores"), d.get("peakMemoryBytes"), d.get("servedRequests"), pods,
-                   d.get("processes"), d.get("peakProcessRssBytes"))
+                   d.get("processes"), d.get("peakProcessRssBytes"), d.get("proxyPeakCpuCores"),
+                   d.get("proxyPeakMemoryBytes"))
 
     def to_status(self) -> dict[str, Any]:
         result = {"peakCpuCores": self.peak_cpu_cores, "peakMemoryBytes": self.peak_memory_bytes,
                   "servedRequests": self.served_requests}
         if self.processes is not None:
             result.update(processes=self.processes, peakProcessRssBytes=self.peak_process_rss_bytes)
+        if self.proxy_peak_cpu_cores is not None or self.proxy_peak_memory_bytes is not None:
+            result.update(proxyPeakCpuCores=self.proxy_peak_cpu_cores, proxyPeakMemoryBytes=self.proxy_peak_memory_bytes)
         if self.pods is not None:
             result.update(restarts=self.restarts, unreadySeconds=self.unready_seconds,
                           pods=[p.to_status() for p in self.pods])

@@ -57,7 +57,8 @@ def target_figures(m: StageMeasurement, served: int | None) -> TargetFigures:
     """A count the target kept across a restart is of two processes, or lost: it is left unknown."""
     restarted = any(p.interrupted for p in m.target_pods or ())
     return TargetFigures(m.target_peak_cpu_cores, m.target_peak_memory_bytes, None if restarted else served,
-                         m.target_pods, m.target_processes, m.target_peak_process_rss_bytes)
+                         m.target_pods, m.target_processes, m.target_peak_process_rss_bytes,
+                         m.proxy_peak_cpu_cores, m.proxy_peak_memory_bytes)
 
 
 def method_figures(requests: int, failures: int, mean_ms: float | None, p99_ms: float | None) -> MethodFigures:
@@ -156,7 +157,9 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
                              _sum(old.served_requests, now.served_requests),
                              None if old.pods is None and now.pods is None else (*(old.pods or ()), *(now.pods or ())),
                              _max(old.processes, now.processes),
-                             _max(old.peak_process_rss_bytes, now.peak_process_rss_bytes)),
+                             _max(old.peak_process_rss_bytes, now.peak_process_rss_bytes),
+                             _max(old.proxy_peak_cpu_cores, now.proxy_peak_cpu_cores),
+                             _max(old.proxy_peak_memory_bytes, now.proxy_peak_memory_bytes)),
         injector_peak_cpu_percent=_max(before.injector_peak_cpu_percent, new.injector_peak_cpu_percent),
         injector_bound=before.injector_bound or new.injector_bound,
         error_kinds=_max(before.error_kinds, new.error_kinds),
