@@ -126,19 +126,19 @@ def _name(arg: str) -> str:
     return arg.rsplit("/", 1)[-1]
 
 
-def run_servers(write_experiment, tmp_path, servers, target):
-    """One real 5 s stage of 20 users per server. Each served it without an error, the app's own /metrics
+def run_servers(write_experiment, tmp_path, servers, target, **matrix):
+    """One real 5 s stage of 20 users per server (and `matrix`'s other axes). Each served it without an error, the app's own /metrics
     (merged over the server's processes) saw the requests Locust sent, and one Redis pool per process held at
     most workers x threads connections, plus the sampler's. Returns what `finish` does, and the status."""
     path = write_experiment(spec_doc(
         target=target, injectors={"usersPerInjector": 20, "waitTime": {"min": "0s", "max": "20ms"}},
-        stages=[{"users": 20, "duration": "5s"}], matrix={"server": servers}))
+        stages=[{"users": 20, "duration": "5s"}], matrix={"server": servers, **matrix}))
     out_file = tmp_path / "result.json"
     code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 300)
     assert code == 0, err
     assert not alive(started)
     status = json.loads(out_file.read_text())["status"]
-    assert [v["settings"]["server"] for v in status["variants"]] == servers
+    assert list(dict.fromkeys(v["settings"]["server"] for v in status["variants"])) == servers
     for variant in status["variants"]:
         (stage,) = variant["stages"]
         settings = variant["settings"]
@@ -163,10 +163,7 @@ def test_every_server_runs_a_real_stage(write_experiment, tmp_path):
 
 def test_the_studies_other_servers_run_a_real_stage_and_a_single_threaded_one_refuses_threads(
         write_experiment, tmp_path):
-    def scratch():
-        temp = Path(tempfile.gettempdir())
-        return set(temp.glob("*mod_wsgi*")) | set(temp.glob("loadstage-v*"))
-    before = scratch()
+    before = _scratch()
     # Apache, started by root, runs mod_wsgi's app as nobody, who must be able to enter this checkout
     apache = closed_to_apache_workers() is None
     servers = ["bjoern", "meinheld", *(["mod_wsgi"] if apache else [])]
@@ -186,13 +183,49 @@ def test_the_studies_other_servers_run_a_real_stage_and_a_single_threaded_one_re
         assert len(stage["hostCpuPerCore"]) == os.cpu_count() and 0 < max(stage["hostCpuPerCore"]) <= 100
     assert "| Processes | RSS/process (MiB) | CPU per core (%) |" in out
     # mod_wsgi-express's server root and the app's metrics went under a directory of the run's, now gone
-    assert scratch() == before
+    assert _scratch() == before
     refused = write_experiment(spec_doc(target={"server": "bjoern", "threads": 4},
                                         stages=[{"users": 5, "duration": "5s"}]), name="refused.yaml")
     code, out, err, started = finish(start_cli("run", refused), 30)
     assert code == 2 and started == []
     assert ("error: spec.target.threads: bjoern (spec.target.server) serves one request at a time per process, so "
             "threads must be 1, got 4; use workers or pods instead") in err
+
+
+def _scratch() -> set[Path]:
+    temp = Path(tempfile.gettempdir())
+    return set(temp.glob("*mod_wsgi*")) | set(temp.glob("loadstage-v*"))
+
+
+def test_each_proxy_over_each_socket_serves_a_real_stage_and_flup_speaks_fastcgi_behind_it(
+        write_experiment, tmp_path):
+    before = _scratch()
+    # flup's threaded class closes a connection it has no free thread for, and either process may take all
+    # 20 users' connections: 25 threads each
+    out, started, status = run_servers(write_experiment, tmp_path, ["gunicorn", "flup"], {"threads": 25},
+                                       proxy=["nginx", "httpd"], socket=["tcp", "unix"])
+    assert [(v["settings"]["proxy"], v["settings"]["socket"]) for v in status["variants"][:4]] == [
+        ("nginx", "tcp"), ("nginx", "unix"), ("httpd", "tcp"), ("httpd", "unix")]
+    # the servers listened where their proxies forwarded: on loopback TCP or on a Unix socket only
+    binds = {(_name(argv[1]), argv[argv.index("--bind") + 1].split(":")[0]) for argv in (p.argv for p in started)
+             if {"gunicorn", "loadstage-prefork"} & set(map(_name, argv[:2])) and "--bind" in argv}
+    assert binds == {("gunicorn", "127.0.0.1"), ("gunicorn", "unix"), ("loadstage-prefork", "127.0.0.1"),
+                     ("loadstage-prefork", "unix")}, binds
+    for number in range(1, 9):
+        assert "emerg" not in (tmp_path / "w" / f"variant-{number}" / "proxy-1.log").read_text()
+    for variant in status["variants"]:
+        (stage,) = variant["stages"]
+        target = stage["target"]
+        # the server's figures leave the proxy out: its processes are the server's alone
+        assert target["proxyPeakCpuCores"] > 0 and 2 * 2**20 < target["proxyPeakMemoryBytes"], target
+        assert target["processes"] == 3, (variant["settings"], target)
+    assert "| Proxy CPU (cores) | Proxy memory (MiB) |" in out
+    assert "nginx/unix flup" in out or "proxy=nginx socket=unix" in out
+    assert _scratch() == before      # the sockets and the proxies' configurations went with their pods
+    # the prefork class: each process serves one request at a time, the rest wait in the socket's backlog
+    out, started, status = run_servers(write_experiment, tmp_path / "prefork", ["flup"],
+                                       {"workerClass": "prefork", "proxy": {"server": "nginx", "socket": "unix"}})
+    assert status["variants"][0]["settings"]["threads"] == 1
 
 
 def test_local_pods_share_a_port_only_where_the_server_can(write_experiment, tmp_path):
