@@ -37,7 +37,7 @@ from support.kube import (
     stages_done,
     wait_phase,
 )
-from support.waiting import wait_for
+from support.waiting import ROOT, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -1004,9 +1004,19 @@ INVALID = [
      "spec: Invalid value: \"object\": bjoern and meinheld serve one request at a time per process: threads"),
     (_variant(target__server="waitress"),   # the example's workers: 2
      "spec: Invalid value: \"object\": waitress and cheroot run one process: workers"),
-    (_variant(matrix={"server": ["gunicorn", "granian"], "workerClass": ["sync"]}),
+    (_variant(matrix={"server": ["uwsgi", "granian"], "workerClass": ["sync"]}),
      "spec: Invalid value: \"object\": a worker class (spec.target.workerClass or spec.matrix.workerClass) is a "
-     "gunicorn setting"),
+     "gunicorn or a flup setting"),
+    (_variant(target={"server": "flup", "proxy": {"server": "nginx"}}, matrix={"workerClass": ["sync"]}),
+     "spec: Invalid value: \"object\": a worker class (spec.target.workerClass or spec.matrix.workerClass) is a "
+     "gunicorn or a flup setting"),
+    (_variant(target__server="flup"), "spec: Invalid value: \"object\": flup speaks FastCGI, not HTTP: it needs a "
+                                      "front proxy"),
+    (_variant(matrix={"proxy": ["none", "nginx"], "socket": ["unix"]}),
+     "spec: Invalid value: \"object\": a unix socket (spec.target.proxy.socket or spec.matrix.socket) joins a proxy "
+     "to the server: every variant needs a proxy"),
+    (_variant(target__proxy={"server": "haproxy"}), "spec.target.proxy.server: Unsupported value: \"haproxy\""),
+    (_variant(matrix={"socket": ["tcp", "pipe"]}), "spec.matrix.socket[1]: Unsupported value: \"pipe\""),
     (_variant(target__command=["hypercorn", "{port}"], matrix={"server": ["uwsgi"]}),
      "spec: Invalid value: \"object\": spec.target.command replaces the server"),
     (_variant(target__resources={"limits": {"cpu": "2 cores"}}),
@@ -1032,6 +1042,15 @@ def test_invalid_resources_are_refused_by_the_api_server_naming_the_field(cluste
         result = apply(cluster, namespace, doc)
         assert result.returncode != 0, f"accepted: {doc['spec']}"
         assert expected in result.stderr, result.stderr
+
+
+def test_the_api_server_accepts_every_example_and_study(cluster, namespace):
+    """The CRD's rules refuse what they must (above) and no example: a dry run of each file on the server."""
+    files = sorted([*(ROOT / "examples").glob("*.yaml"), *(ROOT / "examples" / "studies").glob("*.yaml")])
+    assert len(files) >= 10
+    for path in files:
+        accepted = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(path))
+        assert accepted.returncode == 0, (path.name, accepted.stderr)
 
 
 def test_spec_is_immutable_once_created(cluster, namespace):

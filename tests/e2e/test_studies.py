@@ -10,6 +10,7 @@ import sys
 import pytest
 import yaml
 
+from loadstage.api.load import load_experiment_file
 from loadstage.local.target import closed_to_apache_workers
 from support.waiting import ROOT
 
@@ -37,11 +38,7 @@ def test_a_study_runs_scaled_down(path, tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     variants = json.loads((tmp_path / "r.json").read_text())["status"]["variants"]
-    matrix = spec.get("matrix", {})
-    expected = 1
-    for values in matrix.values():
-        expected *= len(values)
-    assert len(variants) == expected
+    assert len(variants) == len(load_experiment_file(small).variants()) > 1
     for variant in variants:
         (stage,) = variant["stages"]
         assert stage["requests"] > 0 and stage["failures"] == 0, (variant["settings"], stage)

@@ -70,6 +70,13 @@ def test_without_a_proxy_a_variant_has_none_and_flup_gets_its_own_defaults():
         ("threaded", 2, 2, "nginx", "tcp"), ("prefork", 2, 1, "nginx", "tcp")]
 
 
+def test_a_worker_class_axis_is_for_the_servers_that_have_classes_and_the_others_run_once():
+    e = parse_experiment(with_spec(target={"proxy": {"server": "nginx"}},
+                                   matrix={"server": ["mod_wsgi", "flup"], "workerClass": ["prefork", "threaded"]}))
+    assert [(v.index, v.server, v.worker_class, v.threads) for v in e.variants()] == [
+        (0, "mod_wsgi", None, 2), (1, "flup", "prefork", 1), (2, "flup", "threaded", 2)]
+
+
 def test_a_command_runs_any_other_server():
     e = parse_experiment(with_spec(target={"command": ["hypercorn", "--bind", "{bind}", "-w", "{workers}", "{app}",
                                                        "--literal={{x}}"], "workers": 3}))
@@ -254,8 +261,12 @@ BAD = [
      "use threads or pods instead"),
     ({"target": {"server": "uwsgi", "workerClass": "gevent"}},
      "spec.target.workerClass: a worker class is a gunicorn or a flup setting; uwsgi (spec.target.server) has none"),
-    ({"matrix": {"server": ["gunicorn", "granian"], "workerClass": ["sync", "gthread"]}},
-     "spec.matrix.workerClass: a worker class is a gunicorn or a flup setting; granian (spec.matrix.server) has none"),
+    ({"matrix": {"server": ["uwsgi", "granian"], "workerClass": ["sync", "gthread"]}},
+     "spec.matrix.workerClass: a worker class is a gunicorn or a flup setting; uwsgi, granian (spec.matrix.server) "
+     "has none"),
+    ({"matrix": {"server": ["gunicorn", "flup"], "workerClass": ["sync", "prefork"]}, "target": {"proxy": {"server": "nginx"}}},
+     "spec.matrix.workerClass: prefork is not a worker class of gunicorn (spec.matrix.server); its classes are "
+     "gthread, sync, gevent"),
     ({"target": {"server": "gunicorn", "workerClass": "prefork"}},
      "spec.target.workerClass: prefork is not a worker class of gunicorn (spec.target.server); its classes are "
      "gthread, sync, gevent"),

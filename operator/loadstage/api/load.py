@@ -38,14 +38,13 @@ def server_problems(spec: Spec) -> list[tuple[str, str]]:
     class_field = "spec.matrix.workerClass" if m and m.worker_class else "spec.target.workerClass"
     server_field = "spec.matrix.server" if m and m.server else "spec.target.server"
     classes = (m and m.worker_class) or ([t.worker_class] if t.worker_class else [])
-    for server in servers if classes else ():
-        own = SERVER_WORKER_CLASSES.get(server, ())
-        if server == CUSTOM_SERVER:
-            continue
-        if not own:
-            problems.append((class_field, f"a worker class is a gunicorn or a flup setting; {server} "
-                                          f"({server_field}) has none"))
-        elif wrong := [c for c in classes if c not in own]:
+    classed = [server for server in servers if server in SERVER_WORKER_CLASSES]
+    if classes and not classed and CUSTOM_SERVER not in servers:
+        problems.append((class_field, f"a worker class is a gunicorn or a flup setting; "
+                                      f"{', '.join(servers)} ({server_field}) has none"))
+    for server in dict.fromkeys(classed) if classes else ():
+        own = SERVER_WORKER_CLASSES[server]
+        if wrong := [c for c in classes if c not in own]:
             problems.append((class_field, f"{', '.join(wrong)} is not a worker class of {server} ({server_field}); "
                                           f"its classes are {', '.join(own)}"))
     workers = (m and m.workers) or ([t.workers] if t.workers is not None else [])

@@ -82,7 +82,8 @@ _CEL_HAS_WORKER_CLASS = ("(has(self.matrix) && has(self.matrix.workerClass)) || 
 _CEL_WORKER_CLASSES = ("(has(self.matrix) && has(self.matrix.workerClass) ? self.matrix.workerClass : "
                        "[self.target.workerClass])")
 _CEL_CLASSES_FIT = " || ".join(
-    f"({_CEL_SERVERS}.all(s, s == '{server}') && {_CEL_WORKER_CLASSES}.all(c, c in {list(classes)}))"
+    f"({_CEL_SERVERS}.exists(s, s == '{server}') && {_CEL_SERVERS}.all(s, s == '{server}' || !(s in "
+    f"{list(SERVER_WORKER_CLASSES)})) && {_CEL_WORKER_CLASSES}.all(c, c in {list(classes)}))"
     for server, classes in SERVER_WORKER_CLASSES.items())
 _CEL_HAS_PROXY = "(has(self.target) && has(self.target.proxy)) || (has(self.matrix) && has(self.matrix.proxy))"
 _CEL_PROXIES = ("(has(self.matrix) && has(self.matrix.proxy) ? self.matrix.proxy : "
@@ -338,7 +339,8 @@ MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these va
                       min_items=1, max_items=20, unique=True),
     "pods": ListOf("Target pod counts.", Int("", minimum=1, maximum=500),
                    min_items=1, max_items=20, unique=True),
-    "workerClass": ListOf("Worker classes, all of gunicorn or all of flup.", Str("", enum=WORKER_CLASSES),
+    "workerClass": ListOf("Worker classes, all of gunicorn or all of flup; a server without classes runs once.",
+                          Str("", enum=WORKER_CLASSES),
                           min_items=1, max_items=3, unique=True),
     "cpu": ListOf("Target CPU: each value is every target pod's CPU request and limit, so that workers per core "
                   "is one experiment.", Quantity("", "cpu", **CPU_RANGE), min_items=1, max_items=10, unique=True),
@@ -429,7 +431,7 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
              "(has(self.redis.deploy) && !self.redis.deploy)))"),
     # the API server's side of server_problems()
     Rule(None, "a worker class (spec.target.workerClass or spec.matrix.workerClass) is a gunicorn or a flup setting: "
-               "every server must be gunicorn, or every one flup, and each class one of that server's",
+               "the servers must include gunicorn or flup, not both, and each class must be one of its",
          cel=f"!({_CEL_HAS_WORKER_CLASS}) || {_CEL_CLASSES_FIT}"),
     Rule(None, "flup speaks FastCGI, not HTTP: it needs a front proxy (spec.target.proxy, and no 'none' in "
                "spec.matrix.proxy)",

@@ -421,9 +421,11 @@ class Experiment:
             "proxy": (m and m.proxy) or [t.proxy.server if t.proxy else NO_PROXY],
             "socket": (m and m.socket) or [t.proxy.socket if t.proxy else "tcp"],
         }
-        variants = []
-        for i, combo in enumerate(itertools.product(*axes.values())):
+        variants: list[Variant] = []
+        for combo in itertools.product(*axes.values()):
             v = dict(zip(axes, combo))
+            if v["server"] not in SERVER_WORKER_CLASSES:
+                v["worker_class"] = None      # a matrix's worker classes are for the servers that have them
             if t.deployment is None:   # a Deployment target keeps what it is not told
                 if v["workers"] is None:
                     v["workers"] = 1 if v["server"] in SINGLE_PROCESS_SERVERS else 2
@@ -434,7 +436,9 @@ class Experiment:
             if v["proxy"] == NO_PROXY:
                 v["proxy"] = v["socket"] = None
             v["resources"] = t.resources.with_value("cpu", v.pop("cpu")).with_value("memory", v.pop("memory"))
-            variants.append(Variant(index=i, **v))
+            variant = Variant(index=len(variants), **v)
+            if not any(replace(variant, index=other.index) == other for other in variants):
+                variants.append(variant)
         return variants
 
     def scaled(self, *, stage_duration: float | None = None, warmup_duration: float | None = None,
@@ -486,6 +490,7 @@ def resolve_stages(spec: Spec) -> Spec:
 
 
 def variant_count(m: Matrix | None) -> int:
+    """At most this many variants: the product of the axes (a worker class axis adds none to a server without)."""
     n = 1
     for axis in (m.server, m.workers, m.threads, m.pods, m.worker_class, m.cpu, m.memory, m.proxy, m.socket) if m else ():
         n *= len(axis or [1])
