@@ -194,6 +194,42 @@ def test_every_server_serves_a_stage_in_real_pods(node):
           f"all containers gone {time.monotonic() - deleted:.1f}s after the delete")
 
 
+def test_each_proxy_over_each_socket_serves_real_pods_from_its_own_container(node):
+    namespace = node.restricted_namespace("lx-proxies")
+    doc = experiment("proxies", pods=1, stages=((1, "8s"),), cleanup="Keep")
+    # flup's threaded class closes the connections it has no free thread for: either process may take all 10
+    doc["spec"]["target"].update(threads=10, proxy={"server": "nginx"})
+    doc["spec"]["matrix"] = {"server": ["gunicorn", "flup"], "proxy": ["nginx", "httpd"], "socket": ["tcp", "unix"]}
+    apply(node, namespace, doc)
+    waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/proxies", "--timeout=420s")
+    final = status(node, namespace, "proxies")
+    (ARTIFACTS / "proxies-status.yaml").write_text(yaml.safe_dump(final, sort_keys=False))
+    logs = node.all_logs(namespace)
+    (ARTIFACTS / "proxies-logs.txt").write_text("\n".join(f"== {k}\n{v}" for k, v in sorted(logs.items())))
+    assert waited.returncode == 0, (waited.stderr, final.get("message"))
+    seen = []
+    for variant in final["variants"]:
+        (stage,) = variant["stages"]
+        settings = variant["settings"]
+        seen.append((settings["server"], settings["proxy"], settings["socket"]))
+        assert stage["requests"] > 50 and stage["failures"] == 0, (settings, stage)
+        served = stage["target"].get("servedRequests")
+        assert served is not None and abs(served - stage["requests"]) <= 0.005 * stage["requests"], (settings, stage)
+    assert seen == [(s, p, k) for s in ("gunicorn", "flup") for p in ("nginx", "httpd") for k in ("tcp", "unix")]
+    # the last variant's pod (kept): flup over a Unix socket behind httpd, in a container of its own
+    (pod,) = node.core.list_namespaced_pod(
+        namespace, label_selector="loadstage.io/experiment=proxies,app.kubernetes.io/component=runner").items
+    assert [c.name for c in pod.spec.containers] == ["runner", "proxy"]
+    assert "httpd" in pod.spec.containers[1].args and "unix:/run/loadstage/app.sock" in pod.spec.containers[1].args
+    # metrics-server reports each container: the proxy's figures apart, where a sample fell in the stage
+    proxy_memory = [v["stages"][0]["target"].get("proxyPeakMemoryBytes") for v in final["variants"]]
+    assert any(proxy_memory) and all(m < 200 * 2**20 for m in proxy_memory if m), proxy_memory
+    assert node.kubectl("delete", "-n", namespace, "lx/proxies", "--timeout=60s").returncode == 0
+    print("\nproxies on the real node:", [(*seen[i], v["stages"][0]["requests"], v["stages"][0]["latencyMs"]["p99"],
+                                           v["stages"][0]["target"].get("proxyPeakCpuCores"))
+                                          for i, v in enumerate(final["variants"])])
+
+
 def shop(node, namespace, name, args=None):
     """A team's own Deployment of an app this project did not write (httpbin, from the example-app image):
     its own labels, probes and resources, env from a ConfigMap, and an HPA on CPU."""

@@ -8,6 +8,7 @@ import os
 from loadstage.api.quantities import parse_duration
 from loadstage.kube.manifests import Defaults
 from loadstage.reports import compare
+from loadstage.reports.pivot import FIGURES as PIVOT_FIGURES
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS, EXIT_REGRESSION = 0, 1, 2, 3, 4
 REPORT_FORMATS = ("table", "markdown", "csv", "html")
@@ -79,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="table (default), markdown (the ONS layout), csv (a row per stage and variant) or html "
                           "(one file, charts inline); with -o FILE.md/.csv/.html the suffix picks it")
     rep.add_argument("-o", "--output", help="write to this file instead of standard output")
+    rep.add_argument("--pivot", metavar="ROWS:COLUMN",
+                     help="a study's own table instead: one figure of every stage, a row per combination of the "
+                          "settings ROWS and a column per value of COLUMN (stage and users count as settings), "
+                          "e.g. proxy,server:socket")
+    rep.add_argument("--figure", choices=list(PIVOT_FIGURES), default="rps",
+                     help="the --pivot table's figure (default rps); with 3 or more repeats, their trimmed mean")
     rep.add_argument("--follow", action="store_true",
                      help="print the table again whenever a stage finishes, until the run has ended; exits "
                           f"{EXIT_OK} if it Succeeded, {EXIT_FAILED} if it Failed")

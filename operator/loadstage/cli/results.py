@@ -11,7 +11,8 @@ from typing import Any
 from loadstage.api.schema import ValidationError
 from loadstage.cli.parser import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, SUFFIX_FORMATS
 from loadstage.cli.run import replace_file
-from loadstage.reports import compare, sources
+from loadstage.reports import compare, pivot, sources
+from loadstage.reports.tables import render
 from loadstage.reports.terminal import render_status
 from loadstage.results import histograms
 from loadstage.results.model import Artifact, RunResults
@@ -61,6 +62,8 @@ def _write(text: str, output: str | None) -> None:
 
 def cmd_report(args) -> int:
     form = _report_format(args)
+    if args.pivot:
+        return _pivot(args, form)
     if args.follow:
         if form != "table" or args.output:
             raise ValidationError([("--follow", "prints the table to the terminal; write the other formats "
@@ -70,6 +73,21 @@ def cmd_report(args) -> int:
     _write(render_document(args.source, document, form, args.namespace), args.output)
     if args.output:
         print(f"{form} report written to {args.output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _pivot(args, form: str) -> int:
+    if form not in ("table", "markdown") or args.follow:
+        raise ValidationError([("--pivot", "prints one table, as text or Markdown (--format table or markdown)")])
+    rows, column = pivot.parse_pivot(args.pivot)
+    run = RunResults.from_status(sources.load_document(args.source, args.namespace)["status"])
+    title, (header, body) = pivot.pivot_table(run, rows, column, args.figure)
+    if form == "markdown":
+        text = "\n".join([f"{title}:", "", f"| {' | '.join(header)} |", f"|{'---|' * len(header)}",
+                          *(f"| {' | '.join(row)} |" for row in body)]) + "\n"
+    else:
+        text = f"{title}:\n{render(header, body, left=(header[0],))}\n"
+    _write(text, args.output)
     return EXIT_OK
 
 
