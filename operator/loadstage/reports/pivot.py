@@ -82,6 +82,9 @@ def pivot_table(run: RunResults, rows: list[str], column: str, figure: str) -> t
             trimmed = trimmed or mean is not None
             cells[row][col] = shown.shown(mean if mean is not None else shown.value(stage))
     title = f"{shown.title}{', trimmed mean of the repeats' if trimmed else ''}, by {', '.join(rows)} and {column}"
+    # grouped by the first row setting, then the next, each in the order the run met its values
+    ranks = [{v: i for i, v in enumerate(dict.fromkeys(row[at] for row in cells))} for at in range(len(rows))]
+    ordered = sorted(cells, key=lambda row: [rank[v] for rank, v in zip(ranks, row)])
     header = [", ".join(rows), *(f"{column} {_cell(c)}" for c in columns)]
-    body = [[", ".join(_cell(v) for v in row), *(cells[row].get(c, "-") for c in columns)] for row in cells]
+    body = [[", ".join(_cell(v) for v in row), *(cells[row].get(c, "-") for c in columns)] for row in ordered]
     return title, (header, body)
