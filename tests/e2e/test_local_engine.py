@@ -127,9 +127,10 @@ def _name(arg: str) -> str:
 
 
 def run_servers(write_experiment, tmp_path, servers, target, **matrix):
-    """One real 5 s stage of 20 users per server (and `matrix`'s other axes). Each served it without an error, the app's own /metrics
-    (merged over the server's processes) saw the requests Locust sent, and one Redis pool per process held at
-    most workers x threads connections, plus the sampler's. Returns what `finish` does, and the status."""
+    """One real 5 s stage of 20 users per server (and `matrix`'s other axes). Each served it without an error,
+    the app's own /metrics (merged over the server's processes) saw the requests Locust sent, and one Redis pool
+    per process held at most workers x threads connections, plus the sampler's. Returns what `finish` does, and
+    the status."""
     path = write_experiment(spec_doc(
         target=target, injectors={"usersPerInjector": 20, "waitTime": {"min": "0s", "max": "20ms"}},
         stages=[{"users": 20, "duration": "5s"}], matrix={"server": servers, **matrix}))

@@ -153,6 +153,20 @@ def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_
     assert node.kubectl("delete", "-n", namespace, "lx/real-ladder", "--timeout=60s").returncode == 0
 
 
+def run_to_success(node, namespace, doc) -> dict:
+    """Applies the experiment and waits for it to succeed; its status and every container's log go to the
+    artifacts either way."""
+    name = doc["metadata"]["name"]
+    apply(node, namespace, doc)
+    waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", f"lx/{name}", "--timeout=420s")
+    final = status(node, namespace, name)
+    (ARTIFACTS / f"{name}-status.yaml").write_text(yaml.safe_dump(final, sort_keys=False))
+    logs = node.all_logs(namespace)
+    (ARTIFACTS / f"{name}-logs.txt").write_text("\n".join(f"== {k}\n{v}" for k, v in sorted(logs.items())))
+    assert waited.returncode == 0, (waited.stderr, final.get("message"))
+    return final
+
+
 def test_every_server_serves_a_stage_in_real_pods(node):
     namespace = node.restricted_namespace("lx-servers")
     doc = yaml.safe_load((ROOT / "examples" / "servers.yaml").read_text())
@@ -161,13 +175,7 @@ def test_every_server_serves_a_stage_in_real_pods(node):
                                        "waitress"]
     del doc["spec"]["target"]["threads"]      # each server's default: 1 for bjoern and meinheld, else 2
     doc["spec"]["cleanup"] = "Keep"
-    apply(node, namespace, doc)
-    waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/servers", "--timeout=420s")
-    final = status(node, namespace, "servers")
-    (ARTIFACTS / "servers-status.yaml").write_text(yaml.safe_dump(final, sort_keys=False))
-    logs = node.all_logs(namespace)
-    (ARTIFACTS / "servers-logs.txt").write_text("\n".join(f"== {k}\n{v}" for k, v in sorted(logs.items())))
-    assert waited.returncode == 0, (waited.stderr, final.get("message"))
+    final = run_to_success(node, namespace, doc)
     servers = doc["spec"]["matrix"]["server"]
     assert [v["settings"]["server"] for v in final["variants"]] == servers
     for variant in final["variants"]:
@@ -200,13 +208,7 @@ def test_each_proxy_over_each_socket_serves_real_pods_from_its_own_container(nod
     # flup's threaded class closes the connections it has no free thread for: either process may take all 10
     doc["spec"]["target"].update(threads=10, proxy={"server": "nginx"})
     doc["spec"]["matrix"] = {"server": ["gunicorn", "flup"], "proxy": ["nginx", "httpd"], "socket": ["tcp", "unix"]}
-    apply(node, namespace, doc)
-    waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/proxies", "--timeout=420s")
-    final = status(node, namespace, "proxies")
-    (ARTIFACTS / "proxies-status.yaml").write_text(yaml.safe_dump(final, sort_keys=False))
-    logs = node.all_logs(namespace)
-    (ARTIFACTS / "proxies-logs.txt").write_text("\n".join(f"== {k}\n{v}" for k, v in sorted(logs.items())))
-    assert waited.returncode == 0, (waited.stderr, final.get("message"))
+    final = run_to_success(node, namespace, doc)
     seen = []
     for variant in final["variants"]:
         (stage,) = variant["stages"]

@@ -95,12 +95,22 @@ def test_flup_is_spoken_to_in_fastcgi_and_gets_its_worker_class_and_threads():
     assert containers(e, 1)["containers"][0]["args"][-3:] == ["prefork", "--threads", "1"]
 
 
+def proxy_args(server: str, upstream: str, protocol: str):
+    return proxy.parse([server, "--listen", "127.0.0.1:18080", "--upstream", upstream, "--protocol", protocol,
+                        "--workers", "2"])
+
+
+def assert_accepted(text: str, path, *check: str) -> None:
+    """The server's own configuration test (-t) passes on the written file."""
+    path.write_text(text)
+    checked = subprocess.run([*check, str(path)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+
+
 @pytest.mark.parametrize("protocol", proxy.PROTOCOLS)
 @pytest.mark.parametrize("upstream", ["127.0.0.1:18001", "unix:/tmp/app.sock"])
 def test_nginx_accepts_its_configuration(tmp_path, protocol, upstream):
-    args = proxy.parse(["nginx", "--listen", "127.0.0.1:18080", "--upstream", upstream, "--protocol", protocol,
-                        "--workers", "2"])
-    text = proxy.nginx_config(args, tmp_path, as_root=False)
+    text = proxy.nginx_config(proxy_args("nginx", upstream, protocol), tmp_path, as_root=False)
     assert f"server {upstream};" in text and "listen 127.0.0.1:18080 backlog=2048;" in text
     assert "worker_processes 2;" in text and "user " not in text
     if protocol == "fastcgi":
@@ -108,28 +118,19 @@ def test_nginx_accepts_its_configuration(tmp_path, protocol, upstream):
         assert "keepalive" not in text     # flup would hold a thread per kept connection
     else:
         assert "proxy_pass http://app;" in text and "keepalive 64;" in text
-    config = tmp_path / "nginx.conf"
-    config.write_text(proxy.nginx_config(args, tmp_path, as_root=False))
-    checked = subprocess.run([proxy.NGINX, "-t", "-c", str(config), "-e", "stderr"], capture_output=True,
-                             text=True)
-    assert checked.returncode == 0, checked.stderr
+    assert_accepted(text, tmp_path / "nginx.conf", proxy.NGINX, "-t", "-e", "stderr", "-c")
 
 
 @pytest.mark.parametrize("protocol", proxy.PROTOCOLS)
 @pytest.mark.parametrize("upstream", ["127.0.0.1:18001", "unix:/tmp/app.sock"])
 def test_httpd_accepts_its_configuration(tmp_path, protocol, upstream):
-    args = proxy.parse(["httpd", "--listen", "127.0.0.1:18080", "--upstream", upstream, "--protocol", protocol,
-                        "--workers", "2"])
-    text = proxy.httpd_config(args, tmp_path, as_root=True)
+    text = proxy.httpd_config(proxy_args("httpd", upstream, protocol), tmp_path, as_root=True)
     scheme = "fcgi" if protocol == "fastcgi" else "http"
     backend = f"{upstream}|{scheme}://localhost/" if upstream.startswith("unix:") else f"{scheme}://{upstream}/"
     assert f"ProxyPass / {backend} retry=0" in text
     assert "MaxRequestWorkers 50" in text and "User nobody" in text
     assert ("PATH_INFO" in text) == (protocol == "fastcgi")
-    config = tmp_path / "httpd.conf"
-    config.write_text(text)
-    checked = subprocess.run([proxy.HTTPD, "-t", "-f", str(config)], capture_output=True, text=True)
-    assert checked.returncode == 0, checked.stderr
+    assert_accepted(text, tmp_path / "httpd.conf", proxy.HTTPD, "-t", "-f")
 
 
 def test_the_proxy_command_line_is_the_one_the_local_engine_runs():

@@ -492,7 +492,8 @@ def resolve_stages(spec: Spec) -> Spec:
 def variant_count(m: Matrix | None) -> int:
     """At most this many variants: the product of the axes (a worker class axis adds none to a server without)."""
     n = 1
-    for axis in (m.server, m.workers, m.threads, m.pods, m.worker_class, m.cpu, m.memory, m.proxy, m.socket) if m else ():
+    axes = (m.server, m.workers, m.threads, m.pods, m.worker_class, m.cpu, m.memory, m.proxy, m.socket) if m else ()
+    for axis in axes:
         n *= len(axis or [1])
     return n
 

@@ -82,8 +82,8 @@ def waitress_command(app: str, variant: Variant, binds: list[str], reuse_port: b
 
 def cheroot_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
     (bind,) = binds
-    return ["cheroot", "--bind", _unix(bind) or bind, "--threads", str(variant.threads), "--max-threads", str(variant.threads),
-            "--request-queue-size", str(LISTEN_BACKLOG), app]
+    return ["cheroot", "--bind", _unix(bind) or bind, "--threads", str(variant.threads),
+            "--max-threads", str(variant.threads), "--request-queue-size", str(LISTEN_BACKLOG), app]
 
 
 def granian_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:

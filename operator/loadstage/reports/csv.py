@@ -21,7 +21,8 @@ TRIMMED = ["repeats", *(f"{figure}_trimmed" for figure in ("p50Ms", "p90Ms", "p9
                                                           "rps", "errorRate"))]   # without the highest and lowest
 TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores", "targetPeakMemoryBytes",
         "targetServedRequests", "targetRestarts", "targetUnreadySeconds", "targetProcesses",
-        "targetPeakProcessRssBytes", "hostCpuPerCorePercent", "requestGoal", "injectorPeakCpuPercent", "injectorBound",
+        "targetPeakProcessRssBytes", "proxyPeakCpuCores", "proxyPeakMemoryBytes", "hostCpuPerCorePercent",
+        "requestGoal", "injectorPeakCpuPercent", "injectorBound",
         "attempts", "passed", "violations"]
 
 

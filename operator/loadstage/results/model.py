@@ -129,7 +129,8 @@ class TargetFigures:
         if self.processes is not None:
             result.update(processes=self.processes, peakProcessRssBytes=self.peak_process_rss_bytes)
         if self.proxy_peak_cpu_cores is not None or self.proxy_peak_memory_bytes is not None:
-            result.update(proxyPeakCpuCores=self.proxy_peak_cpu_cores, proxyPeakMemoryBytes=self.proxy_peak_memory_bytes)
+            result.update(proxyPeakCpuCores=self.proxy_peak_cpu_cores,
+                          proxyPeakMemoryBytes=self.proxy_peak_memory_bytes)
         if self.pods is not None:
             result.update(restarts=self.restarts, unreadySeconds=self.unready_seconds,
                           pods=[p.to_status() for p in self.pods])

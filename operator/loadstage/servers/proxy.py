@@ -73,7 +73,8 @@ def httpd_config(args: argparse.Namespace, directory: Path, as_root: bool) -> st
     else:
         backend = f"{scheme}://{args.upstream}/"
     threads = HTTPD_THREADS_PER_PROCESS
-    lines = [f"ServerRoot {directory}", f"DefaultRuntimeDir {directory}", "ServerName localhost", f"PidFile {directory / 'httpd.pid'}",
+    lines = [f"ServerRoot {directory}", f"DefaultRuntimeDir {directory}", "ServerName localhost",
+             f"PidFile {directory / 'httpd.pid'}",
              "ErrorLog /dev/stderr", "LogLevel warn", f"Mutex file:{directory} default",
              *(f"LoadModule {m}_module {HTTPD_MODULES}/mod_{m}.so" for m in modules),
              *(f"Listen {address}" for address in args.listen), f"ListenBacklog {args.backlog}",
