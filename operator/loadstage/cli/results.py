@@ -81,12 +81,13 @@ def _pivot(args, form: str) -> int:
         raise ValidationError([("--pivot", "prints one table, as text or Markdown (--format table or markdown)")])
     rows, column = pivot.parse_pivot(args.pivot)
     run = RunResults.from_status(sources.load_document(args.source, args.namespace)["status"])
-    title, (header, body) = pivot.pivot_table(run, rows, column, args.figure)
+    title, (header, body), notes = pivot.pivot_table(run, rows, column, args.figure)
     if form == "markdown":
-        text = "\n".join([f"{title}:", "", f"| {' | '.join(header)} |", f"|{'---|' * len(header)}",
-                          *(f"| {' | '.join(row)} |" for row in body)]) + "\n"
+        table = "\n".join(["", f"| {' | '.join(header)} |", f"|{'---|' * len(header)}",
+                           *(f"| {' | '.join(row)} |" for row in body), ""])
     else:
-        text = f"{title}:\n{render(header, body, left=(header[0],))}\n"
+        table = render(header, body, left=(header[0],))
+    text = "\n".join([f"{title}:", table, *notes]) + "\n"
     _write(text, args.output)
     return EXIT_OK
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from loadstage.api.schema import ValidationError
-from loadstage.reports.tables import Table, count, format_ms, mib, number
+from loadstage.reports.tables import Table, count, flagged, footnotes, format_ms, mib, number
 from loadstage.results.model import RunResults, StageResult
 
 STAGE_KEYS = ("stage", "users", "injectors")
@@ -58,8 +58,9 @@ def _key(settings: dict, stage: StageResult, name: str):
     return settings.get(name)
 
 
-def pivot_table(run: RunResults, rows: list[str], column: str, figure: str) -> tuple[str, Table]:
-    """The title and the table; a cell that two stages would fill is refused, naming what to add."""
+def pivot_table(run: RunResults, rows: list[str], column: str, figure: str) -> tuple[str, Table, list[str]]:
+    """The title, the table and its footnotes (a figure of an injector-bound or unsteady stage is marked, as in
+    every table); a cell that two stages would fill is refused, naming what to add."""
     known = {*STAGE_KEYS, *(k for v in run.variants for k in v.settings)}
     unknown = [name for name in [*rows, column] if name not in known]
     if unknown:
@@ -80,11 +81,11 @@ def pivot_table(run: RunResults, rows: list[str], column: str, figure: str) -> t
                                                    f"to the rows")])
             mean = (stage.trimmed_mean or {}).get(shown.trimmed) if shown.trimmed else None
             trimmed = trimmed or mean is not None
-            cells[row][col] = shown.shown(mean if mean is not None else shown.value(stage))
+            cells[row][col] = flagged(shown.shown(mean if mean is not None else shown.value(stage)), [stage])
     title = f"{shown.title}{', trimmed mean of the repeats' if trimmed else ''}, by {', '.join(rows)} and {column}"
     # grouped by the first row setting, then the next, each in the order the run met its values
     ranks = [{v: i for i, v in enumerate(dict.fromkeys(row[at] for row in cells))} for at in range(len(rows))]
     ordered = sorted(cells, key=lambda row: [rank[v] for rank, v in zip(ranks, row)])
     header = [", ".join(rows), *(f"{column} {_cell(c)}" for c in columns)]
     body = [[", ".join(_cell(v) for v in row), *(cells[row].get(c, "-") for c in columns)] for row in ordered]
-    return title, (header, body)
+    return title, (header, body), footnotes([c for row in body for c in row[1:]])
