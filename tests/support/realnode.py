@@ -115,29 +115,27 @@ class RealNode(Cluster):
         return [c for c in ours if c in running]
 
 
-class StatusRecorder:
-    """Records every status a LoadExperiment goes through, from a watch."""
+class _WatchThread:
+    """A watch read on a thread of its own while the `with` block runs; `_seen` takes each event."""
 
-    def __init__(self, node: RealNode, namespace: str, name: str):
-        self.node, self.namespace, self.name = node, namespace, name
-        self.statuses: list[dict] = []
+    def __init__(self, list_call, *args, **kwargs):
+        self._stream = lambda: self._watch.stream(list_call, *args, timeout_seconds=900, **kwargs)
         self._watch = watch.Watch()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._stopped = False
 
+    def _seen(self, event: dict) -> None:
+        raise NotImplementedError
+
     def _run(self) -> None:
         try:
-            for event in self._watch.stream(self.node.custom.list_namespaced_custom_object, GROUP, VERSION,
-                                            self.namespace, PLURAL, field_selector=f"metadata.name={self.name}",
-                                            timeout_seconds=900):
-                status = event["object"].get("status")
-                if status and (not self.statuses or status != self.statuses[-1]):
-                    self.statuses.append(json.loads(json.dumps(status)))
+            for event in self._stream():
+                self._seen(event)
         except (OSError, ProtocolError):
             if not self._stopped:
                 raise
 
-    def __enter__(self) -> "StatusRecorder":
+    def __enter__(self):
         self._thread.start()
         return self
 
@@ -145,34 +143,32 @@ class StatusRecorder:
         self._stopped = True
         self._watch.stop()
 
-class FirstJob:
+
+class StatusRecorder(_WatchThread):
+    """Records every status a LoadExperiment goes through, from a watch."""
+
+    def __init__(self, node: RealNode, namespace: str, name: str):
+        super().__init__(node.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                         field_selector=f"metadata.name={name}")
+        self.statuses: list[dict] = []
+
+    def _seen(self, event: dict) -> None:
+        status = event["object"].get("status")
+        if status and (not self.statuses or status != self.statuses[-1]):
+            self.statuses.append(json.loads(json.dumps(status)))
+
+
+class FirstJob(_WatchThread):
     """When the first Job that matches a selector was created, from a watch: a Job that a cleanup removes
     moments after it was created is seen all the same."""
 
     def __init__(self, node: RealNode, namespace: str, selector: str):
-        self.node, self.namespace, self.selector = node, namespace, selector
+        super().__init__(node.batch.list_namespaced_job, namespace, label_selector=selector)
         self.created_at: float | None = None
-        self._watch = watch.Watch()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._stopped = False
 
-    def _run(self) -> None:
-        try:
-            for event in self._watch.stream(self.node.batch.list_namespaced_job, self.namespace,
-                                            label_selector=self.selector, timeout_seconds=900):
-                if self.created_at is None:
-                    self.created_at = event["object"].metadata.creation_timestamp.timestamp()
-        except (OSError, ProtocolError):
-            if not self._stopped:
-                raise
-
-    def __enter__(self) -> "FirstJob":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stopped = True
-        self._watch.stop()
+    def _seen(self, event: dict) -> None:
+        if self.created_at is None:
+            self.created_at = event["object"].metadata.creation_timestamp.timestamp()
 
 
 class LxWatch:

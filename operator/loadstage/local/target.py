@@ -93,12 +93,11 @@ def local_problems(experiment: Experiment, cgroups_unavailable=cgroups.unavailab
                                                           "own port"))
     m = experiment.spec.matrix
     pods_field = "spec.matrix.pods" if m and m.pods else "spec.target.pods"
-    for v in experiment.variants():
-        if v.pods > 1 and v.proxy:
-            problems.append((pods_field, f"the local engine runs one {v.proxy} per target instance on its own "
-                                         f"port, so with a proxy pods must be 1; a cluster runs any number of pods"))
-            break
-    for server in dict.fromkeys(v.server for v in experiment.variants() if v.pods > 1 and not v.proxy):
+    several = [v for v in experiment.variants() if v.pods > 1]
+    if proxied := next((v.proxy for v in several if v.proxy), None):
+        problems.append((pods_field, f"the local engine runs one {proxied} per target instance on its own "
+                                     f"port, so with a proxy pods must be 1; a cluster runs any number of pods"))
+    for server in dict.fromkeys(v.server for v in several if not v.proxy):
         if server not in argv.SHARED_PORT_SERVERS:
             problems.append((pods_field, f"the local engine runs {server} as one instance (it cannot listen on a "
                                          f"shared port and a port of its own), so pods must be 1; a cluster runs "
@@ -153,6 +152,7 @@ class LocalTarget:
         shared = free_port()
         pods, proxies, admin_ports, scratch = [], [], [], []
         proxy = experiment.spec.target.proxy_of(variant)
+        open_socket = variant.socket == "unix" and os.geteuid() == 0
         for p in range(variant.pods):
             admin = free_port() if variant.pods > 1 else shared
             binds = [f"{LOOPBACK}:{port}" for port in dict.fromkeys([shared, admin])]
@@ -173,7 +173,7 @@ class LocalTarget:
             pods.append(supervisor.start(f"{variant.server} pod {p + 1}", command,
                                          log_path=directory / f"pod-{p + 1}.log", env=env, cwd=root,
                                          cgroup=pod_cgroup(cgroups, f"{prefix}-pod-{p + 1}", variant.resources),
-                                         umask=OPEN_SOCKET_UMASK if proxy and _root_socket(variant) else -1))
+                                         umask=OPEN_SOCKET_UMASK if open_socket else -1))
             admin_ports.append(admin)
         target = cls(redis_url, redis_process, shared, pods, [f"http://{LOOPBACK}:{port}" for port in admin_ports],
                      scratch, proxies)
@@ -206,10 +206,6 @@ class LocalTarget:
 
 
 OPEN_SOCKET_UMASK = 0o000   # cheroot leaves its Unix socket to the umask; under root the proxy's workers are nobody
-
-
-def _root_socket(variant: Variant) -> bool:
-    return variant.socket == "unix" and os.geteuid() == 0
 
 
 def pod_env(experiment: Experiment, variant: Variant, redis_url: str | None, metrics_dir: Path,

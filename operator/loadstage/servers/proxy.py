@@ -88,7 +88,7 @@ def httpd_config(args: argparse.Namespace, directory: Path, as_root: bool) -> st
              *(['ProxyFCGISetEnvIf "true" PATH_INFO "%{REQUEST_URI}"', 'ProxyFCGISetEnvIf "true" SCRIPT_NAME ""']
                if args.protocol == "fastcgi" else []),
              f"ProxyPass / {backend} retry=0"]
-    return "\n".join(line for line in lines if line) + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def command(args: argparse.Namespace, config: Path) -> list[str]:
