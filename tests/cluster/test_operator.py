@@ -339,6 +339,7 @@ def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(c
     running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-workers", 4)
     jobs_before = {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items}
     first.kill(signal.SIGKILL)
+    restart_while_no_operator_watches(cluster, namespace)
     operator()
     wait_for(lambda: "StageResumed" in event_reasons(cluster, namespace, "cluster-ladder"))
     jobs_after = {j.metadata.name: j.metadata.uid for j in cluster.batch.list_namespaced_job(namespace).items}
@@ -355,6 +356,18 @@ def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(c
     assert variant["aggregate"]["latencyMs"]["n"] == 2 * real_stage.summary["requests"]
     assert "redisPeakCovers" not in stages[0]
     assert stages[1]["redisPeakCovers"].endswith("the operator resumed the stage (it restarted, or lost the API server)")
+    assert not stages[0]["target"].get("restarts") and stages[1]["target"]["restarts"] == 1, stages[1]["target"]
+
+
+def restart_while_no_operator_watches(cluster, namespace):
+    """Plays the kubelet: one runner container ends (OOMKilled) and is restarted now."""
+    victim = pods(cluster, namespace, "loadstage.io/role=runner,loadstage.io/experiment=cluster-ladder")[0]
+    cs = victim.status.container_statuses[0]
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    cluster.core.patch_namespaced_pod_status(victim.metadata.name, namespace, {"status": {"containerStatuses": [{
+        "name": cs.name, "image": cs.image, "imageID": "", "ready": True, "started": True,
+        "restartCount": (cs.restart_count or 0) + 1, "state": {"running": {"startedAt": at}},
+        "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": at, "finishedAt": at}}}]}})
 
 
 def test_a_standby_operator_takes_over_mid_stage_within_30s_and_records_each_stage_once(cluster, namespace,
@@ -855,6 +868,7 @@ def test_an_injector_lost_before_an_operator_restart_is_still_recorded_once(clus
     wait_for(lambda: victim in (cluster.batch.read_namespaced_job(workers, namespace).metadata.annotations or {})
              .get("loadstage.io/lost-injectors", ""))
     first.kill(signal.SIGKILL)
+    restart_while_no_operator_watches(cluster, namespace)
     operator()
     wait_for(lambda: "StageResumed" in event_reasons(cluster, namespace, "cluster-ladder"))
     play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)

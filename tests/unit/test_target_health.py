@@ -40,3 +40,20 @@ def test_a_pod_of_the_stage_deleted_or_restarted_is_on_record():
     (restarted,) = health_after([pod("a", restarts=1)], [pod("a", restarts=3, last={"reason": "OOMKilled",
                                                                                      "exitCode": 137})])
     assert restarted.restarts == 2 and restarted.causes == ("OOMKilled (exit 137)",)
+
+
+def test_a_stage_resumed_by_a_restarted_operator_keeps_the_restarts_made_while_no_operator_watched():
+    """The baseline of a resumed stage is not 'whatever the pods show now': a restart whose container ended
+    after the stage began, and every restart of a pod created since, belong to the stage."""
+    began = "2026-11-23T10:00:00Z"
+    older = pod("older", restarts=3, last={"reason": "OOMKilled", "exitCode": 137,
+                                           "finishedAt": "2026-11-23T10:01:00Z"})
+    older["metadata"]["creationTimestamp"] = "2026-11-23T09:00:00Z"
+    newer = pod("newer", restarts=2, last={"reason": "Error", "exitCode": 1, "finishedAt": "2026-11-23T10:02:00Z"})
+    newer["metadata"]["creationTimestamp"] = "2026-11-23T10:00:30Z"
+    steady = pod("steady", restarts=4, last={"reason": "Error", "exitCode": 1, "finishedAt": "2026-11-23T09:30:00Z"})
+    steady["metadata"]["creationTimestamp"] = "2026-11-23T09:00:00Z"
+    health = TargetHealth(NoEvents(), None, since=began)
+    health._observe({p["metadata"]["name"]: p for p in (older, newer, steady)})
+    found = {p.pod: p.restarts for p in asyncio.run(health.pods())}
+    assert found == {"older": 1, "newer": 2}

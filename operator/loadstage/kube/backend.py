@@ -72,6 +72,11 @@ class KubernetesBackend:
     async def saved_artifacts(self, steps: list[Step]) -> list[dict[str, Any]]:
         return await self.stored.saved_artifacts(steps)
 
+    async def _began(self, master: str) -> str | None:
+        """When a resumed stage began: its master Job's creation."""
+        job = await self.children.read("Job", master)
+        return job.metadata.creation_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ") if job else None
+
     async def run_stage(self, step: Step) -> StageMeasurement:
         c = self.context
         exp = c.experiment
@@ -85,12 +90,13 @@ class KubernetesBackend:
         c.on_event("StageStarted" if created else "StageResumed",
                    f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
         sampling_from = now()
+        began = None if created else await self._began(master)
         selector = f"{LABEL_EXPERIMENT}={exp.name},{LABEL_ROLE}=runner"
         redis_url = self.redis_sample_url if c.experiment.spec.redis.used else None
         async with AsyncRedisSampler(redis_url, password=self.redis_password) as redis_sampler, \
                 PodMetricsSampler(c.custom, c.namespace, selector,
                                   metrics_interval(step.stage.duration)) as pod_metrics, \
-                TargetHealth(c, self.pods) as target_health:
+                TargetHealth(c, self.pods, since=began) as target_health:
             pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
         await self.children.delete("PodDisruptionBudget", budget["metadata"]["name"])
         summary = parse_summary(terminated.get("message"), master)

@@ -31,11 +31,26 @@ def last_exit(pod: Pod) -> str | None:
     return None
 
 
-class TargetHealth:
-    """Follows the runner pods from `async with` to its end; `pods()` is what was seen, by pod."""
+def restarts_before(pod: Pod, since: str | None) -> int:
+    """The pod's restarts before the stage that began at `since` (None: before now). For a stage resumed
+    after the operator was away, a pod created since has none, and a container that ended since counts once:
+    the kubelet keeps only the last ending, so more restarts while nobody watched are a lower bound."""
+    count = restart_count(pod)
+    if since is None:
+        return count
+    if (pod["metadata"].get("creationTimestamp") or "") >= since:
+        return 0
+    ended_since = any(((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt", "") >= since
+                      for cs in containers(pod))
+    return count - ended_since
 
-    def __init__(self, context: ExperimentContext, pods: NamespacePods):
-        self.context, self.watch = context, pods
+
+class TargetHealth:
+    """Follows the runner pods from `async with` to its end; `pods()` is what was seen, by pod. `since` is
+    when a resumed stage began (its master Job's creation), so restarts while no operator watched count."""
+
+    def __init__(self, context: ExperimentContext, pods: NamespacePods, since: str | None = None):
+        self.context, self.watch, self.since = context, pods, since
         self._baseline: dict[str, int] | None = None    # restarts before the stage, by pod
         self._restarts: dict[str, int] = {}
         self._exits: dict[str, str] = {}
@@ -67,7 +82,7 @@ class TargetHealth:
     def _observe(self, current: dict[str, Pod]) -> None:
         at = time.monotonic()
         if self._baseline is None:
-            self._baseline = {name: restart_count(pod) for name, pod in current.items()}
+            self._baseline = {name: restarts_before(pod, self.since) for name, pod in current.items()}
             # the previous variant's pods, on their way out as the stage starts: not the stage's target
             self._outgoing = {name for name, pod in current.items() if pod["metadata"].get("deletionTimestamp")}
         current = {name: pod for name, pod in current.items() if name not in self._outgoing}
