@@ -20,6 +20,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from loadstage.api.load import parse_experiment
+from loadstage.api.quantities import parse_duration
 from loadstage.kube.children import Children
 from loadstage.kube.context import ExperimentContext
 from support.kube import (
@@ -172,9 +173,13 @@ def test_each_stage_is_a_master_job_and_a_worker_job_of_its_injectors(ladder):
 def test_kubectl_get_lx_shows_the_progress_while_running_and_the_result_at_the_end(ladder):
     for number, stage in enumerate(ladder["stages"], 1):
         assert stage["row"][1:4] in (["Running", "1/1", f"{number}/3"], ["Deploying", "1/1", "0/3"]), stage["row"]
+    # the time left at each stage's start counts down: the load to come and the set-up measured so far
+    left = [parse_duration(stage["row"][5]) for stage in ladder["stages"]]
+    assert left == sorted(left, reverse=True) and left[-1] >= 40, left
     table = ladder["table"]
-    assert table[0].split()[:8] == ["NAME", "PHASE", "VARIANT", "STAGE", "INJECTORS", "P99", "(MS)", "REDIS"]
-    assert table[1].split()[:5] == ["cluster-ladder", "Succeeded", "1/1", "3/3", "6"]
+    assert table[0].split()[:9] == ["NAME", "PHASE", "VARIANT", "STAGE", "INJECTORS", "REMAINING", "P99", "(MS)",
+                                    "REDIS"]
+    assert table[1].split()[:6] == ["cluster-ladder", "Succeeded", "1/1", "3/3", "6", "0s"]
 
 
 def test_every_stage_records_the_masters_figures_and_the_redis_peak(ladder, real_stage):

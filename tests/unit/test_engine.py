@@ -8,6 +8,7 @@ import pytest
 from locust.stats import RequestStats
 
 from loadstage.api.load import parse_experiment
+from loadstage.api.quantities import parse_duration
 from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.errors import ExperimentFailed, StageDisrupted
 from loadstage.engine.stages import STATUS_SCHEMA_VERSION, StageEngine, new_status
@@ -178,8 +179,14 @@ def test_interleaved_repeats_run_each_stage_of_every_variant_in_turn_with_a_warm
             assert repeat["aggregate"]["rps"] == pytest.approx(sum(h["rps"] for h in repeat["stages"]) / 2, abs=1e-3)
         assert variant["aggregate"]["requests"] == 400
         assert "trimmedMean" not in variant["aggregate"]   # two repeats have no highest and lowest to drop
-    progress = [w["progress"] for w in writes if w["phase"] == "Running"]
+    where = ("variant", "repeat", "stage", "injectors")
+    progress = [{k: w["progress"].get(k) for k in where} for w in writes if w["phase"] == "Running"]
     assert {"variant": "2/2", "repeat": "2/2", "stage": "1/2", "injectors": 1} in progress
+    # the time left: the load still to come in the plan (8 stages), counting down to 0 at the end
+    left = [w["progress"]["remainingSeconds"] for w in writes if w["phase"] == "Running"]
+    assert left[0] >= 8 * parse_duration(base_doc["spec"]["stages"][0]["duration"]) - 1
+    assert left == sorted(left, reverse=True) and final["progress"]["remainingSeconds"] == 0
+    assert final["progress"]["remaining"] == "0s" and final["progress"]["eta"] <= final["finishedAt"]
 
 
 def test_three_repeats_give_intervals_from_their_spread_and_the_studies_trimmed_mean(base_doc):

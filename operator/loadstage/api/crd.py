@@ -51,6 +51,11 @@ def status_schema() -> dict[str, Any]:
                 "injectors": {"type": "integer", "description": "Injectors of the current stage."},
                 "attempt": {"type": "integer", "description": "The current stage's attempt, from 2 once it was "
                                                               "disrupted and runs again."},
+                "elapsedSeconds": {"type": "integer", "description": "Seconds since the run started."},
+                "remainingSeconds": {"type": "integer", "description": "Seconds the run has left: the load to "
+                                     "come, and each step's set-up at the rate measured so far."},
+                "remaining": _string("remainingSeconds for people, e.g. 1h05m (kubectl get lx)."),
+                "eta": _string("When the run should end, as estimated at the last status write."),
                 "retries": {"type": "array", "description": "The current stage's disrupted attempts so far.",
                             "items": {"type": "object", "properties": {
                                 "attempt": {"type": "integer"}, "at": _string("When it was disrupted."),
@@ -106,6 +111,7 @@ PRINTER_COLUMNS = [
     {"name": "Stage", "type": "string", "jsonPath": ".status.progress.stage"},
     {"name": "Repeat", "type": "string", "jsonPath": ".status.progress.repeat", "priority": 1},
     {"name": "Injectors", "type": "integer", "jsonPath": ".status.progress.injectors"},
+    {"name": "Remaining", "type": "string", "jsonPath": ".status.progress.remaining"},
     {"name": "P99 (ms)", "type": "number", "jsonPath": ".status.latest.p99Ms"},
     {"name": "Redis peak", "type": "integer", "jsonPath": ".status.latest.redisPeakConnections"},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},

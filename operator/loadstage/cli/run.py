@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import shutil
@@ -66,11 +67,17 @@ class ProgressPrinter:
         self.stream, self.quiet, self.every = stream, quiet, every
         self.tty = stream.isatty()
         self.last = 0.0
+        self.eta: dt.datetime | None = None   # the engine's estimate of the run's end
+
+    def note_status(self, status: dict[str, Any]) -> None:
+        eta = (status.get("progress") or {}).get("eta")
+        self.eta = dt.datetime.fromisoformat(eta.replace("Z", "+00:00")) if eta else None
 
     def __call__(self, p: Progress) -> None:
         if self.quiet:
             return
-        line = progress_line(p.step.label(), p.elapsed, p.step.stage, p.snapshot)
+        left = (self.eta - dt.datetime.now(dt.timezone.utc)).total_seconds() if self.eta else None
+        line = progress_line(p.step.label(), p.elapsed, p.step.stage, p.snapshot, run_left=left)
         if self.tty:
             self.stream.write("\r\033[K" + line)
         elif time.monotonic() - self.last >= self.every:
@@ -140,6 +147,7 @@ def cmd_run(args) -> int:
             write_result(output, _document(experiment, current, engine.artifacts))
 
     async def on_engine_update(current: dict[str, Any]) -> None:
+        printer.note_status(current)
         on_update(current)
 
     _print_plan(experiment, sys.stderr)

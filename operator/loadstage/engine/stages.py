@@ -8,8 +8,10 @@ continues after them, so a restarted operator neither loses nor repeats a stage.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime as dt
 import random
-
+import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
@@ -17,6 +19,7 @@ from loadstage.api.types import MAX_SEED, Experiment, Variant
 from loadstage.engine.backend import Backend
 from loadstage.engine.clock import now
 from loadstage.engine.errors import ExperimentFailed, StageDisrupted
+from loadstage.engine.eta import estimate
 from loadstage.engine.steps import Step, plan, stage_step, starts_block, warmup_before
 from loadstage.results.measurement import StageMeasurement
 from loadstage.results.model import Artifact, Retry, StageResult, VariantRecord
@@ -48,6 +51,23 @@ def new_status(experiment: Experiment) -> dict[str, Any]:
 
 
 ATTEMPT_KEYS = ("attempt", "retries")
+PROGRESS_REFRESH_SECONDS = 60.0   # how often a running step's time left is rewritten (kubectl get lx)
+
+
+class RunClock:
+    """Where the run is in its plan, for the time it has left."""
+
+    def __init__(self, steps: list[Step], started_at: str):
+        self.steps, self.position, self.step_began = steps, 0, time.monotonic()
+        self.started = dt.datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+
+    def at(self, position: int) -> None:
+        self.position, self.step_began = position, time.monotonic()
+
+    def progress(self) -> dict[str, Any]:
+        moment = dt.datetime.now(dt.timezone.utc)
+        return estimate(self.steps, self.position, self.started, moment,
+                        into_step=time.monotonic() - self.step_began).to_progress(moment)
 
 
 def _with_attempts(status: dict[str, Any], progress: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +99,7 @@ class StageEngine:
         if spec.order == "Random" and "seed" not in status:
             status["seed"] = spec.seed if spec.seed is not None else random.randrange(MAX_SEED + 1)
         steps = plan(self.experiment, status.get("seed"))
+        self.clock = RunClock(steps, status["startedAt"])
         records = [VariantRecord.from_status(v) for v in status["variants"]]
         # A run picked up after a restart keeps its phase and progress while the target is re-checked:
         # the stage in flight goes on, and the status must not go backwards.
@@ -88,6 +109,7 @@ class StageEngine:
             variant, record = step.variant, records[step.variant.index]
             if record.done(step.repeat, step.number):
                 continue
+            self.clock.at(index)
             progress = self._progress(step)
             if prepared != variant:
                 if prepared is not None:
@@ -120,7 +142,9 @@ class StageEngine:
             await self.on_update(status)
         if prepared is not None:
             await self.backend.finish_variant(prepared)
-        await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now())
+        self.clock.at(len(steps))
+        await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now(),
+                        progress={**status.get("progress", {}), **self.clock.progress()})
         return status
 
     def _progress(self, step: Step) -> dict[str, Any]:
@@ -129,7 +153,7 @@ class StageEngine:
         return {"variant": f"{step.variant.index + 1}/{step.variants}",
                 **({"repeat": f"{step.repeat}/{step.repeats}"} if step.repeats > 1 else {}),
                 "stage": f"{number}/{step.stages}", **({"warmup": True} if step.warmup else {}),
-                "injectors": step.stage.injectors}
+                "injectors": step.stage.injectors, **self.clock.progress()}
 
     @staticmethod
     def _warmed_up(status: dict[str, Any], record: VariantRecord, warmup: Step) -> bool:
@@ -176,6 +200,22 @@ class StageEngine:
             record.judged, record.capacity = True, capacity(record.stages)
         return result
 
+    @contextlib.asynccontextmanager
+    async def _refreshing(self, status: dict[str, Any]):
+        """While a step runs, its time left is rewritten every PROGRESS_REFRESH_SECONDS (a backend whose calls
+        block the event loop leaves no room for it: its own progress line shows the time left)."""
+        async def refresh() -> None:
+            while True:
+                await asyncio.sleep(PROGRESS_REFRESH_SECONDS)
+                await self._set(status, progress={**status["progress"], **self.clock.progress()})
+        task = asyncio.create_task(refresh())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     async def _run_step(self, step: Step, status: dict[str, Any]) -> tuple[StageMeasurement, tuple[Retry, ...]]:
         """Runs the step, and again from scratch each time its pods are taken away, up to spec.stageRetries
         times. The attempt in flight and the retries so far are in status.progress before each attempt starts,
@@ -185,7 +225,8 @@ class StageEngine:
         step = replace(step, attempt=len(retries) + 1)
         while True:
             try:
-                return await self.backend.run_stage(step), retries
+                async with self._refreshing(status):
+                    return await self.backend.run_stage(step), retries
             except StageDisrupted as e:
                 allowed = self.experiment.spec.stage_retries
                 if step.attempt > allowed:

@@ -103,14 +103,16 @@ def render_cross_check(run: RunResults) -> list[str]:
     return lines
 
 
-def progress_line(label: str, elapsed: float, stage: Stage, snapshot: dict[str, Any]) -> str:
+def progress_line(label: str, elapsed: float, stage: Stage, snapshot: dict[str, Any],
+                  run_left: float | None = None) -> str:
     rps = snapshot.get("currentRps")
     p99 = snapshot.get("currentP99Ms")
     done = f"{snapshot.get('requests', 0):,}/{stage.requests:,} requests in {format_duration(int(elapsed))}" \
         if stage.requests else f"{format_duration(int(elapsed))}/{format_duration(stage.duration)}"
     return (f"{label}: {done}"
             f"  users {snapshot.get('users', 0)}  workers {snapshot.get('workers', 0)}"
-            f"  {rps if rps is not None else 0:.0f} req/s  p99 {format_ms(p99)} ms")
+            f"  {rps if rps is not None else 0:.0f} req/s  p99 {format_ms(p99)} ms"
+            + (f"  run left {format_duration(int(max(0.0, run_left)))}" if run_left is not None else ""))
 
 
 def render_status(run: RunResults, with_phase: bool = True) -> str:
