@@ -12,7 +12,8 @@
 - When the stage ends (or Locust quits), the master (or a standalone runner) writes the stage's headline to
   --summary-file and its artifact (every histogram, endpoint and error row, the time series) to
   --artifact-file; `-` prints the artifact as one line on stdout, for a pod's log.
-- While the stage runs the master rewrites --progress-file every second.
+- While the stage runs the master rewrites --progress-file every second (loadstage.locust.live), and once
+  more with the final counts when it ends. With --metrics-port it serves the same as Prometheus series.
 - With --target-metrics, the master reads the target's own request count (--target-counter) from every
   instance's metrics when the stage starts and when it ends (servedRequests).
 - With --stage-seconds, the master ends the stage itself: it asks every worker to stop its users
@@ -37,12 +38,15 @@ import time
 
 import gevent
 import psutil
+from gevent.pywsgi import WSGIServer
 from locust import User, events
+from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from loadstage.locust import compat, summary
+from loadstage.locust import compat, live, summary
 from loadstage.locust.request_gate import RequestGate, install
 from loadstage.locust.recorder import REPORT_KEY, WINDOW_SECONDS, WINDOW_SETTLE_SECONDS, StageRecorder
 from loadstage.locust.served_count import REQUEST_METRIC, scrape_served_requests, served_between
+from loadstage.results import live_series
 from loadstage.results.artifact import artifact_line, encode
 
 CPU_SAMPLE_SECONDS = 2.0
@@ -69,6 +73,9 @@ def _add_options(parser):
     option("--stage-requests", "end the stage once this many requests in all have completed (0: by time)",
            type=int, default=0)
     option("--keep-alive", "1: reuse connections; 0: a new connection for every request", type=int, default=1)
+    option("--metrics-port", "serve the stage's live Prometheus series on this port (0: none)", type=int, default=0)
+    option("--metrics-address", "the address --metrics-port listens on", default="127.0.0.1")
+    option("--metrics-labels", "the labels of every series, as a JSON object", default="")
     option("--injector-bound-percent", "injector CPU above which the stage measured its injectors", type=float,
            default=summary.INJECTOR_BOUND_PERCENT)
 
@@ -112,19 +119,28 @@ def _write_atomically(path, payload: bytes):
 
 
 def _report_progress(environment, path):
-    while True:
+    while not getattr(environment, "loadstage_written", False):
         gevent.sleep(1)
-        total = environment.stats.total
-        runner = environment.runner
-        progress = {
-            "users": runner.user_count,
-            "workers": compat.connected_workers(runner),
-            "requests": total.num_requests,
-            "failures": total.num_failures,
-            "currentRps": round(total.current_rps or 0.0, 1),
-            "currentP99Ms": total.get_current_response_time_percentile(0.99),
-        }
-        _write_atomically(path, json.dumps(progress).encode())
+        if not getattr(environment, "loadstage_written", False):
+            _write_atomically(path, json.dumps(live.snapshot(environment)).encode())
+
+
+class _LiveCollector:
+    """The stage's series, as Prometheus scrapes them from the master."""
+
+    def __init__(self, environment, labels):
+        self.environment, self.labels = environment, labels
+
+    def collect(self):
+        snapshot = getattr(self.environment, "loadstage_final", None) or live.snapshot(self.environment)
+        return live_series.stage_families([(snapshot, self.labels, True)])
+
+
+def _serve_metrics(environment, options):
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_LiveCollector(environment, json.loads(options.metrics_labels or "{}")))
+    server = WSGIServer((options.metrics_address, options.metrics_port), make_wsgi_app(registry), log=None)
+    gevent.spawn(server.serve_forever)
 
 
 CPU_LAST_SAMPLE_SECONDS = 0.25   # the shortest tail of a stage worth a reading of its own
@@ -192,6 +208,8 @@ def _on_init(environment, **_kwargs):
         environment.runner.register_message(DONE, _worker_done)
     if options.progress_file:
         gevent.spawn(_report_progress, environment, options.progress_file)
+    if options.metrics_port and not compat.is_worker(environment.runner):
+        _serve_metrics(environment, options)
     if options.start_file:
         _wait_for_start_file(environment, options.start_file)   # before Locust waits for its workers and starts
 
@@ -271,6 +289,7 @@ def _on_test_start(environment, **_kwargs):
                        index=compat.worker_index(environment.runner), keep_alive=bool(options.keep_alive))
     if compat.is_worker(environment.runner):
         return
+    environment.loadstage_started = time.time()
     if options.target_metrics:
         # fired before any user is dispatched: nothing of this stage has reached the target yet
         environment.loadstage_served_before = scrape_served_requests(_target_metrics(options),
@@ -308,6 +327,10 @@ def _write_results(environment):
     if not compat.is_master(environment.runner):
         recorder.keep_unsent()
     recorder.close_windows()
+    # the final counts, for a last read of the progress file and a last scrape before the master quits
+    environment.loadstage_final = live.snapshot(environment)
+    if options.progress_file:
+        _write_atomically(options.progress_file, json.dumps(environment.loadstage_final).encode())
     workers = compat.workers_seen(environment.runner)
     headline, artifact = summary.build(environment.stats, recorder, injectors=workers, served_requests=served,
                                        bound_percent=options.injector_bound_percent)

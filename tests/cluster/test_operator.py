@@ -12,12 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 
 import pytest
 import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from loadstage.api.load import parse_experiment
 from loadstage.api.quantities import parse_duration
@@ -57,8 +59,9 @@ def ladder(cluster, real_stage, tmp_path_factory):
     supervisor = Supervisor()
     sampler = free_port()
     start_redis(supervisor, work, sampler)
+    metrics_port = free_port()
     op = OperatorProcess(cluster.kubeconfig, ["-n", namespace], f"redis://127.0.0.1:{sampler}/0",
-                         work / "operator.log", free_port())
+                         work / "operator.log", free_port(), extra=("--metrics-port", str(metrics_port)))
     kube_env = {**os.environ, "KUBECONFIG": cluster.kubeconfig}
     seen = {"namespace": namespace, "work": work, "stages": [], "env": kube_env}
     try:
@@ -87,6 +90,8 @@ def ladder(cluster, real_stage, tmp_path_factory):
                 "run": run, "injectors": injectors, "master": master, "workers": workers,
                 "master_service_port": services_port(cluster, namespace, f"cluster-ladder-{run}-master"),
                 "row": cluster.kubectl("get", "lx", "-n", namespace, "--no-headers").stdout.split()})
+            if number == 2:
+                seen["operator_metrics"] = wait_for(lambda: live_samples(metrics_port, stage="2"))
             if number == 1:
                 running_pods_of_job(cluster, namespace, workers.metadata.name, injectors)
                 seen["pods"] = {p.metadata.name: p.metadata.labels for p in cluster.core.list_namespaced_pod(namespace).items}
@@ -108,6 +113,25 @@ def ladder(cluster, real_stage, tmp_path_factory):
         op.kill(signal.SIGTERM)
         supervisor.stop_all()
         cluster.core.delete_namespace(namespace)
+
+
+def live_samples(port: int, stage: str) -> dict | None:
+    """The operator's live series, once the given stage's samples are in."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    found = {s.name: s for f in text_string_to_metric_families(text) for s in f.samples
+             if s.name.startswith("loadstage_experiment") or s.labels.get("stage") == stage}
+    return found if "loadstage_redis_connections" in found else None
+
+
+def test_the_operator_serves_each_runs_place_time_left_and_the_running_stages_samples(ladder):
+    found = ladder["operator_metrics"]
+    assert found["loadstage_experiment_info"].labels == {
+        "namespace": ladder["namespace"], "experiment": "cluster-ladder", "phase": "Running", "variant": "1/1",
+        "repeat": "", "stage": "2/3"}
+    assert 45 <= found["loadstage_experiment_remaining_seconds"].value <= 2 * 45 + 30
+    redis = found["loadstage_redis_connections"]
+    assert redis.labels["settings"] == "gunicorn pods=2 workers=2 threads=2 gthread" and redis.value >= 0
+    assert "loadstage_target_cpu_cores" not in found    # kwok has no metrics-server: nothing sampled, nothing shown
 
 
 def test_the_runner_is_owned_runs_the_servers_command_line_and_is_locked_down(ladder):

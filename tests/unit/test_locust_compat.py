@@ -41,6 +41,9 @@ def test_a_master_and_a_worker_expose_what_the_extension_uses():
         assert 0 < compat.REPORT_INTERVAL_SECONDS <= 5
         compat.report_now(worker)
         wait_for(lambda: (gevent.sleep(0.05), worker.client_id in reports)[1], timeout=5)
+        cpu = compat.worker_cpu_percent(master)
+        assert list(cpu) == [worker.client_id] and 0 <= cpu[worker.client_id] <= 100
+        assert compat.worker_cpu_percent(worker) == {}
     finally:
         worker.quit()
         master.quit()

@@ -1,6 +1,7 @@
 """Child manifests, the CRD and conditions: pure functions, no cluster."""
 
 import copy
+import dataclasses
 import json
 from dataclasses import replace
 
@@ -260,8 +261,13 @@ def test_stage_jobs_and_master_service():
     assert mc["args"] == commands.locust_master_command(
         e, e.spec.stages[0], host="http://demo-runner:8000", summary_file="/dev/termination-log",
         artifact_file="-", target_metrics=["http://10.244.0.7:8000/metrics", "http://10.244.0.8:8000/metrics"],
-        workers_wait=420)
+        workers_wait=420, metrics_address="0.0.0.0", metrics_labels={
+            "experiment": "demo", "namespace": "", "variant": "1", "settings": v.label(), "repeat": "1",
+            "stage": "1"})
     assert mc["args"][mc["args"].index("--expect-workers-max-wait") + 1] == "420"
+    # the live series, on a named port that a PodMonitor scrapes
+    assert mc["args"][mc["args"].index("--metrics-port") + 1] == "9646"
+    assert {"name": "metrics", "containerPort": 9646, "protocol": "TCP"} in mc["ports"]
     assert mc["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert service["spec"]["selector"].items() <= master["spec"]["template"]["metadata"]["labels"].items()
     assert service["spec"]["ports"][0]["port"] == 5557
@@ -404,13 +410,26 @@ def test_an_allow_from_peer_must_say_whom_and_an_ip_block_stands_alone():
 
 
 def test_the_operators_peer_comes_from_the_chart_as_json_and_bad_json_names_the_option():
-    from loadstage.cli.operator import operator_peer
-    assert operator_peer(json.dumps(OPERATOR_PEER)) == OPERATOR_PEER and operator_peer(None) is None
+    from loadstage.cli.operator import network_peer
+    assert network_peer("--operator-peer", json.dumps(OPERATOR_PEER)) == OPERATOR_PEER
+    assert network_peer("--operator-peer", None) is None
     for bad, said in (("{", "must be JSON"), ('{"ipBlock": {}}', "must be a NetworkPolicy peer")):
         with pytest.raises(ValidationError) as refused:
-            operator_peer(bad)
+            network_peer("--monitoring-peer", bad)
         ((where, message),) = refused.value.problems
-        assert where == "--operator-peer" and message.startswith(said)
+        assert where == "--monitoring-peer" and message.startswith(said)
+
+
+def test_only_the_monitoring_peer_may_scrape_a_masters_live_series_and_nobody_without_one():
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    e = experiment()
+    alone = next(p for p in manifests.network_policies(e, DEFAULTS, 8000) if p["metadata"]["name"] == "demo-locust-master")
+    assert [rule["ports"][0]["port"] for rule in alone["spec"]["ingress"]] == [5557]
+    scraped = next(p for p in manifests.network_policies(e, dataclasses.replace(DEFAULTS, monitoring_peer=monitoring),
+                                                         8000) if p["metadata"]["name"] == "demo-locust-master")
+    workers, scrapers = scraped["spec"]["ingress"]
+    assert workers == alone["spec"]["ingress"][0]
+    assert scrapers == {"from": [monitoring], "ports": [{"protocol": "TCP", "port": 9646}]}
 
 
 @pytest.mark.parametrize("variants,stages,repeats", [(100, 5, 1), (100, 1, 5), (10, 5, 10), (1, 50, 10), (10, 25, 2)])

@@ -42,7 +42,8 @@ def cmd_operator(args) -> int:
         DEFAULT_POD_RESOURCES   # refused with the value's path (e.g. experimentResources.target.limits.cpu)
     config = handlers.OperatorConfig(
         defaults=Defaults(runner=args.runner_image, injector=args.injector_image, redis=args.redis_image,
-                          resources=resources, operator_peer=operator_peer(args.operator_peer),
+                          resources=resources, operator_peer=network_peer("--operator-peer", args.operator_peer),
+                          monitoring_peer=network_peer("--monitoring-peer", args.monitoring_peer),
                           redis_key=operator_key(os.environ.get(KEY_ENV))),
         namespaces=tuple(args.namespaces or ()), redis_sample_url=args.redis_sample_url,
         metrics_port=args.metrics_port or None, listen_address=args.listen_address)
@@ -57,16 +58,16 @@ def cmd_operator(args) -> int:
     return EXIT_OK
 
 
-def operator_peer(text: str | None) -> dict | None:
+def network_peer(option: str, text: str | None) -> dict | None:
     if not text:
         return None
     try:
         peer = json.loads(text)
     except ValueError as e:
-        raise ValidationError([("--operator-peer", f"must be JSON: {e}")]) from None
+        raise ValidationError([(option, f"must be JSON: {e}")]) from None
     if not isinstance(peer, dict) or not peer.keys() <= {"namespaceSelector", "podSelector"} or not peer:
-        raise ValidationError([("--operator-peer", "must be a NetworkPolicy peer: an object with namespaceSelector "
-                                                   "and/or podSelector")])
+        raise ValidationError([(option, "must be a NetworkPolicy peer: an object with namespaceSelector "
+                                        "and/or podSelector")])
     return peer
 
 

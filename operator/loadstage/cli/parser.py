@@ -18,6 +18,12 @@ DEFAULT_IMAGES = Defaults(runner="loadstage/runner-app:0.1.0", injector="loadsta
                         redis="redis:7.2-alpine")
 
 
+def _port_arg(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text!r}")
+    return int(text)
+
+
 def _duration_arg(text: str) -> float:
     try:
         return parse_duration(text)
@@ -68,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fail-on-threshold", action="store_true",
                      help=f"exit {EXIT_THRESHOLDS} if any stage failed a threshold")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    run.add_argument("--metrics-port", type=_port_arg, metavar="PORT",
+                     help="serve the run's live Prometheus series on 127.0.0.1:PORT while it runs (docs/live.md)")
+    run.add_argument("--metrics-hold", type=_duration_arg, metavar="DURATION", default=0.0,
+                     help="with --metrics-port, keep serving the final series this long after the run, for a "
+                          "last scrape (e.g. 30s)")
 
     validate = sub.add_parser("validate", help="check an experiment file and show its plan")
     validate.add_argument("file")
@@ -134,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--operator-peer", default=os.environ.get("LOADSTAGE_OPERATOR_PEER"), metavar="JSON",
                     help="the operator's own pods as a NetworkPolicy peer ({namespaceSelector, podSelector}; the "
                          "chart sets it), allowed into each experiment's Redis and target")
+    op.add_argument("--monitoring-peer", default=os.environ.get("LOADSTAGE_MONITORING_PEER"), metavar="JSON",
+                    help="who may scrape the Locust masters' live series, as a NetworkPolicy peer (the chart's "
+                         "metrics.serviceMonitor.namespace); without it, nobody may")
     op.add_argument("--redis-sample-url", default=os.environ.get("LOADSTAGE_REDIS_SAMPLE_URL"),
                     help="sample Redis connections at this URL instead of the experiment's Redis Service "
                          "(for an operator outside the cluster, e.g. through kubectl port-forward)")

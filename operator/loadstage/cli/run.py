@@ -29,6 +29,8 @@ from loadstage.engine.errors import Cancelled, ExperimentFailed
 from loadstage.engine.stages import StageEngine, new_status
 from loadstage.engine.steps import plan, starts_block
 from loadstage.local.backend import LocalBackend, Progress
+from loadstage.local.live_metrics import LocalSeries
+from loadstage.local.live_metrics import serve as serve_metrics
 from loadstage.local.target import local_problems
 from loadstage.reports.terminal import progress_line, render_status
 from loadstage.results.model import RunResults
@@ -148,11 +150,26 @@ def cmd_run(args) -> int:
 
     async def on_engine_update(current: dict[str, Any]) -> None:
         printer.note_status(current)
+        series.note_status(current)
         on_update(current)
 
     _print_plan(experiment, sys.stderr)
     printer.say(f"logs: {workdir}")
-    backend = LocalBackend(experiment, workdir, on_progress=printer, cancel=cancel)
+    series = LocalSeries(experiment)
+    server = None
+    if args.metrics_port:
+        try:
+            server = serve_metrics(series, args.metrics_port)
+        except OSError as e:
+            raise ValidationError([("--metrics-port", f"cannot listen on 127.0.0.1:{args.metrics_port}: "
+                                                      f"{e.strerror}")]) from None
+        printer.say(f"live series: http://127.0.0.1:{args.metrics_port}/metrics")
+
+    def on_progress(progress: Progress) -> None:
+        series.note_progress(progress)
+        printer(progress)
+
+    backend = LocalBackend(experiment, workdir, on_progress=on_progress, cancel=cancel)
     engine = StageEngine(experiment, BlockingBackend(backend), on_update=on_engine_update)
     code = EXIT_OK
     try:
@@ -170,6 +187,10 @@ def cmd_run(args) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
     on_update(status)
+    series.note_status(status)
+    if server is not None:
+        time.sleep(args.metrics_hold)
+        server.shutdown()
     printer.say("")
     run = RunResults.from_status(status)
     sys.stdout.write(render_status(run, with_phase=False))

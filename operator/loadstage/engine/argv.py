@@ -5,6 +5,7 @@ root locally, the image's WORKDIR in a container."""
 
 from __future__ import annotations
 
+import json
 import math
 
 from loadstage.api.types import DEFAULT_RUNNER_APP, FASTCGI_SERVERS, Experiment, Proxy, Stage, Variant
@@ -12,6 +13,7 @@ from loadstage.api.types import DEFAULT_RUNNER_APP, FASTCGI_SERVERS, Experiment,
 RUNNER_PORT = 8000
 REDIS_PORT = 6379
 LOCUST_MASTER_PORT = 5557
+MASTER_METRICS_PORT = 9646   # the master's live Prometheus series (docs/live.md)
 RESULTS_EXTENSION = "injectors/loadstage_results.py"
 BUILTIN_SCENARIOS = {"respondent": "injectors/respondent.py", "hello": "injectors/hello.py",
                      "readbody": "injectors/readbody.py"}
@@ -198,8 +200,11 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
                           artifact_file: str, target_metrics: list[str], progress_file: str | None = None,
                           bind_host: str = "*", bind_port: int = LOCUST_MASTER_PORT,
                           custom_locustfile: str | None = None, start_file: str | None = None,
-                          workers_wait: int = EXPECT_WORKERS_MAX_WAIT_SECONDS) -> list[str]:
+                          workers_wait: int = EXPECT_WORKERS_MAX_WAIT_SECONDS,
+                          metrics_labels: dict[str, str] | None = None, metrics_address: str = "127.0.0.1",
+                          metrics_port: int = MASTER_METRICS_PORT) -> list[str]:
     """`summary_file` gets the stage's headline, `artifact_file` its histograms and rows (`-`: stdout);
+    `metrics_labels`: serve the stage's live series on metrics_address:metrics_port, with these labels;
     `workers_wait`: how long the master waits for all its workers to connect;
     `target_metrics`: the target's metrics URLs (spec.target.metrics.path), for its own count of the stage's
     requests (spec.target.metrics.counter);
@@ -231,6 +236,9 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
         argv += ["--progress-file", progress_file]
     if start_file:
         argv += ["--start-file", start_file]
+    if metrics_labels is not None:
+        argv += ["--metrics-port", str(metrics_port), "--metrics-address", metrics_address,
+                 "--metrics-labels", json.dumps(metrics_labels, separators=(",", ":"))]
     return argv
 
 

@@ -8,6 +8,7 @@ import random
 from dataclasses import dataclass, field, replace
 
 from loadstage.api.types import Experiment, Stage, Variant
+from loadstage.results.live_series import stage_labels
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,13 @@ class Step:
         which += f", repeat {self.repeat}/{self.repeats}" if self.repeats > 1 else ""
         which += f", attempt {self.attempt}" if self.attempt > 1 else ""
         return f"variant {self.variant.index + 1}/{self.variants} ({self.variant.label()}), {which}"
+
+
+def series_labels(experiment: Experiment, step: Step) -> dict[str, str]:
+    """The labels of a step's live series."""
+    return stage_labels(experiment=experiment.name, namespace=experiment.metadata.namespace or "",
+                        variant=step.variant.index + 1, settings=step.variant.label(), repeat=step.repeat,
+                        stage=step.number)
 
 
 def stage_step(experiment: Experiment, variant: Variant, repeat: int, number: int) -> Step:

@@ -15,8 +15,8 @@ from loadstage.api.names import LABEL_EXPERIMENT, LABEL_ROLE
 from loadstage.api.types import Variant
 from loadstage.engine.argv import REDIS_PORT
 from loadstage.engine.clock import now
-from loadstage.engine.steps import Step
-from loadstage.kube import manifests
+from loadstage.engine.steps import Step, series_labels
+from loadstage.kube import manifests, metrics
 from loadstage.kube.children import Children
 from loadstage.kube.context import ExperimentContext
 from loadstage.kube.manifests import Defaults
@@ -26,6 +26,7 @@ from loadstage.kube.stage_watch import StageWatch, parse_summary
 from loadstage.kube.stored_results import StoredResults
 from loadstage.kube.target import Target
 from loadstage.kube.target_health import TargetHealth
+from loadstage.results.live_series import target_samples
 from loadstage.results.measurement import StageMeasurement
 from loadstage.samplers.redis import AsyncRedisSampler
 
@@ -97,7 +98,9 @@ class KubernetesBackend:
                 PodMetricsSampler(c.custom, c.namespace, selector,
                                   metrics_interval(step.stage.duration)) as pod_metrics, \
                 TargetHealth(c, self.pods, since=began) as target_health:
-            pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
+            with metrics.LIVE.stage(series_labels(exp, step),
+                                    lambda: target_samples(pod_metrics.now, redis_sampler.now)):
+                pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
         await self.children.delete("PodDisruptionBudget", budget["metadata"]["name"])
         summary = parse_summary(terminated.get("message"), master)
         artifact = {} if step.warmup else await self.stored.keep_artifact(step, pod, stored_before=not created)

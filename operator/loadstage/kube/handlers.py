@@ -133,6 +133,7 @@ async def run_experiment(body: kopf.Body, namespace: str, name: str, stopped: ko
     finally:
         memo.running.discard(key)
         metrics.EXPERIMENTS_RUNNING.set(len(memo.running))
+        metrics.LIVE.forget(namespace, name)
 
 
 async def run(document: dict[str, Any], status: dict[str, Any], namespace: str, generation: int, *,

@@ -28,7 +28,7 @@ from loadstage.api.types import (
     Variant,
 )
 from loadstage.engine import argv
-from loadstage.engine.steps import Step
+from loadstage.engine.steps import Step, series_labels
 
 TERMINATION_LOG = "/dev/termination-log"
 LOCUSTFILE_DIR = "/etc/loadstage/locustfile"
@@ -48,6 +48,7 @@ class Defaults:
     redis: str
     resources: PodResources = DEFAULT_POD_RESOURCES
     operator_peer: dict[str, Any] | None = None   # the operator's pods, as a NetworkPolicy peer (the chart's)
+    monitoring_peer: dict[str, Any] | None = None   # who may scrape the masters' live series (the chart's)
     redis_key: bytes | None = field(default=None, repr=False)   # derives each deployed Redis's password
 
 
@@ -316,16 +317,18 @@ def _job(name: str, lbls: dict[str, str], pod: dict, *, count: int, deadline: in
 
 
 def _ingress_policy(experiment: Experiment, component: str, peers: list[dict[str, Any]], port: int | str,
-                    ) -> dict[str, Any]:
+                    *also: tuple[list[dict[str, Any]], int]) -> dict[str, Any]:
+    """Ingress to the component's pods from `peers` on `port`, and from each of `also`'s peers on its port."""
+    rules = [{"from": who, "ports": [{"protocol": "TCP", "port": at}]} for who, at in ((peers, port), *also)]
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": _meta(f"{experiment.name}-{component}", labels(experiment, "network-policy")),
             "spec": {"podSelector": {"matchLabels": _selector(experiment, component)}, "policyTypes": ["Ingress"],
-                     "ingress": [{"from": peers, "ports": [{"protocol": "TCP", "port": port}]}]}}
+                     "ingress": rules}}
 
 
 def network_policies(experiment: Experiment, defaults: Defaults, server_port: int) -> list[dict[str, Any]]:
     """Who may reach each pod the experiment deploys: its Redis only from the target and the operator, its
-    Locust masters only from its injectors, the target only from its injectors, the operator and
+    Locust masters only from its injectors (and their live series only from the monitoring peer), the target only from its injectors, the operator and
     spec.target.allowFrom. An existing Deployment held InPlace serves more than the experiment: none for it."""
     if not experiment.spec.network_policies:
         return []
@@ -333,7 +336,9 @@ def network_policies(experiment: Experiment, defaults: Defaults, server_port: in
     def pods(component: str) -> dict[str, Any]:
         return {"podSelector": {"matchLabels": _selector(experiment, component)}}
     operator = [defaults.operator_peer] if defaults.operator_peer else []
-    policies = [_ingress_policy(experiment, "locust-master", [pods("locust-worker")], argv.LOCUST_MASTER_PORT)]
+    scrapers = [([defaults.monitoring_peer], argv.MASTER_METRICS_PORT)] if defaults.monitoring_peer else []
+    policies = [_ingress_policy(experiment, "locust-master", [pods("locust-worker")], argv.LOCUST_MASTER_PORT,
+                                *scrapers)]
     if experiment.spec.redis.deployed:
         policies.append(_ingress_policy(experiment, "redis", [pods("runner"), *operator], argv.REDIS_PORT))
     target = experiment.spec.target
@@ -370,10 +375,12 @@ def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ip
         experiment, step.stage, host=f"http://{runner_name(experiment)}:{argv.RUNNER_PORT}",
         summary_file=TERMINATION_LOG, artifact_file="-",
         target_metrics=runner_metrics_urls(experiment, runner_ips, server_port),
-        custom_locustfile=custom, workers_wait=workers_wait(experiment))
+        custom_locustfile=custom, workers_wait=workers_wait(experiment),
+        metrics_labels=series_labels(experiment, step), metrics_address="0.0.0.0")
     container = _container(
         "locust-master", experiment.spec.injectors.image or defaults.injector, args, mounts=mounts,
-        ports=[{"name": "master", "containerPort": argv.LOCUST_MASTER_PORT, "protocol": "TCP"}],
+        ports=[{"name": "master", "containerPort": argv.LOCUST_MASTER_PORT, "protocol": "TCP"},
+               {"name": "metrics", "containerPort": argv.MASTER_METRICS_PORT, "protocol": "TCP"}],
         resources=pod_resources(experiment, step.variant, defaults.resources).locust_master,
         terminationMessagePath=TERMINATION_LOG, terminationMessagePolicy="FallbackToLogsOnError")
     lbls = labels(experiment, "locust-master", **{LABEL_RUN: step.run_id})

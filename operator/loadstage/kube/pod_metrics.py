@@ -46,6 +46,7 @@ class PodMetricsSampler:
         self.peak_memory: int | None = None
         self.proxy_peak_cpu: float | None = None
         self.proxy_peak_memory: int | None = None
+        self.now: tuple[float, int] | None = None   # the server's latest sample: (CPU cores, memory bytes)
 
     async def _sample(self) -> None:
         try:
@@ -61,6 +62,7 @@ class PodMetricsSampler:
         server = [c for c in containers if c.get("name") != PROXY_CONTAINER]
         proxy = [c for c in containers if c.get("name") == PROXY_CONTAINER]
         if server:
+            self.now = _peaks(server, None, None)
             self.peak_cpu, self.peak_memory = _peaks(server, self.peak_cpu, self.peak_memory)
         if proxy:
             self.proxy_peak_cpu, self.proxy_peak_memory = _peaks(proxy, self.proxy_peak_cpu, self.proxy_peak_memory)

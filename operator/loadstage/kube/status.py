@@ -89,6 +89,7 @@ class StatusWriter:
             self(status)
             raise ExperimentFailed(TOO_LARGE_REASON, self.refused_for_size) from None
         metrics.STATUS_WRITES.labels(self.namespace).inc()
+        metrics.LIVE.note_status(self.namespace, self.name, status)
         if status["phase"] in ("Succeeded", "Failed") and (self.last or ("",))[0] != status["phase"]:
             metrics.EXPERIMENTS_FINISHED.labels(self.namespace, status["phase"],
                                                 status.get("reason") or status["phase"]).inc()

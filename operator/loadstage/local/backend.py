@@ -13,7 +13,7 @@ import subprocess
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,6 +35,7 @@ from loadstage.local.target import (
     pod_cgroup,
     project_root,
 )
+from loadstage.results.live_series import target_samples
 from loadstage.results.measurement import StageMeasurement
 from loadstage.samplers.processes import ProcessTreeSampler
 from loadstage.samplers.redis import RedisSampler
@@ -48,7 +49,8 @@ FOLLOW_POLL_SECONDS = 0.1
 class Progress:
     step: Step
     elapsed: float
-    snapshot: dict[str, Any]
+    snapshot: dict[str, Any]                 # the master's (loadstage.locust.live)
+    target: dict[str, Any] = field(default_factory=dict)   # the latest samples: cpu_cores, memory_bytes, ...
 
 
 @dataclass
@@ -180,7 +182,8 @@ class LocalBackend:
                 ProcessTreeSampler([p.pid for p in target.pods], cpu_seconds=target.cpu_seconds) as resource_sampler:
             launched.start_file.touch()
             try:
-                lost = self._follow_stage(step, master, workers, sdir / "progress.json", summary_file, target)
+                lost = self._follow_stage(step, master, workers, sdir / "progress.json", summary_file, target,
+                                          lambda: target_samples(resource_sampler.now, redis_sampler.now))
             except BaseException:
                 for child in [*workers, master]:
                     self._stop_after_exit(child)
@@ -216,7 +219,7 @@ class LocalBackend:
             lost_injectors=lost)
 
     def _follow_stage(self, step: Step, master: Child, workers: list[Child], progress_file: Path,
-                      summary_file: Path, target: LocalTarget) -> list[dict]:
+                      summary_file: Path, target: LocalTarget, sampled: Callable[[], dict[str, Any]]) -> list[dict]:
         """Follows the stage until the master has written its summary (or exited) and every worker has
         exited (a user that raised makes its worker exit 2 as it quits); returns the injectors lost on the
         way (onLost: Continue), or fails the stage on the first one (onLost: Fail)."""
@@ -250,7 +253,7 @@ class LocalBackend:
                 snapshot = json.loads(progress_file.read_text())
             except (OSError, ValueError):
                 snapshot = {}
-            self.on_progress(Progress(step, time.monotonic() - start, snapshot))
+            self.on_progress(Progress(step, time.monotonic() - start, snapshot, sampled()))
             if finished:
                 return lost.entries()
             time.sleep(FOLLOW_POLL_SECONDS)

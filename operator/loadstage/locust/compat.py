@@ -53,3 +53,8 @@ def http_sessions() -> tuple[type, ...]:
     from locust.clients import HttpSession
     from locust.contrib.fasthttp import FastHttpSession
     return HttpSession, FastHttpSession
+
+
+def worker_cpu_percent(runner) -> dict[str, float]:
+    """Each connected worker's CPU as it last reported it (Locust's heartbeat), by worker id."""
+    return {client.id: float(client.cpu_usage) for client in runner.clients.values()} if is_master(runner) else {}

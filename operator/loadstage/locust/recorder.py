@@ -150,6 +150,22 @@ class StageRecorder:
             self._closed.append([histograms.encode(histogram), histogram.get_mean_value(),
                                  histogram.get_total_count(), self._window_failures.pop(window, 0)])
 
+    def recent(self, until: float, seconds: float) -> HdrHistogram:
+        """Every request that completed in the `seconds` before `until` (epoch seconds), merged: settling
+        windows and closed ones alike."""
+        first, last = int((until - seconds) // WINDOW_SECONDS), int(until // WINDOW_SECONDS)
+        merged = histograms.new()
+        for window, histogram in self._windows.items():
+            if first <= window < last:
+                merged.add(histogram)
+        for row, closed in zip(reversed(self.series), reversed(self._closed)):
+            window = int(round(row["start"] / WINDOW_SECONDS))
+            if window < first:
+                break
+            if window < last and closed[0]:
+                merged.add(histograms.decode(closed[0]))
+        return merged
+
     def blocks(self, elapsed: float | None = None) -> dict | None:
         """The closed seconds merged into blocks for the confidence intervals (loadstage.results.intervals):
         {seconds: the block length, correlationSeconds, histograms, failures, durations}; None for a stage

@@ -39,6 +39,7 @@ class ProcessTreeSampler:
         self._process_rss = 0
         self._cores_at_start: list | None = None
         self.result: ResourceSample | None = None
+        self.now: tuple[float, int] | None = None   # the latest sample: (CPU cores, memory bytes)
 
     def _trees(self) -> list[list[psutil.Process]]:
         """Every process of each tree; known ones are reused, as cpu_percent measures since the last call."""
@@ -73,6 +74,7 @@ class ProcessTreeSampler:
             if self._last is not None:
                 cpu = (used - self._last[0]) / (at - self._last[1])
             self._last = (used, at)
+        self.now = (round(cpu, 3), mem)
         if record:
             self._cpu, self._mem = max(self._cpu, cpu), max(self._mem, mem)
 

@@ -46,6 +46,7 @@ class _Peaks:
         self.received_start: int | None = None
         self.received_last: int | None = None
         self.error: str | None = None
+        self.now: int | None = None   # the latest sample's connections
 
     def add(self, info: dict[str, Any] | None, error: Exception | None = None) -> None:
         if info is None:
@@ -53,7 +54,8 @@ class _Peaks:
             self.error = self.error or f"{type(error).__name__}: {error}"
             return
         self.samples += 1
-        self.peak = max(self.peak, int(info["connected_clients"]) - 1)
+        self.now = int(info["connected_clients"]) - 1
+        self.peak = max(self.peak, self.now)
         received = int(info["total_connections_received"])
         if self.received_start is None:
             self.received_start = received
@@ -64,7 +66,16 @@ class _Peaks:
         return RedisSample(self.peak, received, self.samples, self.errors, self.error)
 
 
-class RedisSampler:
+class _Sampled:
+    _peaks: _Peaks
+
+    @property
+    def now(self) -> int | None:
+        """The latest sample's connections, less the sampler's own."""
+        return self._peaks.now
+
+
+class RedisSampler(_Sampled):
     """Use as a context manager around a stage; `result` is set on exit. Without a url (the target uses no
     Redis) it takes no sample."""
 
@@ -94,7 +105,7 @@ class RedisSampler:
         self.result = self._peaks.result()
 
 
-class AsyncRedisSampler:
+class AsyncRedisSampler(_Sampled):
     """Use as an async context manager around a stage; `result` is set on exit. Without a url (the target
     uses no Redis) it takes no sample."""
 
