@@ -8,11 +8,16 @@ import signal
 import pytest
 import yaml
 
+from loadstage.api.load import parse_experiment
+from loadstage.cli.parser import DEFAULT_IMAGES
+from loadstage.engine.steps import stage_step
+from loadstage.kube import manifests
 from support.kube import apply, example, play_stage, pods, wait_phase
 from support.waiting import ROOT, wait_for
 
 pytestmark = pytest.mark.cluster
 CHART = ROOT / "charts" / "loadstage"
+DASHBOARD = CHART / "dashboards" / "loadstage.json"
 
 
 @pytest.fixture
@@ -61,6 +66,7 @@ VALUE_SETS = {
     "namespaced": ["--set", "watch.mode=namespaces", "--set", "watch.namespaces={NS_A,NS_B}"],
     "no-metrics-existing-account": ["--set", "metrics.enabled=false", "--set", "serviceAccount.create=false",
                                     "--set", "serviceAccount.name=default"],
+    "monitoring": ["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.namespace=mon"],
     "custom-images": ["--set", "image.repository=registry.example/ls/operator", "--set", "image.tag=1.2.3",
                       "--set-string", "runnerImage.tag=9", "--set", "resources.limits.memory=1Gi",
                       "--set", "experimentResources.target.limits.cpu=2"],
@@ -76,9 +82,31 @@ def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, 
     assert rendered.returncode == 0, rendered.stderr
     docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
     kinds = sorted(d["kind"] for d in docs)
-    dry = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered.stdout)
+    # the Prometheus Operator's kinds are checked below: this API server has no such CRDs
+    applied = [d for d in docs if d["apiVersion"] != "monitoring.coreos.com/v1"]
+    dry = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(applied))
     assert dry.returncode == 0, dry.stderr
-    assert dry.stdout.count("(server dry run)") == len(docs)
+    assert dry.stdout.count("(server dry run)") == len(applied)
+    dashboard = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard"))
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["loadstage.json"]) == json.loads(DASHBOARD.read_text())
+    if values == "monitoring":
+        assert kinds.count("ServiceMonitor") == 1 and kinds.count("PodMonitor") == 1
+        monitor = next(d for d in docs if d["kind"] == "PodMonitor")
+        assert monitor["spec"]["namespaceSelector"] == {"any": True}
+        assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+        # it selects what a stage's master pod carries, on the port the master serves
+        e = parse_experiment(example("cluster-ladder"))
+        master = manifests.master_job(e, stage_step(e, e.variants()[0], 1, 1), DEFAULT_IMAGES, ["10.0.0.1"])
+        pod = master["spec"]["template"]
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+        assert "metrics" in [p["name"] for p in pod["spec"]["containers"][0]["ports"]]
+        env = {e["name"]: e.get("value") for e in next(d for d in docs if d["kind"] == "Deployment")[
+            "spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert json.loads(env["LOADSTAGE_MONITORING_PEER"]) == {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mon"}}}
+    else:
+        assert "PodMonitor" not in kinds
     if values == "namespaced":
         # a framework Role and an experiments Role in each of the two namespaces, nothing cluster-wide
         assert kinds.count("Role") == 4 and kinds.count("RoleBinding") == 4 and "ClusterRole" not in kinds
@@ -106,6 +134,7 @@ def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, 
     (["--set", "experimentResources.locustWorker.limit.memory=1Gi"],
      "experimentResources.locustWorker: Additional property limit is not allowed"),
     (["--set", "generatedRedisPasswords=true"], "generatedRedisPasswords: Invalid type. Expected: object"),
+    (["--set", "metrics.serviceMonitor.namespace=Mon_1"], "metrics.serviceMonitor.namespace: Does not match pattern"),
 ])
 def test_wrong_values_fail_at_install_naming_the_value(cluster, namespace, bad, message):
     result = cluster.helm("install", "bad", CHART, "-n", namespace, *bad)
