@@ -9,10 +9,12 @@ import re
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from loadstage.results import histograms
 from support.kube import policy_reach
@@ -78,6 +80,7 @@ def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_
     doc["spec"]["thresholds"]["p99"] = "5s"    # 250m queues the requests: the verdicts are not what is tested
     with LxWatch(node, namespace, ARTIFACTS / "kubectl-get-lx-w.txt") as lx_watch:
         apply(node, namespace, doc)
+        live = live_series_mid_stage(node, namespace, "real-ladder-v1-s1-master")
         waited = node.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/real-ladder",
                               "--timeout=420s")
     final = status(node, namespace, "real-ladder")
@@ -113,6 +116,17 @@ def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_
             assert histograms.decode(artifact["histogram"]).get_total_count() == stage["requests"]
             assert not stage["injectorBound"] and 0 < stage["injectorPeakCpuPercent"] < 90
     assert [row["stage"] for row in final["p99ByStage"]] == [1, 2]
+    # the live series of stage 1, scraped from its master pod and from the operator pod mid-stage
+    master, operator = live
+    where = {"experiment": "real-ladder", "namespace": namespace, "variant": "1", "stage": "1"}
+    requests = [s for s in master if s.name == "loadstage_stage_requests_total"]
+    assert requests and all(where.items() <= s.labels.items() for s in requests)
+    assert 0 < sum(s.value for s in requests) <= final["variants"][0]["stages"][0]["requests"]
+    assert {s.labels["quantile"] for s in master if s.name == "loadstage_stage_latency_seconds"} == {
+        "0.5", "0.9", "0.99", "0.999"}
+    info = next(s for s in operator if s.name == "loadstage_experiment_info" and s.labels["experiment"] == "real-ladder")
+    assert info.labels["phase"] == "Running" and info.labels["stage"] == "1/2"
+    assert any(s.name == "loadstage_redis_connections" and where.items() <= s.labels.items() for s in operator)
     # Each variant's CPU stays at its limit: CFS may overrun a 100 ms period by its 5 ms slice per CPU (0.1 core
     # here), and metrics-server averages 10 s. The kept runner (the last variant's) got the matrix's value.
     assert [v["settings"]["cpu"] for v in final["variants"]] == ["250m", "500m"]
@@ -151,6 +165,27 @@ def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_
     assert not {k: v for k, v in dirty.items() if v}, dirty
     # the kept runner requests 500m of the node's 2 cores: give them back to the tests after this one
     assert node.kubectl("delete", "-n", namespace, "lx/real-ladder", "--timeout=60s").returncode == 0
+
+
+def live_series_mid_stage(node, namespace, master_job) -> tuple[list, list]:
+    """The samples the stage's master pod serves on its metrics port once it has latency figures, and the
+    operator pod's at that moment (from the node itself, over the bridge)."""
+    wait_running_master(node, namespace, master_job)
+    (pod,) = node.core.list_namespaced_pod(namespace, label_selector=f"job-name={master_job}").items
+    (operator,) = node.core.list_namespaced_pod(OPERATOR_NAMESPACE, label_selector="app.kubernetes.io/name=loadstage"
+                                                ).items
+
+    def scrape(ip, port):
+        try:
+            text = urllib.request.urlopen(f"http://{ip}:{port}/metrics", timeout=2).read().decode()
+        except OSError:
+            return []
+        return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+    master = wait_for(lambda: (lambda found: found if any(s.name == "loadstage_stage_latency_seconds"
+                                                          for s in found) else None)(scrape(pod.status.pod_ip, 9646)),
+                      timeout=60, interval=1)
+    return master, scrape(operator.status.pod_ip, 9090)
 
 
 def run_to_success(node, namespace, doc) -> dict:
