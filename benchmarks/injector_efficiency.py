@@ -3,9 +3,10 @@
 nginx (one process, pinned to core 1) answers a fixed 3-byte body; each client is pinned to
 core 0 and runs for the same time, in alternating order, side by side in one run:
 - wrk, 1 thread (the practical ceiling);
-- one Locust process with FastHttpUser and loadstage's results extension (a loadstage injector);
+- one Locust worker with FastHttpUser and loadstage's results extension (a loadstage injector);
 - the same without the extension (plain Locust);
-- one Locust process with stock HttpUser.
+- one Locust worker with stock HttpUser.
+Each Locust worker has its master on core 1, as in a stage.
 Requests per second are requests / (last request - first request). The server's CPU use is
 read from /proc for the nginx process over each client's run.
 
@@ -71,13 +72,26 @@ def run_wrk(url: str, seconds: int, users: int) -> float:
 
 
 def run_locust(url: str, seconds: int, users: int, user_class: str, extension: bool, tmp: Path) -> float:
+    """One Locust worker on core 0, as an injector runs in a stage, its master on core 1 beside nginx (the master
+    merges the reports: work an injector does not do)."""
     files = f"{EXTENSION},{LOCUSTFILE}" if extension else LOCUSTFILE
-    summary = tmp / "summary.json"
-    argv = ["taskset", "-c", "0", sys.executable, "-m", "locust", "-f", files, "--headless",
+    summary, port = tmp / "summary.json", free_port()
+    worker = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-m", "locust", "-f", files, "--worker",
+                               "--master-host", "127.0.0.1", "--master-port", str(port), user_class],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = ["taskset", "-c", "1", sys.executable, "-m", "locust", "-f", files, "--headless", "--master",
+            "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--expect-workers", "1",
             "-u", str(users), "-r", str(users), "--run-time", f"{seconds}s", "-H", url,
             "--only-summary", "--exit-code-on-error", "0", "--stop-timeout", "0", user_class]
-    argv += ["--summary-file", str(summary)] if extension else ["--json"]
-    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    argv += ["--summary-file", str(summary), "--stage-seconds", str(seconds)] if extension else ["--json"]
+    try:
+        out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True, timeout=seconds + 120).stdout
+    finally:
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
     if extension:
         s = json.loads(summary.read_text())
         requests, elapsed = s["requests"], s["loadEndedAt"] - s["loadStartedAt"]
@@ -123,6 +137,9 @@ def measure(seconds: int, rounds: int, users: int) -> dict:
         "medianRps": {k: round(v, 1) for k, v in medians.items()},
         "fractionOfWrk": {k: round(v / wrk, 4) for k, v in medians.items()},
         "extensionOverhead": round(1 - medians["loadstage FastHttpUser"] / medians["plain Locust FastHttpUser"], 4),
+        # each round's two Locust runs side by side: the machine's drift between rounds cancels out
+        "extensionOverheadPaired": round(1 - statistics.median(
+            a["rps"] / b["rps"] for a, b in zip(runs["loadstage FastHttpUser"], runs["plain Locust FastHttpUser"])), 4),
     }
 
 
@@ -142,7 +159,8 @@ def main() -> int:
     for name, rps in r["medianRps"].items():
         cores = statistics.median(x["serverCores"] for x in r["runs"][name])
         print(f"{name:28} {rps:10,.0f} req/s  {r['fractionOfWrk'][name]:7.2%} of wrk   server CPU {cores:.2f} cores")
-    print(f"results extension overhead: {r['extensionOverhead']:.2%} of plain Locust FastHttpUser's rate")
+    print(f"results extension overhead: {r['extensionOverhead']:.2%} of plain Locust FastHttpUser's rate "
+          f"(medians); {r['extensionOverheadPaired']:.2%} (the median of each round's ratio)")
     if not args.smoke:
         print(f"written to {write_result('injector_efficiency', r)}")
     return 0

@@ -97,8 +97,6 @@ def _waiting(own_wait_time):
 
 def _with_intended_start(context):
     def paced_context(user):
-        if not user.environment.parsed_options.pacing:
-            return context(user)
         if not hasattr(user, "loadstage_intended"):
             user.loadstage_intended = time.time()
         return {**context(user), "loadstage_intended": user.loadstage_intended}
@@ -182,7 +180,6 @@ def _on_init(environment, **_kwargs):
     for user_class in environment.user_classes:
         own = None if user_class.wait_time is User.wait_time else user_class.wait_time
         user_class.wait_time = _waiting(own)
-        user_class.context = _with_intended_start(user_class.context)
     environment.loadstage = StageRecorder()
     if options is None:
         return
@@ -191,8 +188,6 @@ def _on_init(environment, **_kwargs):
         environment.loadstage_cpu = _CpuSampler(environment.loadstage)
         gevent.spawn(environment.loadstage_cpu.run)
         environment.loadstage_gate = RequestGate()
-        install(compat.http_sessions(), environment.loadstage_gate)
-        environment.events.request.add_listener(environment.loadstage_gate.note_completed)
     if compat.is_worker(environment.runner):
         environment.events.report_to_master.add_listener(
             lambda client_id, data: data.__setitem__(REPORT_KEY, environment.loadstage.report()))
@@ -277,16 +272,28 @@ def _target_metrics(options):
     return [url for url in options.target_metrics.split(",") if url]
 
 
+def _before_users(environment, options):
+    """What a stage's options ask of every request, installed before the first user starts, and only where
+    asked: each wrapper costs every request some microseconds (BENCHMARKS.md (b))."""
+    gate = environment.loadstage_gate
+    gate.on_done = lambda: _share_done(environment)
+    gate.configure(goal=options.stage_requests, injectors=options.expect_workers or 1,
+                   index=compat.worker_index(environment.runner), keep_alive=bool(options.keep_alive))
+    if gate.needed:
+        install(compat.http_sessions(), gate)
+        environment.events.request.add_listener(gate.note_completed)
+    if options.pacing:
+        for user_class in environment.user_classes:
+            user_class.context = _with_intended_start(user_class.context)
+
+
 @events.test_start.add_listener
 def _on_test_start(environment, **_kwargs):
     options = environment.parsed_options
     if options is None:
         return
     if not compat.is_master(environment.runner):   # a worker has the master's options by now
-        gate = environment.loadstage_gate
-        gate.on_done = lambda: _share_done(environment)
-        gate.configure(goal=options.stage_requests, injectors=options.expect_workers or 1,
-                       index=compat.worker_index(environment.runner), keep_alive=bool(options.keep_alive))
+        _before_users(environment, options)
     if compat.is_worker(environment.runner):
         return
     environment.loadstage_started = time.time()

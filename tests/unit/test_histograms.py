@@ -226,3 +226,13 @@ def test_nearest_rank_over_merged_counts_in_the_old_locust_dict_method():
     assert percentile({}, 0.5) is None
     assert math.isclose(exact([1.0, 2.0, 3.0, 4.0], 0.5), 2.0)
 
+
+
+def test_the_fast_mean_is_hdrhistograms_own_mean_exactly():
+    import random
+    rng = random.Random(7)
+    for values in ([], [1_000_000], [int(rng.lognormvariate(15, 1.2)) for _ in range(3000)]):
+        h = histograms.new()
+        for v in values:
+            h.record_value(v)
+        assert histograms.mean_ns(h) == h.get_mean_value()

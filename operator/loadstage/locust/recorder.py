@@ -147,7 +147,7 @@ class StageRecorder:
                     self._closed.append([None, 0.0, 0, self._window_failures.pop(empty, 0)])
             histogram = self._windows.pop(window)
             self.series.append(_row(window, histogram))
-            self._closed.append([histograms.encode(histogram), histogram.get_mean_value(),
+            self._closed.append([histograms.encode(histogram), histograms.mean_ns(histogram),
                                  histogram.get_total_count(), self._window_failures.pop(window, 0)])
 
     def recent(self, until: float, seconds: float) -> HdrHistogram:

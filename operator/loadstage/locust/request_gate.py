@@ -35,6 +35,11 @@ class RequestGate:
         self.keep_alive = keep_alive
         self._check_done()
 
+    @property
+    def needed(self) -> bool:
+        """Whether requests must pass the gate at all: a request goal, or no keep-alive."""
+        return self.quota is not None or not self.keep_alive
+
     def admit(self, headers: dict | None) -> dict | None:
         """Before a request: StopUser once the share is sent; the headers to send it with."""
         if self.quota is not None:

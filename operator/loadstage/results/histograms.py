@@ -52,6 +52,20 @@ def merge_encoded(encoded: Iterable[str]) -> HdrHistogram:
     return merge(decode(e) for e in encoded)
 
 
+def mean_ns(histogram: HdrHistogram) -> float:
+    """HdrHistogram.get_mean_value(), over the counts between the lowest and highest value: that method walks
+    every bucket through Python iterator objects, tens of times slower (it was most of an injector's cost)."""
+    total = histogram.get_total_count()
+    if total == 0:
+        return 0.0
+    counts, weighted = histogram.counts, 0
+    for index in range(histogram.get_counts_array_index(histogram.get_min_value()),
+                       histogram.get_counts_array_index(histogram.get_max_value()) + 1):
+        if counts[index]:
+            weighted += counts[index] * histogram._hdr_median_equiv_value(histogram.get_value_from_index(index))
+    return weighted / total
+
+
 def percentiles_ns(histogram: HdrHistogram, levels: dict[str, float]) -> dict[str, int | None]:
     """Nearest-rank percentiles, in one pass over the counts between the lowest and highest value."""
     total = histogram.get_total_count()
