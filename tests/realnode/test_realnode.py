@@ -124,7 +124,8 @@ def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_
     assert 0 < sum(s.value for s in requests) <= final["variants"][0]["stages"][0]["requests"]
     assert {s.labels["quantile"] for s in master if s.name == "loadstage_stage_latency_seconds"} == {
         "0.5", "0.9", "0.99", "0.999"}
-    info = next(s for s in operator if s.name == "loadstage_experiment_info" and s.labels["experiment"] == "real-ladder")
+    info = next(s for s in operator
+                if s.name == "loadstage_experiment_info" and s.labels["experiment"] == "real-ladder")
     assert info.labels["phase"] == "Running" and info.labels["stage"] == "1/2"
     assert any(s.name == "loadstage_redis_connections" and where.items() <= s.labels.items() for s in operator)
     # Each variant's CPU stays at its limit: CFS may overrun a 100 ms period by its 5 ms slice per CPU (0.1 core

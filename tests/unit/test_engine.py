@@ -275,3 +275,28 @@ def test_every_status_field_the_engine_writes_is_in_the_crds_status_schema(base_
     missing = {p for w in writes for p in undeclared(w, status_schema(), "status")}
     assert not missing, missing
     assert {"seed", "warmedUp"} <= set(writes[-1]) and any("repeat" in w.get("progress", {}) for w in writes)
+
+
+class SlowBackend(BlockingBackend):
+    """A backend whose stage takes a while without blocking the event loop, as the operator's does."""
+
+    async def run_stage(self, step):
+        await asyncio.sleep(0.35)
+        return self.backend.run_stage(step)
+
+
+def test_a_running_stages_time_left_is_rewritten_while_it_runs_and_a_failed_write_does_not_fail_it(base_doc,
+                                                                                                  monkeypatch):
+    monkeypatch.setattr("loadstage.engine.stages.PROGRESS_REFRESH_SECONDS", 0.1)
+    writes, failed = [], []
+
+    async def record(s):
+        if len(writes) == 3 and not failed:
+            failed.append(True)
+            raise ConnectionError("the API server is away")
+        writes.append(copy.deepcopy(s))
+    asyncio.run(StageEngine(experiment(base_doc, stages=1), SlowBackend(RecordingBackend()), on_update=record).run())
+    running = [w["progress"] for w in writes if w["phase"] == "Running" and w["progress"]["stage"] == "1/1"]
+    assert failed and len(running) >= 3, running
+    assert [p["remainingSeconds"] for p in running] == sorted((p["remainingSeconds"] for p in running), reverse=True)
+    assert writes[-1]["phase"] == "Succeeded" and len(writes[-1]["variants"][0]["stages"]) == 1

@@ -423,7 +423,8 @@ def test_the_operators_peer_comes_from_the_chart_as_json_and_bad_json_names_the_
 def test_only_the_monitoring_peer_may_scrape_a_masters_live_series_and_nobody_without_one():
     monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     e = experiment()
-    alone = next(p for p in manifests.network_policies(e, DEFAULTS, 8000) if p["metadata"]["name"] == "demo-locust-master")
+    alone = next(p for p in manifests.network_policies(e, DEFAULTS, 8000)
+                 if p["metadata"]["name"] == "demo-locust-master")
     assert [rule["ports"][0]["port"] for rule in alone["spec"]["ingress"]] == [5557]
     scraped = next(p for p in manifests.network_policies(e, dataclasses.replace(DEFAULTS, monitoring_peer=monitoring),
                                                          8000) if p["metadata"]["name"] == "demo-locust-master")

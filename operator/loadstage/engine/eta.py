@@ -19,7 +19,8 @@ class Estimate:
 
     def to_progress(self, at: dt.datetime) -> dict[str, Any]:
         return {"elapsedSeconds": int(self.elapsed), "remainingSeconds": int(self.remaining),
-                "remaining": format_duration(int(self.remaining)), "eta": iso(at + dt.timedelta(seconds=self.remaining))}
+                "remaining": format_duration(int(self.remaining)),
+                "eta": iso(at + dt.timedelta(seconds=self.remaining))}
 
 
 def estimate(steps: list[Step], position: int, started: dt.datetime, at: dt.datetime,

@@ -207,7 +207,9 @@ class StageEngine:
         async def refresh() -> None:
             while True:
                 await asyncio.sleep(PROGRESS_REFRESH_SECONDS)
-                await self._set(status, progress={**status["progress"], **self.clock.progress()})
+                status["progress"] = {**status["progress"], **self.clock.progress()}
+                with contextlib.suppress(Exception):   # the next write carries it; the stage must not fail for it
+                    await self.on_update(status)
         task = asyncio.create_task(refresh())
         try:
             yield

@@ -327,9 +327,10 @@ def _ingress_policy(experiment: Experiment, component: str, peers: list[dict[str
 
 
 def network_policies(experiment: Experiment, defaults: Defaults, server_port: int) -> list[dict[str, Any]]:
-    """Who may reach each pod the experiment deploys: its Redis only from the target and the operator, its
-    Locust masters only from its injectors (and their live series only from the monitoring peer), the target only from its injectors, the operator and
-    spec.target.allowFrom. An existing Deployment held InPlace serves more than the experiment: none for it."""
+    """Who may reach each pod the experiment deploys: its Redis only from the target and the operator; its
+    Locust masters only from its injectors (and their live series only from the monitoring peer); the target
+    only from its injectors, the operator and spec.target.allowFrom. An existing Deployment held InPlace
+    serves more than the experiment: none for it."""
     if not experiment.spec.network_policies:
         return []
 
