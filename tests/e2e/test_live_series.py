@@ -160,3 +160,17 @@ def test_a_stages_locust_master_serves_its_live_series_on_its_metrics_port(tmp_p
                 process.terminate()
                 process.wait(timeout=10)
         target.shutdown()
+
+
+def test_a_metrics_port_in_use_is_refused_naming_the_option_before_anything_starts(tmp_path):
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(ROOT / "examples" / "quickstart.yaml"),
+                              "--metrics-port", str(port), "--workdir", str(tmp_path / "work")],
+                             capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert f"--metrics-port: cannot listen on 127.0.0.1:{port}: Address already in use" in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "work").exists()

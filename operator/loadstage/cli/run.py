@@ -129,6 +129,14 @@ def cmd_run(args) -> int:
         stage_duration=args.stage_duration, warmup_duration=args.warmup_duration,
         users_scale=args.users_scale)
     printer = ProgressPrinter(quiet=args.quiet)
+    series = LocalSeries(experiment)
+    server = None
+    if args.metrics_port:   # before anything is made: a port in use leaves nothing behind
+        try:
+            server = serve_metrics(series, args.metrics_port)
+        except OSError as e:
+            raise ValidationError([("--metrics-port", f"cannot listen on 127.0.0.1:{args.metrics_port}: "
+                                                      f"{e.strerror}")]) from None
     output = Path(args.output) if args.output else None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix=f"loadstage-{experiment.name}-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -155,14 +163,7 @@ def cmd_run(args) -> int:
 
     _print_plan(experiment, sys.stderr)
     printer.say(f"logs: {workdir}")
-    series = LocalSeries(experiment)
-    server = None
-    if args.metrics_port:
-        try:
-            server = serve_metrics(series, args.metrics_port)
-        except OSError as e:
-            raise ValidationError([("--metrics-port", f"cannot listen on 127.0.0.1:{args.metrics_port}: "
-                                                      f"{e.strerror}")]) from None
+    if server is not None:
         printer.say(f"live series: http://127.0.0.1:{args.metrics_port}/metrics")
 
     def on_progress(progress: Progress) -> None:
