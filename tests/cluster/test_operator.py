@@ -227,7 +227,13 @@ def test_the_status_ends_with_conditions_kubectl_wait_and_events_understand(ladd
     assert conditions["Succeeded"]["status"] == "True" and conditions["Failed"]["status"] == "False"
     assert conditions["TargetReady"]["status"] == "True" and conditions["Running"]["status"] == "False"
     assert status["observedGeneration"] == 1
-    assert status["progress"] == {"variant": "1/1", "stage": "3/3", "injectors": 6}
+    progress = status["progress"]
+    assert {k: progress[k] for k in ("variant", "stage", "injectors")} == {"variant": "1/1", "stage": "3/3",
+                                                                           "injectors": 6}
+    assert (progress["remainingSeconds"], progress["remaining"]) == (0, "0s")
+    assert progress["elapsedSeconds"] > 0 and progress["eta"] <= status["finishedAt"]
+    assert not progress.keys() - {"variant", "stage", "injectors", "elapsedSeconds", "remainingSeconds",
+                                  "remaining", "eta"}
     assert status["latest"] == {"redisPeakConnections": 9, "p99Ms": round(real_stage.summary["latencyMs"]["p99"], 1)}
     for reason in ("Deploying", "TargetReady", "StageStarted", "StageFinished", "Succeeded"):
         assert reason in ladder["events"]
