@@ -24,7 +24,7 @@ from loadstage.api.schema import ValidationError
 from loadstage.api.types import Experiment
 from loadstage.cli.parser import EXIT_FAILED, EXIT_OK, EXIT_THRESHOLDS
 from loadstage.engine.backend import BlockingBackend
-from loadstage.engine.clock import now
+from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed
 from loadstage.engine.stages import StageEngine, new_status
 from loadstage.engine.steps import plan, starts_block
@@ -73,7 +73,7 @@ class ProgressPrinter:
 
     def note_status(self, status: dict[str, Any]) -> None:
         eta = (status.get("progress") or {}).get("eta")
-        self.eta = dt.datetime.fromisoformat(eta.replace("Z", "+00:00")) if eta else None
+        self.eta = parse(eta) if eta else None
 
     def __call__(self, p: Progress) -> None:
         if self.quiet:

@@ -11,3 +11,8 @@ def iso(moment: dt.datetime) -> str:
 
 def now() -> str:
     return iso(dt.datetime.now(dt.timezone.utc))
+
+
+def parse(stamp: str) -> dt.datetime:
+    """A status timestamp (or any RFC 3339 time with a Z) as an aware datetime."""
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable
 
 from loadstage.api.types import MAX_SEED, Experiment, Variant
 from loadstage.engine.backend import Backend
-from loadstage.engine.clock import now
+from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import ExperimentFailed, StageDisrupted
 from loadstage.engine.eta import estimate
 from loadstage.engine.steps import Step, plan, stage_step, starts_block, warmup_before
@@ -59,7 +59,7 @@ class RunClock:
 
     def __init__(self, steps: list[Step], started_at: str):
         self.steps, self.position, self.step_began = steps, 0, time.monotonic()
-        self.started = dt.datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+        self.started = parse(started_at)
 
     def at(self, position: int) -> None:
         self.position, self.step_began = position, time.monotonic()

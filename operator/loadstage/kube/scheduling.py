@@ -8,6 +8,7 @@ import datetime as dt
 
 from kubernetes.client.rest import ApiException
 
+from loadstage.engine.clock import parse
 from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
 
@@ -24,7 +25,7 @@ def refusals_from() -> dt.datetime:
 
 
 def _parse(stamp: str | None) -> dt.datetime | None:
-    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+    return parse(stamp) if stamp else None
 
 
 def unschedulable(pods, timeout: float, at: dt.datetime | None = None) -> str | None:
