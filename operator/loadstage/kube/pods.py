@@ -12,6 +12,8 @@ Pod = dict[str, Any]
 # Waiting reasons after which a pod will not start by itself.
 FATAL_WAITING_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff",
                          "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+# ... except where the kubelet's own cache of a Secret or ConfigMap has not synced yet: it retries that itself.
+TRANSIENT_WAITING_MESSAGES = ("failed to sync secret cache", "failed to sync configmap cache")
 
 
 def job_of(pod: Pod) -> str | None:
@@ -31,9 +33,10 @@ def cannot_start(pods) -> str | None:
     for pod in pods:
         for cs in containers(pod):
             waiting = (cs.get("state") or {}).get("waiting") or {}
-            if waiting.get("reason") in FATAL_WAITING_REASONS:
+            message = waiting.get("message") or ""
+            if waiting.get("reason") in FATAL_WAITING_REASONS and not message.startswith(TRANSIENT_WAITING_MESSAGES):
                 return (f"pod {pod['metadata']['name']} container {cs['name']} (image {cs.get('image')}): "
-                        f"{waiting['reason']}: {waiting.get('message') or ''}").strip()
+                        f"{waiting['reason']}: {message}").strip()
     return None
 
 
