@@ -236,3 +236,40 @@ def test_the_fast_mean_is_hdrhistograms_own_mean_exactly():
         for v in values:
             h.record_value(v)
         assert histograms.mean_ns(h) == h.get_mean_value()
+
+
+def test_a_reported_tally_adds_up_to_the_very_histogram_the_values_would_make():
+    rng = random.Random(5)
+    direct, merged = histograms.new(), histograms.new()
+    for _ in range(4):   # four reports, each added as the master adds it
+        values = [histograms.to_ns(rng.lognormvariate(2.0, 1.5)) for _ in range(3000)] + [1, histograms.HIGHEST_NS]
+        tally: dict[int, int] = {}
+        for value in values:
+            direct.record_value(value)
+            histograms.tally(tally, value)
+        histograms.add_flat(merged, json.loads(json.dumps(histograms.flat(tally))))
+    assert merged.get_total_count() == direct.get_total_count() == 4 * 3002
+    assert list(merged.counts) == list(direct.counts)
+    assert (merged.get_min_value(), merged.get_max_value()) == (direct.get_min_value(), direct.get_max_value())
+    assert histograms.encode(merged) == histograms.encode(direct)
+    assert histograms.latency_ms(merged) == histograms.latency_ms(direct)
+
+
+def _report_sent(seconds_ago: float) -> dict:
+    worker = StageRecorder()
+    worker.record("GET", "/", 12.0)
+    report = worker.report()
+    report["sentAt"] -= seconds_ago
+    return report
+
+
+def test_a_master_that_merged_a_report_over_one_report_interval_late_marks_the_stage():
+    on_time, behind = StageRecorder(), StageRecorder()
+    for recorder, late in ((on_time, 0.4), (behind, 7.5)):
+        stats = RequestStats()
+        stats.log_request("GET", "/", 12.0, 100)
+        recorder.merge_report(_report_sent(0.1))
+        recorder.merge_report(_report_sent(late))
+        headline, _ = build(stats, recorder, injectors=2)
+        assert headline["masterLagSeconds"] == pytest.approx(late, abs=0.5)
+        assert headline["masterBound"] is (late > 3)

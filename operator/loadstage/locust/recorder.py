@@ -1,9 +1,10 @@
 """What the injectors record during a stage, and how the Locust master merges it.
 
-Each injector records every request into a histogram per (method, name): the raw response time
-and, with pacing, the time from the task's intended start as well. Every worker report carries the
-histograms recorded since the previous one (then starts afresh) and the injector's peak CPU; the
-master adds them up, so its histograms hold exactly every request of the stage.
+Each injector records every request into a tally per (method, name) (loadstage.results.histograms): the raw
+response time and, with pacing, the time from the task's intended start as well. Every worker report carries
+the tallies recorded since the previous one (then starts afresh), the injector's peak CPU and when it was
+sent; the master adds them to its histograms, so these hold exactly every request of the stage, and keeps
+how late it merged a report (masterLagSeconds: a master that cannot keep up falls behind).
 
 The time series comes from histograms too: every request also goes into the histogram of the
 second it completed in, on whichever injector made it; the master merges each second's histograms
@@ -27,16 +28,24 @@ WINDOW_SETTLE_SECONDS = 10.0   # a window this old gets no more samples: it beco
 Row = tuple[str, str]   # (method, name)
 
 
-def _add(into: dict, key, histogram: HdrHistogram) -> None:
-    if key not in into:
-        into[key] = histograms.new()
-    into[key].add(histogram)
+Tally = dict[int, int]        # count by bucket index
+Flat = list[int]              # a tally as it travels
 
 
-def _record(into: dict, key, value_ns: int) -> None:
+def _add(into: dict, key, pairs: Flat) -> None:
     if key not in into:
         into[key] = histograms.new()
-    into[key].record_value(value_ns)
+    histograms.add_flat(into[key], pairs)
+
+
+def _tally(into: dict, key, value_ns: int) -> None:
+    if key not in into:
+        into[key] = {}
+    histograms.tally(into[key], value_ns)
+
+
+def _flat(tallies: dict) -> dict:
+    return {key: histograms.flat(t) for key, t in tallies.items()}
 
 
 @dataclass
@@ -44,14 +53,15 @@ class StageRecorder:
     raw: dict[Row, HdrHistogram] = field(default_factory=dict)
     corrected: dict[Row, HdrHistogram] = field(default_factory=dict)
     cpu_peak_percent: float | None = None
+    merge_lag_peak: float | None = None      # on the master: the latest any report was merged after it was sent
     series: list[dict] = field(default_factory=list)
     _windows: dict[int, HdrHistogram] = field(default_factory=dict)
     _window_failures: dict[int, int] = field(default_factory=dict)
     _closed: list[list] = field(default_factory=list)   # per closed second: [encoded or None, mean ns, n, failed]
     _unsent_failures: dict[int, int] = field(default_factory=dict)
-    _unsent_raw: dict[Row, HdrHistogram] = field(default_factory=dict)
-    _unsent_corrected: dict[Row, HdrHistogram] = field(default_factory=dict)
-    _unsent_windows: dict[int, HdrHistogram] = field(default_factory=dict)
+    _unsent_raw: dict[Row, Tally] = field(default_factory=dict)
+    _unsent_corrected: dict[Row, Tally] = field(default_factory=dict)
+    _unsent_windows: dict[int, Tally] = field(default_factory=dict)
 
     # -- an injector ----------------------------------------------------------------
 
@@ -62,12 +72,12 @@ class StageRecorder:
         key = (method, name)
         value = histograms.to_ns(response_ms)
         window = int((time.time() if at is None else at) // WINDOW_SECONDS)
-        _record(self._unsent_raw, key, value)
-        _record(self._unsent_windows, window, value)
+        _tally(self._unsent_raw, key, value)
+        _tally(self._unsent_windows, window, value)
         if failed:
             self._unsent_failures[window] = self._unsent_failures.get(window, 0) + 1
         if corrected_ms is not None:
-            _record(self._unsent_corrected, key, histograms.to_ns(corrected_ms))
+            _tally(self._unsent_corrected, key, histograms.to_ns(corrected_ms))
 
     def on_request(self, request_type: str, name: str, response_time: float, context: dict | None = None,
                    start_time: float | None = None, exception: BaseException | None = None, **_) -> None:
@@ -83,41 +93,44 @@ class StageRecorder:
 
     def report(self) -> dict:
         """What a worker adds to its report to the master: everything recorded since the last one."""
-        data = {"raw": {f"{m} {n}": histograms.encode(h) for (m, n), h in self._unsent_raw.items()},
-                "corrected": {f"{m} {n}": histograms.encode(h) for (m, n), h in self._unsent_corrected.items()},
-                "windows": {str(w): histograms.encode(h) for w, h in self._unsent_windows.items()},
+        data = {"raw": {f"{m} {n}": histograms.flat(t) for (m, n), t in self._unsent_raw.items()},
+                "corrected": {f"{m} {n}": histograms.flat(t) for (m, n), t in self._unsent_corrected.items()},
+                "windows": {str(w): histograms.flat(t) for w, t in self._unsent_windows.items()},
                 "windowFailures": {str(w): n for w, n in self._unsent_failures.items()},
-                "cpuPeakPercent": self.cpu_peak_percent}
+                "cpuPeakPercent": self.cpu_peak_percent, "sentAt": time.time()}
         self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures = {}, {}, {}, {}
         return data
 
     def keep_unsent(self) -> None:
         """Standalone: what was recorded counts at once."""
-        self._merge(self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures)
+        self._merge(_flat(self._unsent_raw), _flat(self._unsent_corrected), _flat(self._unsent_windows),
+                    self._unsent_failures)
         self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures = {}, {}, {}, {}
 
     # -- the master -----------------------------------------------------------------
 
     def merge_report(self, data: dict) -> None:
-        def rows(encoded: dict[str, str]) -> dict[Row, HdrHistogram]:
-            return {tuple(key.split(" ", 1)): histograms.decode(value) for key, value in encoded.items()}
+        def rows(sent: dict[str, Flat]) -> dict[Row, Flat]:
+            return {tuple(key.split(" ", 1)): pairs for key, pairs in sent.items()}
         self._merge(rows(data.get("raw", {})), rows(data.get("corrected", {})),
-                    {int(w): histograms.decode(v) for w, v in data.get("windows", {}).items()},
+                    {int(w): pairs for w, pairs in data.get("windows", {}).items()},
                     {int(w): n for w, n in data.get("windowFailures", {}).items()})
         if data.get("cpuPeakPercent") is not None:
             self.note_cpu(data["cpuPeakPercent"])
+        if data.get("sentAt") is not None:
+            self.merge_lag_peak = max(self.merge_lag_peak or 0.0, time.time() - data["sentAt"])
 
-    def _merge(self, raw: dict[Row, HdrHistogram], corrected: dict[Row, HdrHistogram],
-               windows: dict[int, HdrHistogram], failures: dict[int, int]) -> None:
-        for key, histogram in raw.items():
-            _add(self.raw, key, histogram)
-        for key, histogram in corrected.items():
-            _add(self.corrected, key, histogram)
-        for window, histogram in windows.items():
+    def _merge(self, raw: dict[Row, Flat], corrected: dict[Row, Flat], windows: dict[int, Flat],
+               failures: dict[int, int]) -> None:
+        for key, pairs in raw.items():
+            _add(self.raw, key, pairs)
+        for key, pairs in corrected.items():
+            _add(self.corrected, key, pairs)
+        for window, pairs in windows.items():
             if self._closed_already(window):
-                self._late(window, histogram.get_total_count())
+                self._late(window, histograms.flat_total(pairs))
             else:
-                _add(self._windows, window, histogram)
+                _add(self._windows, window, pairs)
         for window, failed in failures.items():
             if not self._closed_already(window):
                 self._window_failures[window] = self._window_failures.get(window, 0) + failed

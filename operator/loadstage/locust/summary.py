@@ -16,6 +16,7 @@ from loadstage.results import histograms
 
 TERMINATION_MESSAGE_LIMIT = 4096
 INJECTOR_BOUND_PERCENT = 90.0      # an injector above this measured itself, not the target
+MASTER_BOUND_LAG_SECONDS = 3.0     # a master that merged a report this late was behind by a report interval
 MAX_ERRORS = 50
 MAX_ENDPOINTS = 300     # request names with a row of their own; the rest are folded into one "(other)" row
 OTHER = "(other)"
@@ -70,6 +71,8 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None, serve
         "servedRequests": served_requests,
         "injectorPeakCpuPercent": recorder.cpu_peak_percent,
         "injectorBound": (recorder.cpu_peak_percent or 0) > bound_percent,
+        "masterLagSeconds": None if recorder.merge_lag_peak is None else round(recorder.merge_lag_peak, 3),
+        "masterBound": (recorder.merge_lag_peak or 0) > MASTER_BOUND_LAG_SECONDS,
         "byMethod": {m: figures([k for k in keys if k[0] == m]) for m in methods},
         "errorKinds": len(stats.errors),
     }

@@ -1,8 +1,11 @@
 """Response-time histograms at 3 significant digits (HdrHistogram), recorded in nanoseconds (so that
 sub-millisecond times keep their 3 digits too).
 
-Every injector records every request; histograms travel as HdrHistogram's standard compressed
-encoding (base64), which any HdrHistogram library decodes, and merge exactly by adding counts.
+Every injector records every request, as counts by the histogram's bucket index (a tally), and reports them
+as such: [index, count, index, count, ...], which the master adds to its histograms at a few microseconds a
+bucket (decoding the standard encoding and adding cost about 0.3 ms a histogram). Results carry
+HdrHistogram's standard compressed encoding (base64), which any HdrHistogram library decodes; both merge
+exactly by adding counts.
 Percentiles are nearest-rank: the smallest recorded value with at least ceil(q*n) samples at or
 below it, reported as the top of its bucket (never below the true value, at most 0.1% above it)
 and never above the exact maximum."""
@@ -23,6 +26,45 @@ P999_MIN_SAMPLES = 1000               # below this, p99.9 is the maximum and say
 
 def new() -> HdrHistogram:
     return HdrHistogram(LOWEST_NS, HIGHEST_NS, SIGNIFICANT_DIGITS)
+
+
+_SHAPE = new()
+_UNIT, _HALF_MAGNITUDE = _SHAPE.unit_magnitude, _SHAPE.sub_bucket_half_count_magnitude
+_HALF_COUNT, _MASK = _SHAPE.sub_bucket_half_count, _SHAPE.sub_bucket_mask
+
+
+def index_of(value_ns: int) -> int:
+    """HdrHistogram.get_counts_array_index(value), inlined: an injector computes it for every request."""
+    bucket = (value_ns | _MASK).bit_length() - _UNIT - _HALF_MAGNITUDE - 1
+    return ((bucket + 1) << _HALF_MAGNITUDE) + (value_ns >> (bucket + _UNIT)) - _HALF_COUNT
+
+
+def tally(into: dict[int, int], value_ns: int) -> None:
+    index = index_of(value_ns)
+    into[index] = into.get(index, 0) + 1
+
+
+def flat(counts: dict[int, int]) -> list[int]:
+    """A tally as it travels: [index, count, index, count, ...]."""
+    return [n for pair in counts.items() for n in pair]
+
+
+def add_flat(histogram: HdrHistogram, pairs: list[int]) -> None:
+    """Adds a tally in its travelling form, exactly as adding the histogram of the same values would."""
+    if not pairs:
+        return
+    counts = histogram.counts
+    for i in range(0, len(pairs), 2):
+        counts[pairs[i]] += pairs[i + 1]
+    indexes = pairs[0::2]
+    histogram.total_count += sum(pairs[1::2])
+    histogram.min_value = min(histogram.min_value, histogram.get_value_from_index(min(indexes)))
+    histogram.max_value = max(histogram.max_value,
+                              histogram.get_highest_equivalent_value(histogram.get_value_from_index(max(indexes))))
+
+
+def flat_total(pairs: list[int]) -> int:
+    return sum(pairs[1::2])
 
 
 def to_ns(ms: float) -> int:
