@@ -274,10 +274,10 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="requests a second per worker")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--plain", action="store_true", help="Locust's statistics only")
-    parser.add_argument("--smoke", action="store_true", help="20 workers, 5 names, 15 s (CI)")
+    parser.add_argument("--smoke", action="store_true", help="20 workers, 5 names, 10 s (CI)")
     args = parser.parse_args()
     if args.smoke:
-        args.workers, args.names, args.seconds = 20, 5, 15.0
+        args.workers, args.names, args.seconds = 20, 5, 10.0
     r = measure(args.workers, args.names, args.rate, args.seconds, args.plain)
     print(json.dumps(r, indent=2))
     if not args.smoke:

@@ -1,6 +1,7 @@
 """Every benchmark runs in a small version so none of them rots. No timing is asserted:
 only that each runs to the end, and the fidelity one's correctness target."""
 
+import json
 import subprocess
 import sys
 
@@ -36,6 +37,15 @@ def test_local_overhead_smoke_runs():
     result = run("local_overhead.py")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "gaps between stages" in result.stdout
+
+
+def test_master_merge_smoke_counts_every_synthetic_request_exactly():
+    result = run("master_merge.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["masterFinished"] and figures["requestsSent"] > 0
+    assert figures["requestsCounted"] == figures["requestsInHistograms"] == figures["requestsSent"]
+    assert 0 <= figures["masterLagSecondsPeak"] < 3 and figures["masterCpuPercent"] is not None
 
 
 def test_decisions_smoke_runs_every_comparison():

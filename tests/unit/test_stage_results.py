@@ -13,6 +13,7 @@ from loadstage.engine import argv as commands
 from loadstage.engine.steps import Step
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
+from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_capacity, render_report, render_status, render_table
 from loadstage.results.measurement import StageMeasurement
 from loadstage.results.model import Artifact, RunResults, StageResult, TargetPodHealth, VariantRecord
@@ -275,3 +276,21 @@ def test_a_variants_headline_row_is_computed_from_all_its_stages_histograms_neve
     pivot = report.split("99th percentile per stage (ms):\n")[1].split("\n\n")[0].splitlines()
     assert [c.strip() for c in pivot[0].split("|")] == ["Injectors", "Users", "threads=2", "threads=7"]
     assert len(pivot) == 2 + 3
+
+
+def test_a_stage_whose_master_fell_behind_says_so_in_its_status_its_table_and_its_csv():
+    e = experiment(stages=[{"injectors": 1000, "duration": "10s"}])
+    measured = _measured()
+    measured.summary.update(masterLagSeconds=7.25, masterBound=True)
+    behind = stage_result(e, 1, e.spec.stages[0], measured)
+    assert behind.to_status()["masterLagSeconds"] == 7.25 and behind.to_status()["masterBound"] is True
+    assert StageResult.from_status(behind.to_status()) == behind
+    on_time = stage_result(e, 1, e.spec.stages[0], _measured())
+    assert "masterBound" not in on_time.to_status()
+    status = run_of([VariantRecord(1, e.variants()[0].settings(), [behind], judged=False, capacity=None)])
+    lines = render_table(status).splitlines()
+    assert lines[0].split("|")[-1].strip() == "Verdict" and lines[2].endswith("- (master behind)")
+    assert "master behind: the Locust master merged a worker's report more than a report interval" \
+        in render_status(status)
+    assert "masterLagSeconds,masterBound" in render_csv(e, status).splitlines()[0]
+    assert ",7.25,true," in render_csv(e, status).splitlines()[1]

@@ -23,7 +23,7 @@ TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores"
         "targetServedRequests", "targetRestarts", "targetUnreadySeconds", "targetProcesses",
         "targetPeakProcessRssBytes", "proxyPeakCpuCores", "proxyPeakMemoryBytes", "hostCpuPerCorePercent",
         "requestGoal", "injectorPeakCpuPercent", "injectorBound",
-        "attempts", "passed", "violations"]
+        "masterLagSeconds", "masterBound", "attempts", "passed", "violations"]
 
 
 def columns(run: RunResults) -> list[str]:
@@ -57,6 +57,7 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
         "hostCpuPerCorePercent": " ".join(f"{c:g}" for c in stage.host_cpu_per_core or ()) or None,
         "requestGoal": stage.request_goal, "attempts": stage.attempts,
         "injectorPeakCpuPercent": stage.injector_peak_cpu_percent, "injectorBound": stage.injector_bound,
+        "masterLagSeconds": stage.master_lag_seconds, "masterBound": stage.master_bound,
         "passed": None if verdict is None else verdict.passed,
         "violations": None if verdict is None else "; ".join(verdict.violations),
     }

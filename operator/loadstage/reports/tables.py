@@ -29,6 +29,10 @@ FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to th
              BEST: "^ the best variant by more than the noise: its difference from every other variant's, in the "
                    "same column or at the same stage, is significant at 95%. With fewer than 3 repeats the noise is "
                    "the run's own, and separate runs on a busy machine vary more (BENCHMARKS.md (f))."}
+MASTER_BEHIND_NOTE = ("master behind: the Locust master merged a worker's report more than a report interval (3 s) "
+                      "after it was sent; reports still queued when the stage ended may be missing from its figures, "
+                      "and a worker whose heartbeats queued may have been taken for lost. Use fewer request names or "
+                      "fewer, larger injectors (BENCHMARKS.md (e)).")
 Table = tuple[list[str], list[list[str]]]
 
 
@@ -131,7 +135,7 @@ def _target_health(stage: StageResult) -> list[str]:
 def _verdict(stage: StageResult) -> str:
     v = stage.verdict
     text = "-" if v is None else ("pass" if v.passed else "FAIL: " + "; ".join(v.violations))
-    return text + " (injector-bound)" if stage.injector_bound else text
+    return text + (" (injector-bound)" if stage.injector_bound else "") + (" (master behind)" if stage.master_bound else "")
 
 
 def _per_stage(run: RunResults, columns: list[str], cells: Callable[[VariantRecord, StageResult], list[str]]) -> Table:
@@ -143,7 +147,8 @@ def _per_stage(run: RunResults, columns: list[str], cells: Callable[[VariantReco
 
 
 def stage_rows(run: RunResults) -> Table:
-    has_verdicts = any(s.verdict is not None or s.injector_bound for v in run.variants for s in v.stages)
+    has_verdicts = any(s.verdict is not None or s.injector_bound or s.master_bound
+                       for v in run.variants for s in v.stages)
     health = unsteady(run)
 
     def cells(variant: VariantRecord, s: StageResult) -> list[str]:
@@ -264,4 +269,5 @@ def footnotes(cells: list[str]) -> list[str]:
     return ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in unmarked) else []) + \
            ([FOOTNOTES[UNSTEADY]] if any(UNSTEADY in c for c in cells) else []) + \
            ([FOOTNOTES[BEST]] if any(c.endswith(BEST) for c in cells) else []) + \
-           ([FOOTNOTES[INJECTOR_BOUND]] if any(INJECTOR_BOUND in c or "(injector-bound)" in c for c in cells) else [])
+           ([FOOTNOTES[INJECTOR_BOUND]] if any(INJECTOR_BOUND in c or "(injector-bound)" in c for c in cells) else []) + \
+           ([MASTER_BEHIND_NOTE] if any("(master behind)" in c for c in cells) else [])

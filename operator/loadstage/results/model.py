@@ -208,6 +208,8 @@ class StageResult:
     trimmed_mean: dict[str, float] | None = None   # over the repeats, without the highest and lowest
     request_goal: int | None = None           # a stage given in requests (ab -n); duration_seconds: how long
     host_cpu_per_core: tuple[float, ...] | None = None   # the machine's mean CPU per core, percent (local)
+    master_lag_seconds: float | None = None   # the latest the Locust master merged a worker's report
+    master_bound: bool = False                # ... later than a report interval: the master fell behind
 
     @property
     def attempts(self) -> int:
@@ -236,7 +238,8 @@ class StageResult:
             endpoints_folded=d.get("endpointsFolded"), artifact_omitted=d.get("artifactOmitted"),
             intervals=d.get("intervals"), repeats=d.get("repeats", 1), trimmed_mean=d.get("trimmedMean"),
             request_goal=d.get("requestGoal"),
-            host_cpu_per_core=tuple(d["hostCpuPerCore"]) if d.get("hostCpuPerCore") else None)
+            host_cpu_per_core=tuple(d["hostCpuPerCore"]) if d.get("hostCpuPerCore") else None,
+            master_lag_seconds=d.get("masterLagSeconds"), master_bound=bool(d.get("masterBound")))
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -251,6 +254,10 @@ class StageResult:
             "injectorPeakCpuPercent": self.injector_peak_cpu_percent,
             "injectorBound": self.injector_bound,
         }
+        if self.master_lag_seconds is not None:
+            result["masterLagSeconds"] = self.master_lag_seconds
+        if self.master_bound:
+            result["masterBound"] = True
         if self.corrected_latency is not None:
             result["correctedLatencyMs"] = self.corrected_latency.to_status()
         if self.redis_peak_covers is not None:

@@ -47,7 +47,8 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in m.lost_injectors),
         endpoints_folded=s.get("endpointsFolded"), artifact_omitted=m.artifact.get("omitted"),
         intervals=intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}"),
-        request_goal=stage.requests, host_cpu_per_core=m.host_cpu_per_core or None)
+        request_goal=stage.requests, host_cpu_per_core=m.host_cpu_per_core or None,
+        master_lag_seconds=s.get("masterLagSeconds"), master_bound=bool(s.get("masterBound")))
     if experiment.spec.thresholds is not None:
         result = replace(result, verdict=verdict(result, experiment.spec.thresholds))
     return result
@@ -162,6 +163,8 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
                              _max(old.proxy_peak_memory_bytes, now.proxy_peak_memory_bytes)),
         injector_peak_cpu_percent=_max(before.injector_peak_cpu_percent, new.injector_peak_cpu_percent),
         injector_bound=before.injector_bound or new.injector_bound,
+        master_lag_seconds=_max(before.master_lag_seconds, new.master_lag_seconds),
+        master_bound=before.master_bound or new.master_bound,
         error_kinds=_max(before.error_kinds, new.error_kinds),
         lost_injectors=before.lost_injectors + new.lost_injectors, retries=before.retries + new.retries,
         endpoints_folded=_max(before.endpoints_folded, new.endpoints_folded),
