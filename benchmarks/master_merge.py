@@ -1,4 +1,4 @@
-"""Benchmark (e): can one Locust master keep up with 1,000 injectors?
+"""Benchmark (g): can one Locust master keep up with 1,000 injectors?
 
 One real master (the command a stage runs, with loadstage's extension) is driven by synthetic workers that speak
 Locust's own protocol (ZeroMQ, msgpack) from one process: each connects, says it is ready, answers the spawn,

@@ -32,7 +32,7 @@ FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to th
 MASTER_BEHIND_NOTE = ("master behind: the Locust master merged a worker's report more than a report interval (3 s) "
                       "after it was sent; reports still queued when the stage ended may be missing from its figures, "
                       "and a worker whose heartbeats queued may have been taken for lost. Use fewer request names or "
-                      "fewer, larger injectors (BENCHMARKS.md (e)).")
+                      "fewer, larger injectors (BENCHMARKS.md (g)).")
 Table = tuple[list[str], list[list[str]]]
 
 
