@@ -123,7 +123,8 @@ def progress(stage_dir):
 
 
 def _name(arg: str) -> str:
-    return arg.rsplit("/", 1)[-1]
+    """A program's name, from its path or from the title it gave itself (gunicorn: "gunicorn: master [app]")."""
+    return arg.rsplit("/", 1)[-1].split(":")[0]
 
 
 def run_servers(write_experiment, tmp_path, servers, target, **matrix):
@@ -261,9 +262,15 @@ def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, t
             return False
         return status["phase"] == "Running" and len(status["variants"][0]["stages"]) == 1
     wait_for(second_stage_running, timeout=90)
-    wait_for(lambda: any("--worker" in p.cmdline() for p in alive(descendants(proc.pid))), timeout=30)
+    wait_for(lambda: any("--worker" in " ".join(p.cmdline()) for p in alive(descendants(proc.pid))), timeout=30)
     started = descendants(proc.pid)
     assert len(started) >= 4  # redis, gunicorn (+ workers), locust master and worker
+    # the Locust processes were forked from the warm launcher; ps shows their own command lines, and each
+    # leads its own process group, by which the engine stops it
+    (launcher,) = [p for p in alive(started) if "loadstage.locust.launcher" in p.cmdline()]
+    locusts = [p for p in alive(started) if " ".join(p.cmdline()).startswith("locust -f ")]
+    assert {" ".join(p.cmdline()).split(" --")[1].split()[0] for p in locusts} >= {"master", "worker"}
+    assert {p.ppid() for p in locusts} == {launcher.pid} and all(os.getpgid(p.pid) == p.pid for p in locusts)
     listening = [c.laddr for p in alive(started) for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN]
     assert len(listening) >= 3, listening  # redis, gunicorn, the Locust master
     assert all(ipaddress.ip_address(a.ip).is_loopback for a in listening), listening
@@ -286,7 +293,7 @@ def test_a_sigkilled_engine_leaves_no_process(write_experiment, tmp_path):
         injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
         stages=[{"injectors": 2, "duration": "60s"}]))
     proc = start_cli("run", path, "-q", "--workdir", tmp_path / "w")
-    wait_for(lambda: len([p for p in alive(descendants(proc.pid)) if "--worker" in p.cmdline()]) == 2, timeout=60)
+    wait_for(lambda: len([p for p in alive(descendants(proc.pid)) if "--worker" in " ".join(p.cmdline())]) == 2, timeout=60)
     started = descendants(proc.pid)
     proc.kill()
     proc.communicate()
@@ -377,7 +384,7 @@ def test_an_injector_lost_mid_stage_fails_the_stage_or_is_recorded(write_experim
         injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}, "onLost": on_lost},
         stages=[{"injectors": 2, "duration": "8s"}]))
     proc = start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", tmp_path / "w")
-    workers = wait_for(lambda: [p for p in alive(descendants(proc.pid)) if "--worker" in p.cmdline()][1:], timeout=60)
+    workers = wait_for(lambda: [p for p in alive(descendants(proc.pid)) if "--worker" in " ".join(p.cmdline())][1:], timeout=60)
     wait_for(lambda: progress(tmp_path / "w" / "variant-1" / "stage-1").get("requests", 0) > 0, timeout=30)
     workers[0].kill()
     killed_at = time.monotonic()

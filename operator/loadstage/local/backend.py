@@ -3,8 +3,8 @@ loadstage.local.target; a stage is a Locust master and one worker process per in
 runs the command line a container would run.
 
 Stages follow each other without dead time: when a stage's load ends, the next stage's master and
-workers start (their Python start-up is most of the gap), connect, and wait for a start file; the
-next stage's load begins the moment the engine asks for it."""
+workers start, forked from a launcher that imported Locust once (loadstage.locust.launcher), connect, and
+wait for a start file; the next stage's load begins the moment the engine asks for it."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from loadstage.samplers.redis import RedisSampler
 STAGE_GRACE_SECONDS = argv.EXPECT_WORKERS_MAX_WAIT_SECONDS + 60
 START_FILE = "start"
 FOLLOW_POLL_SECONDS = 0.1
+ENDING_POLL_SECONDS = 0.02   # once the results are written, the next stage waits only on the workers' exit
 
 
 @dataclass
@@ -89,6 +90,7 @@ class LocalBackend:
             except (CgroupsUnavailable, OSError):
                 if limit_fields(experiment):   # local_problems refused them already; requests only reserve
                     raise
+        self.supervisor.warm_up(workdir / "launcher.log", self.root)   # its imports overlap the target's start
 
 
     # -- target -------------------------------------------------------------
@@ -111,7 +113,9 @@ class LocalBackend:
 
     def finish_variant(self, variant: Variant) -> None:
         self._drop_ahead()
-        self._stop_retired(grace=5.0)
+        for master in self.retired:   # its results are written: it has nothing left to do but quit
+            self.supervisor.stop(master, at_once=True)
+        self.retired = []
         if self.target is not None:
             self.target.stop(self.supervisor)
             self.target = None
@@ -147,12 +151,12 @@ class LocalBackend:
                 target_metrics=[f"{url}{self.experiment.spec.target.metrics.path}" for url in target.admin_urls],
                 bind_host=LOOPBACK, bind_port=master_port, custom_locustfile=custom_path,
                 start_file=str(start_file)),
-            log_path=sdir / "master.log", cwd=self.root,
+            log_path=sdir / "master.log", cwd=self.root, warm=True,
             cgroup=pod_cgroup(self.cgroups, f"{step.run_id}-master", injectors.master_resources))
         workers = [self.supervisor.start(
             f"locust worker {i + 1}", argv.locust_worker_command(
                 self.experiment, master_host=LOOPBACK, master_port=master_port, custom_locustfile=custom_path),
-            log_path=sdir / f"worker-{i + 1}.log", cwd=self.root,
+            log_path=sdir / f"worker-{i + 1}.log", cwd=self.root, warm=True,
             cgroup=pod_cgroup(self.cgroups, f"{step.run_id}-worker-{i + 1}", injectors.resources))
             for i in range(step.stage.injectors)]
         return _StageProcesses(step.run_id, sdir, master, workers)
@@ -256,12 +260,12 @@ class LocalBackend:
             self.on_progress(Progress(step, time.monotonic() - start, snapshot, sampled()))
             if finished:
                 return lost.entries()
-            time.sleep(FOLLOW_POLL_SECONDS)
+            time.sleep(ENDING_POLL_SECONDS if summary_file.exists() else FOLLOW_POLL_SECONDS)
 
-    def _stop_retired(self, grace: float = 0) -> None:
-        """The masters of the stages before: they have exited by now, or get `grace` seconds to."""
+    def _stop_retired(self) -> None:
+        """The masters of the stages before: they have exited by now."""
         for child in self.retired:
-            self._stop_after_exit(child, grace=grace)
+            self._stop_after_exit(child, grace=0)
         self.retired = []
 
     def _stop_after_exit(self, child: Child, grace: float = 10.0) -> None:

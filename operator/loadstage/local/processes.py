@@ -5,11 +5,14 @@ threaded process), so even a SIGKILLed engine leaves no process behind."""
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +28,121 @@ def resolve_executable(name: str) -> str:
     return str(beside) if beside.exists() else name
 
 
+class Forked:
+    """A process the warm launcher forked, as much of a Popen as the supervisor uses: its exit code comes from
+    the launcher, which reaps it."""
+
+    def __init__(self, pid: int, argv: list[str]):
+        self.pid, self.args = pid, argv
+        self.returncode: int | None = None
+        self._ended = threading.Event()
+
+    def end(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        assert self.returncode is not None
+        return self.returncode
+
+
+class WarmLauncher:
+    """The engine's side of loadstage.locust.launcher: starts it (its imports overlap the target's start) and
+    asks it for Locust processes. Should it be gone, `spawn` says so with None and the caller starts the
+    process afresh."""
+
+    READY_SECONDS = 60.0
+
+    def __init__(self, log_path: Path, cwd: Path):
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [*DIE_WITH_PARENT, sys.executable, "-m", "loadstage.locust.launcher"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, cwd=cwd, start_new_session=True)
+        self.ready = threading.Event()
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._replies: dict[int, queue.Queue] = {}
+        self._forked: dict[int, Forked] = {}
+        self._early_exits: dict[int, int] = {}
+        threading.Thread(target=self._read, name="warm-launcher", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            words = raw.decode().split()
+            if words == ["ready"]:
+                self.ready.set()
+            elif words[:1] == ["started"]:
+                self._replies.pop(int(words[1])).put(int(words[2]))
+            elif words[:1] == ["exited"]:
+                pid, code = int(words[1]), int(words[2])
+                with self._lock:
+                    forked = self._forked.pop(pid, None)
+                    if forked is None:
+                        self._early_exits[pid] = code
+                if forked is not None:
+                    forked.end(code)
+        with self._lock:   # the launcher is gone, and with it (SIGTERM) whatever it forked
+            gone, self._forked = list(self._forked.values()), {}
+        for forked in gone:
+            forked.end(-signal.SIGTERM)
+        for waiting in list(self._replies.values()):
+            waiting.put(None)
+
+    def spawn(self, argv: list[str], *, log_path: Path, cwd: Path | None,
+              cgroup: PodCgroup | None, env: dict[str, str] | None) -> Forked | None:
+        if self.process.poll() is not None or not self.ready.wait(self.READY_SECONDS):
+            return None
+        reply: queue.Queue = queue.Queue()
+        with self._lock:
+            self._next_id += 1
+            ident = self._next_id
+            self._replies[ident] = reply
+        request = {"id": ident, "argv": argv, "cwd": str(cwd or os.getcwd()), "log": str(log_path),
+                   "cgroups": [str(d / "cgroup.procs") for d in cgroup.directories] if cgroup else [],
+                   "env": env or {}}
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write((json.dumps(request) + "\n").encode())
+            self.process.stdin.flush()
+            pid = reply.get(timeout=self.READY_SECONDS)
+        except (OSError, queue.Empty):
+            return None
+        if pid is None:
+            return None
+        forked = Forked(pid, argv)
+        with self._lock:
+            early = self._early_exits.pop(pid, None)
+            if early is None:
+                self._forked[pid] = forked
+        if early is not None:
+            forked.end(early)
+        return forked
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(5.0)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
 @dataclass
 class Child:
     name: str
     argv: list[str]
-    process: subprocess.Popen
+    process: subprocess.Popen | Forked
     log_path: Path
     cgroup: PodCgroup | None = None
 
@@ -55,12 +168,25 @@ class Child:
 class Supervisor:
     def __init__(self):
         self.children: list[Child] = []
+        self.launcher: WarmLauncher | None = None
+
+    def warm_up(self, log_path: Path, cwd: Path) -> None:
+        """From now on Locust processes (`start(..., warm=True)`) are forked from a warm launcher."""
+        self.launcher = WarmLauncher(log_path, cwd)
 
     def start(self, name: str, argv: list[str], *, log_path: Path, env: dict[str, str] | None = None,
-              cwd: Path | None = None, cgroup: PodCgroup | None = None, umask: int = -1) -> Child:
+              cwd: Path | None = None, cgroup: PodCgroup | None = None, umask: int = -1,
+              warm: bool = False) -> Child:
         """Starts `argv` (inside `cgroup`, with its limits, from its first instruction on); `umask`: its own,
-        where it must differ from ours."""
+        where it must differ from ours; `warm`: a Locust command line, forked from the warm launcher if there
+        is one."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        if warm and self.launcher is not None and umask == -1:
+            forked = self.launcher.spawn(argv, log_path=log_path, cwd=cwd, cgroup=cgroup, env=env)
+            if forked is not None:
+                child = Child(name, argv, forked, log_path, cgroup)
+                self.children.append(child)
+                return child
         join = cgroup.join_argv() if cgroup is not None else []
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
@@ -71,8 +197,10 @@ class Supervisor:
         self.children.append(child)
         return child
 
-    def stop(self, child: Child, timeout: float = 10.0) -> None:
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+    def stop(self, child: Child, timeout: float = 10.0, *, at_once: bool = False) -> None:
+        """SIGTERM, and SIGKILL after `timeout`; `at_once`: SIGKILL, for a process with nothing left to do."""
+        steps = ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0))
+        for sig, wait in steps[1:] if at_once else steps:
             try:
                 os.killpg(child.pid, sig)
             except ProcessLookupError:
@@ -102,3 +230,6 @@ class Supervisor:
     def stop_all(self) -> None:
         for child in reversed(list(self.children)):
             self.stop(child)
+        if self.launcher is not None:
+            self.launcher.close()
+            self.launcher = None
