@@ -70,6 +70,7 @@ class WarmLauncher:
         self._replies: dict[int, queue.Queue] = {}
         self._forked: dict[int, Forked] = {}
         self._early_exits: dict[int, int] = {}
+        self._gone = False
         threading.Thread(target=self._read, name="warm-launcher", daemon=True).start()
 
     def _read(self) -> None:
@@ -89,18 +90,23 @@ class WarmLauncher:
                 if forked is not None:
                     forked.end(code)
         with self._lock:   # the launcher is gone, and with it (SIGTERM) whatever it forked
+            self._gone = True
             gone, self._forked = list(self._forked.values()), {}
+            waiting = list(self._replies.values())
         for forked in gone:
             forked.end(-signal.SIGTERM)
-        for waiting in list(self._replies.values()):
-            waiting.put(None)
+        for reply in waiting:
+            reply.put(None)
+        self.ready.set()
 
     def spawn(self, argv: list[str], *, log_path: Path, cwd: Path | None,
               cgroup: PodCgroup | None, env: dict[str, str] | None) -> Forked | None:
-        if self.process.poll() is not None or not self.ready.wait(self.READY_SECONDS):
+        if not self.ready.wait(self.READY_SECONDS):
             return None
         reply: queue.Queue = queue.Queue()
         with self._lock:
+            if self._gone:
+                return None
             self._next_id += 1
             ident = self._next_id
             self._replies[ident] = reply
