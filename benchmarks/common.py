@@ -22,8 +22,27 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "kernel": platform.release()}
+    result = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()}
+    if (limit := cpu_limit()) is not None:
+        result["cpuLimit"] = limit
+    return result
+
+
+def cpu_limit() -> float | None:
+    """The CPUs this process's cgroup may use, where it is limited (a run made to stand for a slower machine)."""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "cpu" in controllers.split(","):        # v1
+                base = Path("/sys/fs/cgroup/cpu") / path.lstrip("/")
+                quota = int((base / "cpu.cfs_quota_us").read_text())
+                return round(quota / int((base / "cpu.cfs_period_us").read_text()), 3) if quota > 0 else None
+            if controllers == "":                       # v2
+                quota, period = (Path("/sys/fs/cgroup") / path.lstrip("/") / "cpu.max").read_text().split()
+                return None if quota == "max" else round(int(quota) / int(period), 3)
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def write_result(name: str, result: dict) -> Path:
