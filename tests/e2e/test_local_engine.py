@@ -123,8 +123,9 @@ def progress(stage_dir):
 
 
 def _name(arg: str) -> str:
-    """A program's name, from its path or from the title it gave itself (gunicorn: "gunicorn: master [app]")."""
-    return arg.rsplit("/", 1)[-1].split(":")[0]
+    """A program's name, from its path or from the title it gave itself ("gunicorn: master [app]",
+    "granian wsgi 127.0.0.1:8000 app worker-1"), which ps shows once the process has set it."""
+    return (arg.rsplit("/", 1)[-1].split(":")[0].split() or [""])[0]
 
 
 def run_servers(write_experiment, tmp_path, servers, target, **matrix):
