@@ -29,12 +29,14 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def _run(request: dict) -> None:
+def _run(request: dict, launcher: int) -> None:
     """In the forked process: becomes the command line's Locust process, and exits with its code."""
     code = 1
     try:
         os.setsid()
         _die_with_parent()
+        if os.getppid() != launcher:   # the launcher died before the line above: nobody would stop this
+            return
         for procs in request.get("cgroups") or []:
             Path(procs).write_text(str(os.getpid()))
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -53,6 +55,8 @@ def _run(request: dict) -> None:
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, (int, type(None))):
+            print(e.code, file=sys.stderr)   # as Python itself does at exit
     except BaseException:
         traceback.print_exc()
     finally:
@@ -85,6 +89,7 @@ def serve() -> None:
     def say(line: str) -> None:
         os.write(1, (line + "\n").encode())
 
+    launcher = os.getpid()
     say("ready")
     pending = b""
     while True:
@@ -99,7 +104,7 @@ def serve() -> None:
                 request = json.loads(line)
                 pid = fork_gevent()
                 if pid == 0:
-                    _run(request)
+                    _run(request, launcher)
                 say(f"started {request['id']} {pid}")
         while True:
             try:
