@@ -41,18 +41,12 @@ from common import ROOT, write_result
 from loadstage.api.load import parse_experiment
 from loadstage.engine.argv import locust_master_command
 from loadstage.local.processes import resolve_executable
+from loadstage.local.target import free_port
 from loadstage.locust.recorder import REPORT_KEY, StageRecorder
 
 REPORT_SECONDS, HEARTBEAT_SECONDS = 3.0, 1.0
 TEMPLATES_PER_SECOND = 8
 SENT_AT_PLACEHOLDER = 0.0    # a float64 at the very end of the packed report, overwritten at each send
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def master_argv(workers: int, seconds: float, port: int, workdir: Path) -> list[str]:

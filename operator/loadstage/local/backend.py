@@ -113,9 +113,7 @@ class LocalBackend:
 
     def finish_variant(self, variant: Variant) -> None:
         self._drop_ahead()
-        for master in self.retired:   # its results are written: it has nothing left to do but quit
-            self.supervisor.stop(master, at_once=True)
-        self.retired = []
+        self._stop_retired(at_once=True)   # their results are written: they have nothing left to do but quit
         if self.target is not None:
             self.target.stop(self.supervisor)
             self.target = None
@@ -262,10 +260,13 @@ class LocalBackend:
                 return lost.entries()
             time.sleep(ENDING_POLL_SECONDS if summary_file.exists() else FOLLOW_POLL_SECONDS)
 
-    def _stop_retired(self) -> None:
-        """The masters of the stages before: they have exited by now."""
+    def _stop_retired(self, at_once: bool = False) -> None:
+        """The masters of the stages before: they have exited by now, or (`at_once`) are killed."""
         for child in self.retired:
-            self._stop_after_exit(child, grace=0)
+            if at_once:
+                self.supervisor.stop(child, at_once=True)
+            else:
+                self._stop_after_exit(child, grace=0)
         self.retired = []
 
     def _stop_after_exit(self, child: Child, grace: float = 10.0) -> None:

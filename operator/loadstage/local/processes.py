@@ -67,9 +67,8 @@ class WarmLauncher:
         self.ready = threading.Event()
         self._lock = threading.Lock()
         self._next_id = 0
-        self._replies: dict[int, queue.Queue] = {}
+        self._replies: dict[int, tuple[queue.Queue, list[str]]] = {}
         self._forked: dict[int, Forked] = {}
-        self._early_exits: dict[int, int] = {}
         self._gone = False
         threading.Thread(target=self._read, name="warm-launcher", daemon=True).start()
 
@@ -79,20 +78,20 @@ class WarmLauncher:
             words = raw.decode().split()
             if words == ["ready"]:
                 self.ready.set()
-            elif words[:1] == ["started"]:
-                self._replies.pop(int(words[1])).put(int(words[2]))
-            elif words[:1] == ["exited"]:
-                pid, code = int(words[1]), int(words[2])
+            elif words[:1] == ["started"]:   # always read before the same process's "exited"
                 with self._lock:
-                    forked = self._forked.pop(pid, None)
-                    if forked is None:
-                        self._early_exits[pid] = code
+                    reply, argv = self._replies.pop(int(words[1]))
+                    forked = self._forked[int(words[2])] = Forked(int(words[2]), argv)
+                reply.put(forked)
+            elif words[:1] == ["exited"]:
+                with self._lock:
+                    forked = self._forked.pop(int(words[1]), None)
                 if forked is not None:
-                    forked.end(code)
+                    forked.end(int(words[2]))
         with self._lock:   # the launcher is gone, and with it (SIGTERM) whatever it forked
             self._gone = True
             gone, self._forked = list(self._forked.values()), {}
-            waiting = list(self._replies.values())
+            waiting = [reply for reply, _ in self._replies.values()]
         for forked in gone:
             forked.end(-signal.SIGTERM)
         for reply in waiting:
@@ -109,7 +108,7 @@ class WarmLauncher:
                 return None
             self._next_id += 1
             ident = self._next_id
-            self._replies[ident] = reply
+            self._replies[ident] = (reply, argv)
         request = {"id": ident, "argv": argv, "cwd": str(cwd or os.getcwd()), "log": str(log_path),
                    "cgroups": [str(d / "cgroup.procs") for d in cgroup.directories] if cgroup else [],
                    "env": env or {}}
@@ -117,19 +116,9 @@ class WarmLauncher:
             assert self.process.stdin is not None
             self.process.stdin.write((json.dumps(request) + "\n").encode())
             self.process.stdin.flush()
-            pid = reply.get(timeout=self.READY_SECONDS)
+            return reply.get(timeout=self.READY_SECONDS)
         except (OSError, queue.Empty):
             return None
-        if pid is None:
-            return None
-        forked = Forked(pid, argv)
-        with self._lock:
-            early = self._early_exits.pop(pid, None)
-            if early is None:
-                self._forked[pid] = forked
-        if early is not None:
-            forked.end(early)
-        return forked
 
     def close(self) -> None:
         if self.process.stdin is not None:
