@@ -12,7 +12,10 @@ It also reports the coverage of the intervals: across A's stages, how often one 
 contains the median of the other stages' figures; and how many runs a decision like the ONS study's
 (threads=3 against threads=2, p99 1.4% apart) would need on this machine.
 
-    python benchmarks/decisions.py [--stages 10] [--duration 10s] [--repeats 3] [--smoke]
+With --aa-runs K it runs only A, K times in pairs (A, A again, A, A again, ...), and gives the false
+regression rate over all K x stages pairs with its exact (Clopper-Pearson) 95% interval.
+
+    python benchmarks/decisions.py [--stages 10] [--duration 10s] [--repeats 3] [--aa-runs K] [--smoke]
 """
 
 from __future__ import annotations
@@ -107,16 +110,64 @@ def runs_needed(stages: list[dict], difference: float = 0.014, power: float = 0.
             "runsPerSide": math.ceil(2 * (z * sigma / math.log(1 + difference)) ** 2)}
 
 
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The exact interval of a rate seen k times in n trials (each bound found by bisection)."""
+    alpha = 1 - confidence
+
+    def solve(test) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if test(mid) else (lo, mid)
+        return lo
+
+    lower = 0.0 if k == 0 else solve(lambda p: 1 - binomial_cdf(k - 1, n, p) < alpha / 2)
+    upper = 1.0 if k == n else solve(lambda p: binomial_cdf(k, n, p) > alpha / 2)
+    return lower, upper
+
+
+def aa_only(tmp: Path, runs: int, stages: int, duration: str, repeats: int) -> dict:
+    """A/A only: `runs` pairs of runs, each pair compared stage by stage."""
+    verdicts = []
+    for i in range(runs):
+        base = run(tmp, f"a{i}", stages, duration, 1.0, repeats)
+        again = run(tmp, f"a{i}-again", stages, duration, 1.0, repeats)
+        found, output = compared(base, again)
+        verdicts += found
+        print(f"pair {i + 1}/{runs}: {sum(v.startswith('regressed') for v in found)} false regression(s)\n{output}",
+              flush=True)
+    regressed = sum(v.startswith("regressed") for v in verdicts)
+    low, high = clopper_pearson(regressed, len(verdicts))
+    return {"stages": stages, "stageDuration": duration, "repeats": repeats, "runPairs": runs,
+            "aa": {"pairs": len(verdicts), "regressed": regressed,
+                   "withinNoise": sum("within the noise" in v for v in verdicts),
+                   "rate": round(regressed / len(verdicts), 4), "rate95": [round(low, 4), round(high, 4)],
+                   "verdicts": verdicts}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", type=int, default=10)
     parser.add_argument("--duration", default="10s")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--aa-runs", type=int, help="only A/A: this many pairs of runs")
     parser.add_argument("--smoke", action="store_true", help="1 stage of 3 s per run, 3 repeats")
     args = parser.parse_args()
     stages, duration, repeats = (1, "3s", 3) if args.smoke else (args.stages, args.duration, args.repeats)
     with tempfile.TemporaryDirectory(prefix="loadstage-decisions-") as tmp_name:
         tmp = Path(tmp_name)
+        if args.aa_runs:
+            result = aa_only(tmp, args.aa_runs, stages, duration, repeats)
+            aa = result["aa"]
+            print(f"A/A: {aa['regressed']} false regression(s) in {aa['pairs']} pairs: {aa['rate']:.1%}, "
+                  f"95% interval {aa['rate95'][0]:.1%} to {aa['rate95'][1]:.1%}")
+            if not args.smoke:
+                print(f"written to {write_result('decisions-aa', result)}")
+            return 0
         a = run(tmp, "a", stages, duration, 1.0, repeats)
         slower10 = run(tmp, "a-plus-10", stages, duration, 1.1, repeats)
         again = run(tmp, "a-again", stages, duration, 1.0, repeats)

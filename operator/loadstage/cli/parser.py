@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "throughput down, the error rate up")
     cmp.add_argument("--confidence", default="95%", type=_confidence_arg,
                      help="how sure a regression must be (default 95%%): the interval of the change, from both "
-                          "runs' confidence intervals, must leave zero out")
+                          "runs' confidence intervals, must leave zero out; each of the stage's judged figures "
+                          "is held to 1 - (1 - confidence) / figures")
     cmp.add_argument("--format", choices=("table", "markdown"), default="table",
                      help="table (default) or markdown (for a pull-request comment)")
 

@@ -43,7 +43,7 @@ from loadstage.samplers.redis import RedisSampler
 STAGE_GRACE_SECONDS = argv.EXPECT_WORKERS_MAX_WAIT_SECONDS + 60
 START_FILE = "start"
 FOLLOW_POLL_SECONDS = 0.1
-ENDING_POLL_SECONDS = 0.02   # once the results are written, the next stage waits only on the workers' exit
+ENDING_POLL_SECONDS = 0.02   # once the load is over, the next stage waits only on the results and exits
 
 
 @dataclass
@@ -258,7 +258,7 @@ class LocalBackend:
             self.on_progress(Progress(step, time.monotonic() - start, snapshot, sampled()))
             if finished:
                 return lost.entries()
-            time.sleep(ENDING_POLL_SECONDS if summary_file.exists() else FOLLOW_POLL_SECONDS)
+            time.sleep(ENDING_POLL_SECONDS if ending else FOLLOW_POLL_SECONDS)
 
     def _stop_retired(self, at_once: bool = False) -> None:
         """The masters of the stages before: they have exited by now, or (`at_once`) are killed."""

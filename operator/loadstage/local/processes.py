@@ -194,22 +194,33 @@ class Supervisor:
 
     def stop(self, child: Child, timeout: float = 10.0, *, at_once: bool = False) -> None:
         """SIGTERM, and SIGKILL after `timeout`; `at_once`: SIGKILL, for a process with nothing left to do."""
+        self.stop_together([child], timeout, at_once=at_once)
+
+    def stop_together(self, children: list[Child], timeout: float = 10.0, *, at_once: bool = False) -> None:
+        """Stops `children` as `stop` does, all at once: each has the same `timeout` from now."""
         steps = ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0))
+        left = list(children)
         for sig, wait in steps[1:] if at_once else steps:
-            try:
-                os.killpg(child.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                child.process.wait(wait)
+            for child in left:
+                try:
+                    os.killpg(child.pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait
+            for child in left:
+                try:
+                    child.process.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            left = [child for child in left if child.alive()]
+            if not left:
                 break
-            except subprocess.TimeoutExpired:
-                continue
-        self._reap_group(child.pid)
-        if child.cgroup is not None:
-            child.cgroup.remove()
-        if child in self.children:
-            self.children.remove(child)
+        for child in children:
+            self._reap_group(child.pid)
+            if child.cgroup is not None:
+                child.cgroup.remove()
+            if child in self.children:
+                self.children.remove(child)
 
     @staticmethod
     def _reap_group(pgid: int) -> None:
@@ -223,8 +234,7 @@ class Supervisor:
             time.sleep(0.05)
 
     def stop_all(self) -> None:
-        for child in reversed(list(self.children)):
-            self.stop(child)
+        self.stop_together(list(reversed(self.children)))
         if self.launcher is not None:
             self.launcher.close()
             self.launcher = None

@@ -194,10 +194,7 @@ class LocalTarget:
         return sum(pod.cgroup.cpu_seconds() for pod in self.pods)
 
     def stop(self, supervisor: Supervisor) -> None:
-        for process in [*self.proxies, *self.pods]:
-            supervisor.stop(process)
-        if self.redis_process is not None:
-            supervisor.stop(self.redis_process)
+        supervisor.stop_together([*self.proxies, *self.pods, *([self.redis_process] if self.redis_process else [])])
         self.remove_scratch()
 
     def remove_scratch(self) -> None:

@@ -4,7 +4,9 @@ Stages are matched by what they ran: the variant's settings, the injectors and t
 regressed when its p99 or p99.9 went up, or its throughput down, by more than the tolerance (the
 practical threshold) and by more than the runs' own noise (the interval of the difference, from each
 stage's confidence intervals, leaves out zero; they are the noise within each run, and separate runs on a
-busy machine differ by more: BENCHMARKS.md (f)), or when its error rate went up. A stage without intervals
+busy machine differ by more: BENCHMARKS.md (f)), or when its error rate went up. The verdict looks at two or
+three figures, so each interval is at 1 - (1 - confidence) / figures (Bonferroni), and a stage that did not
+change is called regressed at most 1 - confidence of the time. A stage without intervals
 (shorter than 8 s, or a result from before them) is judged by the tolerance alone. A latency change within
 the histograms' resolution (3 significant digits: two values that close may be one bucket) never counts,
 and neither does a p99.9 of fewer than 1,000 requests, which is close to the maximum."""
@@ -119,17 +121,26 @@ def _judge_errors(base: float, new: float, tolerance: float) -> str:
     return "same"
 
 
+def each_figure(confidence: float, judged: int) -> float:
+    """The level of each of `judged` figures' intervals, for a verdict ("any of them regressed") at
+    `confidence` (Bonferroni: the chances of a false alarm add up over the figures)."""
+    return 1 - (1 - confidence) / judged
+
+
 def compare_stage(base: StageResult, new: StageResult, tolerance: float,
                   confidence: float = CONFIDENCE) -> list[Change]:
+    thin = not (base.latency.p999_reliable and new.latency.p999_reliable)
+    level = each_figure(confidence, 2 if thin else 3)    # p99, req/s, and p99.9 unless it is thin
+
     def between(figure: str, b: float | None, n: float | None) -> Difference | None:
-        return difference(figure, b, base.intervals, n, new.intervals, confidence)
+        return difference(figure, b, base.intervals, n, new.intervals, level)
     changes = []
     for key in LATENCIES:
         b, n = base.latency.percentile(key), new.latency.percentile(key)
         found = between(key, b, n)
         if key == "p50":
             verdict = ""
-        elif key == "p999" and not (base.latency.p999_reliable and new.latency.p999_reliable):
+        elif key == "p999" and thin:
             verdict = "thin"
         else:
             verdict = _with_noise(_judge_latency(b, n, tolerance), found)
@@ -249,9 +260,12 @@ def notes(comparison: Comparison) -> list[str]:
     lines = []
     if any(c.verdict == "thin" for s in comparison.stages for c in s.changes):
         lines.append("* p99.9 of fewer than 1,000 requests on one side: shown, not judged.")
-    if any(c.difference is not None for s in comparison.stages for c in s.changes):
-        lines.append(f"[a, b]: the {comparison.confidence * 100:.4g}% interval of the change; a regression must "
-                     f"be beyond the tolerance and leave zero out.")
+    levels = sorted({c.difference.confidence for s in comparison.stages for c in s.changes if c.difference})
+    if levels:
+        each = " or ".join(f"{level * 100:.4g}%" for level in levels)
+        lines.append(f"[a, b]: the {each} interval of the change, so that the stage's verdict over its judged "
+                     f"figures (p99, req/s, and p99.9 unless *) is {comparison.confidence * 100:.4g}% sure; a "
+                     f"regression must be beyond the tolerance and leave zero out.")
     unsure = [s for s in comparison.stages if all(c.difference is None for c in s.changes)]
     if unsure:
         lines.append(f"Judged by the tolerance alone ({len(unsure)} stage(s) without intervals on one side: "
