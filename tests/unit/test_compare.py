@@ -89,6 +89,19 @@ def test_a_verdict_over_three_figures_is_as_sure_as_asked_not_each_figure():
     assert levels == [pytest.approx(0.975)] * 3 and all(c.difference is None for c in thin)
 
 
+def test_a_p999_without_an_interval_beside_figures_with_intervals_is_shown_not_judged():
+    # repeats give p99.9 no interval where one repeat had fewer than 1,000 requests: its noise is unknown, so
+    # the tolerance alone must not call it (an A/A pair of BENCHMARKS.md (f) was "regressed: p99.9 +12.8%")
+    from dataclasses import replace
+    base, new = _sure(100, 0.05), _sure(100, 0.05)
+    new = replace(new, latency=replace(new.latency, p999=260.0))
+    assert _verdicts(base, new)["p999"] == "regressed"                       # its interval says so
+    unsure = replace(new, intervals={k: v for k, v in new.intervals.items() if k != "p999"})
+    changes = {c.figure: c for c in compare_stage(base, unsure, 0.10)}
+    assert changes["p999"].verdict == "thin" and changes["p999"].difference is None
+    assert changes["p99"].difference.confidence == pytest.approx(0.975)      # two figures judged
+
+
 def test_the_best_variant_is_marked_only_where_it_beats_every_other_by_more_than_the_noise():
     from loadstage.reports.significance import best
     a, b, c = (("a", 100.0, {"confidence": 0.95, "p99": [97.0, 103.0]}),

@@ -204,6 +204,9 @@ class LocalBackend:
         if not summary_file.is_file():
             raise LocalRunError(f"the Locust master wrote no summary (exit code "
                                 f"{master.process.returncode}); end of {master.log_path}:\n{master.tail()}")
+        if step.following is None:   # the target's last stage: it shuts down while the engine records the results
+            self.supervisor.terminate(target.every_process)
+            self._stop_retired(at_once=True)
         summary = json.loads(summary_file.read_text())
         return StageMeasurement(
             summary=summary, started_at=started_at, finished_at=finished_at,

@@ -121,16 +121,22 @@ class WarmLauncher:
             return None
 
     def close(self) -> None:
+        """Stops it: SIGTERM (what it forked is stopped by then) ends it without Python's own shutdown."""
         if self.process.stdin is not None:
             try:
                 self.process.stdin.close()
             except OSError:
                 pass
-        try:
-            self.process.wait(5.0)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.process.wait(5.0)
+                return
+            except subprocess.TimeoutExpired:
+                continue
 
 
 @dataclass
@@ -164,6 +170,7 @@ class Supervisor:
     def __init__(self):
         self.children: list[Child] = []
         self.launcher: WarmLauncher | None = None
+        self._terminated: set[int] = set()   # told to stop (SIGTERM), not yet waited for
 
     def warm_up(self, log_path: Path, cwd: Path) -> None:
         """From now on Locust processes (`start(..., warm=True)`) are forked from a warm launcher."""
@@ -196,31 +203,47 @@ class Supervisor:
         """SIGTERM, and SIGKILL after `timeout`; `at_once`: SIGKILL, for a process with nothing left to do."""
         self.stop_together([child], timeout, at_once=at_once)
 
+    def terminate(self, children: list[Child]) -> None:
+        """SIGTERM to each, once, without waiting: `stop` or `stop_together` waits for them later."""
+        for child in children:
+            if child.pid not in self._terminated:
+                self._terminated.add(child.pid)
+                self._signal(child, signal.SIGTERM)
+
+    @staticmethod
+    def _signal(child: Child, sig: signal.Signals) -> None:
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            pass
+
     def stop_together(self, children: list[Child], timeout: float = 10.0, *, at_once: bool = False) -> None:
         """Stops `children` as `stop` does, all at once: each has the same `timeout` from now."""
-        steps = ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0))
         left = list(children)
-        for sig, wait in steps[1:] if at_once else steps:
-            for child in left:
-                try:
-                    os.killpg(child.pid, sig)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + wait
-            for child in left:
-                try:
-                    child.process.wait(max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    pass
-            left = [child for child in left if child.alive()]
-            if not left:
-                break
+        if not at_once:
+            self.terminate(left)
+            left = self._wait(left, timeout)
+        for child in left:
+            self._signal(child, signal.SIGKILL)
+        self._wait(left, 5.0)
         for child in children:
             self._reap_group(child.pid)
+            self._terminated.discard(child.pid)
             if child.cgroup is not None:
                 child.cgroup.remove()
             if child in self.children:
                 self.children.remove(child)
+
+    @staticmethod
+    def _wait(children: list[Child], seconds: float) -> list[Child]:
+        """Waits up to `seconds` in all for `children` to exit; returns those still running."""
+        deadline = time.monotonic() + seconds
+        for child in children:
+            try:
+                child.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        return [child for child in children if child.alive()]
 
     @staticmethod
     def _reap_group(pgid: int) -> None:

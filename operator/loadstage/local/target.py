@@ -193,8 +193,12 @@ class LocalTarget:
             return None
         return sum(pod.cgroup.cpu_seconds() for pod in self.pods)
 
+    @property
+    def every_process(self) -> list[Child]:
+        return [*self.proxies, *self.pods, *([self.redis_process] if self.redis_process else [])]
+
     def stop(self, supervisor: Supervisor) -> None:
-        supervisor.stop_together([*self.proxies, *self.pods, *([self.redis_process] if self.redis_process else [])])
+        supervisor.stop_together(self.every_process)
         self.remove_scratch()
 
     def remove_scratch(self) -> None:

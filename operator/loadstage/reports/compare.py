@@ -9,7 +9,8 @@ three figures, so each interval is at 1 - (1 - confidence) / figures (Bonferroni
 change is called regressed at most 1 - confidence of the time. A stage without intervals
 (shorter than 8 s, or a result from before them) is judged by the tolerance alone. A latency change within
 the histograms' resolution (3 significant digits: two values that close may be one bucket) never counts,
-and neither does a p99.9 of fewer than 1,000 requests, which is close to the maximum."""
+and neither does a p99.9 of fewer than 1,000 requests (on either side, or in one of its repeats, where it
+has no interval), which is close to the maximum."""
 
 from __future__ import annotations
 
@@ -129,7 +130,9 @@ def each_figure(confidence: float, judged: int) -> float:
 
 def compare_stage(base: StageResult, new: StageResult, tolerance: float,
                   confidence: float = CONFIDENCE) -> list[Change]:
-    thin = not (base.latency.p999_reliable and new.latency.p999_reliable)
+    # p99.9 is thin from fewer than 1,000 requests, or where the intervals leave it out (a repeat that had fewer)
+    thin = not (base.latency.p999_reliable and new.latency.p999_reliable) or (
+        bool(base.intervals and new.intervals) and not ("p999" in base.intervals and "p999" in new.intervals))
     level = each_figure(confidence, 2 if thin else 3)    # p99, req/s, and p99.9 unless it is thin
 
     def between(figure: str, b: float | None, n: float | None) -> Difference | None:
@@ -259,7 +262,7 @@ def summary(comparison: Comparison) -> str:
 def notes(comparison: Comparison) -> list[str]:
     lines = []
     if any(c.verdict == "thin" for s in comparison.stages for c in s.changes):
-        lines.append("* p99.9 of fewer than 1,000 requests on one side: shown, not judged.")
+        lines.append("* p99.9 of fewer than 1,000 requests on one side (or in one of its repeats): shown, not judged.")
     levels = sorted({c.difference.confidence for s in comparison.stages for c in s.changes if c.difference})
     if levels:
         each = " or ".join(f"{level * 100:.4g}%" for level in levels)
