@@ -12,8 +12,8 @@ from support.waiting import ROOT
 pytestmark = pytest.mark.benchmark_smoke
 
 
-def run(script):
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke"], cwd=ROOT,
+def run(script, *args):
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -52,6 +52,15 @@ def test_decisions_smoke_runs_every_comparison():
     result = run("decisions.py")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "A/A: " in result.stdout and "coverage of repeats 95% intervals (3 repeat(s) a run): p50 " in result.stdout
+
+
+def test_decisions_aa_smoke_gives_the_false_alarm_rate_with_its_exact_interval():
+    result = run("decisions.py", "--aa-runs", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    # one pair: 0 of 1 has the Clopper-Pearson interval [0, 97.5%]; 1 of 1, [2.5%, 100%]
+    assert last in ("A/A: 0 false regression(s) in 1 pairs: 0.0%, 95% interval 0.0% to 97.5%",
+                    "A/A: 1 false regression(s) in 1 pairs: 100.0%, 95% interval 2.5% to 100.0%"), result.stdout
 
 
 @pytest.mark.cluster
