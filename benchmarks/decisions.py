@@ -130,6 +130,11 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return lower, upper
 
 
+def tally(verdicts: list[str]) -> dict:
+    return {"pairs": len(verdicts), "regressed": sum(v.startswith("regressed") for v in verdicts),
+            "withinNoise": sum("within the noise" in v for v in verdicts), "verdicts": verdicts}
+
+
 def aa_only(tmp: Path, runs: int, stages: int, duration: str, repeats: int) -> dict:
     """A/A only: `runs` pairs of runs, each pair compared stage by stage."""
     verdicts = []
@@ -138,15 +143,11 @@ def aa_only(tmp: Path, runs: int, stages: int, duration: str, repeats: int) -> d
         again = run(tmp, f"a{i}-again", stages, duration, 1.0, repeats)
         found, output = compared(base, again)
         verdicts += found
-        print(f"pair {i + 1}/{runs}: {sum(v.startswith('regressed') for v in found)} false regression(s)\n{output}",
-              flush=True)
-    regressed = sum(v.startswith("regressed") for v in verdicts)
-    low, high = clopper_pearson(regressed, len(verdicts))
+        print(f"pair {i + 1}/{runs}: {tally(found)['regressed']} false regression(s)\n{output}", flush=True)
+    aa = tally(verdicts)
+    low, high = clopper_pearson(aa["regressed"], aa["pairs"])
     return {"stages": stages, "stageDuration": duration, "repeats": repeats, "runPairs": runs,
-            "aa": {"pairs": len(verdicts), "regressed": regressed,
-                   "withinNoise": sum("within the noise" in v for v in verdicts),
-                   "rate": round(regressed / len(verdicts), 4), "rate95": [round(low, 4), round(high, 4)],
-                   "verdicts": verdicts}}
+            "aa": {**aa, "rate": round(aa["regressed"] / aa["pairs"], 4), "rate95": [round(low, 4), round(high, 4)]}}
 
 
 def main() -> int:
@@ -175,10 +176,7 @@ def main() -> int:
         result: dict = {"stages": stages, "stageDuration": duration, "repeats": repeats}
         for name, new in (("aa", again), ("plus10", slower10), ("plus30", slower30)):
             verdicts, output = compared(a, new)
-            result[name] = {"pairs": len(verdicts),
-                            "regressed": sum(v.startswith("regressed") for v in verdicts),
-                            "withinNoise": sum("within the noise" in v for v in verdicts),
-                            "verdicts": verdicts}
+            result[name] = tally(verdicts)
             print(f"\n== compare a.json {new.name} ==\n{output}")
         a_stages = stages_of(a) + stages_of(again)
         result["coverage"] = coverage(a_stages)

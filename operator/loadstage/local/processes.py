@@ -60,10 +60,11 @@ class WarmLauncher:
 
     def __init__(self, log_path: Path, cwd: Path):
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        argv = [*DIE_WITH_PARENT, sys.executable, "-m", "loadstage.locust.launcher"]
         with open(log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [*DIE_WITH_PARENT, sys.executable, "-m", "loadstage.locust.launcher"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, cwd=cwd, start_new_session=True)
+            self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=cwd,
+                                            start_new_session=True)
+        self.child = Child("warm launcher", argv, self.process, log_path)
         self.ready = threading.Event()
         self._lock = threading.Lock()
         self._next_id = 0
@@ -120,23 +121,12 @@ class WarmLauncher:
         except (OSError, queue.Empty):
             return None
 
-    def close(self) -> None:
-        """Stops it: SIGTERM (what it forked is stopped by then) ends it without Python's own shutdown."""
+    def close_input(self) -> None:
         if self.process.stdin is not None:
             try:
                 self.process.stdin.close()
             except OSError:
                 pass
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                self.process.wait(5.0)
-                return
-            except subprocess.TimeoutExpired:
-                continue
 
 
 @dataclass
@@ -258,6 +248,7 @@ class Supervisor:
 
     def stop_all(self) -> None:
         self.stop_together(list(reversed(self.children)))
-        if self.launcher is not None:
-            self.launcher.close()
+        if self.launcher is not None:   # what it forked is stopped by now: SIGTERM spares Python's own shutdown
+            self.stop(self.launcher.child, timeout=5.0)
+            self.launcher.close_input()
             self.launcher = None
