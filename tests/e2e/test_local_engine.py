@@ -346,11 +346,13 @@ def test_custom_locustfile_external_redis_and_warmup(write_experiment, tmp_path,
         warmup={"injectors": 1, "duration": "2s"},
         stages=[{"injectors": 2, "duration": "5s"}]))
     workdir = tmp_path / "w"
-    code, out, err, _ = finish(start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", workdir), 120)
+    # a relative --workdir: the injectors, forked elsewhere, still find their files
+    code, out, err, _ = finish(start_cli("run", path, "-o", "r.json", "--workdir", "w", cwd=tmp_path), 120)
     assert code == 0, err
     result = json.loads((tmp_path / "r.json").read_text())
     stages = result["status"]["variants"][0]["stages"]
     assert len(stages) == 1 and stages[0]["injectors"] == 2
+    assert stages[0]["target"]["servedRequests"] == stages[0]["requests"]
     (endpoint,) = result["artifacts"][0]["stages"][0]["endpoints"]   # the warm-up keeps none
     assert (endpoint["method"], endpoint["name"]) == ("POST", "start a survey")
     # 6 users waiting 100-200 ms for 5 s: the experiment's waitTime applied to the user's class

@@ -72,7 +72,7 @@ class LocalBackend:
                  on_progress: Callable[[Progress], None] = lambda p: None,
                  cancel: threading.Event | None = None):
         self.experiment = experiment
-        self.workdir = workdir
+        self.workdir = workdir.absolute()   # the injectors are forked in the project root (WarmLauncher)
         self.on_progress = on_progress
         self.cancel = cancel or threading.Event()
         self.root = project_root()
