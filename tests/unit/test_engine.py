@@ -141,6 +141,20 @@ def test_a_stage_disrupted_more_often_than_spec_stage_retries_fails_naming_the_c
         raise AssertionError("a stage disrupted twice ran on")
 
 
+def test_a_variants_headline_row_is_written_after_its_last_stage_and_a_failed_run_keeps_the_finished_ones(base_doc):
+    exp = experiment(base_doc)
+    writes, _ = run(exp)
+    midway = [w["variants"][0] for w in writes if 0 < len(w["variants"][0].get("stages", [])) < 3]
+    assert midway and not any("aggregate" in v for v in midway)   # it costs more with every stage: once a variant
+    assert writes[-1]["variants"][0]["aggregate"]["requests"] == 300
+
+    base_doc["spec"]["stageRetries"] = 0
+    status = new_status(exp := experiment(base_doc))
+    with pytest.raises(ExperimentFailed):
+        run(exp, status, disrupted={"v1-s3"})
+    assert status["variants"][0]["aggregate"]["requests"] == 200   # stages 1 and 2
+
+
 def test_a_status_written_mid_run_by_the_version_before_is_resumed_by_this_one():
     """tests/data/upgrade: `loadstage run -o` of the commit before status.schemaVersion, copied when stage 1 of 2
     had finished."""

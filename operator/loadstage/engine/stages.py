@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable
 from loadstage.api.types import MAX_SEED, Experiment, Variant
 from loadstage.engine.backend import Backend
 from loadstage.engine.clock import now, parse
-from loadstage.engine.errors import ExperimentFailed, StageDisrupted
+from loadstage.engine.errors import Cancelled, ExperimentFailed, StageDisrupted
 from loadstage.engine.eta import estimate
 from loadstage.engine.steps import Step, plan, stage_step, starts_block, warmup_before
 from loadstage.results.measurement import StageMeasurement
@@ -104,6 +104,18 @@ class StageEngine:
         # A run picked up after a restart keeps its phase and progress while the target is re-checked:
         # the stage in flight goes on, and the status must not go backwards.
         resuming = status.get("phase") == "Running"
+        try:
+            await self._run_steps(steps, status, records, resuming)
+        except (ExperimentFailed, Cancelled):
+            await self._headlines_so_far(records, status)
+            raise
+        self.clock.at(len(steps))
+        await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now(),
+                        progress={**status.get("progress", {}), **self.clock.progress()})
+        return status
+
+    async def _run_steps(self, steps: list[Step], status: dict[str, Any], records: list[VariantRecord],
+                         resuming: bool) -> None:
         prepared = None
         for index, step in enumerate(steps):
             variant, record = step.variant, records[step.variant.index]
@@ -134,6 +146,8 @@ class StageEngine:
                             message=f"running {step.label()}")
             measurement, retries = await self._run_step(step, status)
             result = await self._record(step, record, measurement, retries)
+            if not any(later.variant == variant for later in steps[index + 1:]):
+                await self._headline(record, variant)
             status["variants"][variant.index] = record.to_status()
             status["p99ByStage"] = [row.to_status() for row in p99_pivot(records)]
             p99 = result.latency.p99
@@ -142,10 +156,6 @@ class StageEngine:
             await self.on_update(status)
         if prepared is not None:
             await self.backend.finish_variant(prepared)
-        self.clock.at(len(steps))
-        await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now(),
-                        progress={**status.get("progress", {}), **self.clock.progress()})
-        return status
 
     def _progress(self, step: Step) -> dict[str, Any]:
         """A warm-up's stage is the one finished before it, as the count of finished stages."""
@@ -193,12 +203,24 @@ class StageEngine:
                 merged_repeats, self.experiment, before, result, await self._artifacts(variant, number, runs),
                 [h for r in runs for h in record.repeats[r - 1].stages if h.stage == number])
             record.stages = [merged if s.stage == number else s for s in record.stages]
-        every = [a for n in range(1, step.stages + 1) for a in await self._artifacts(variant, n, record.repeats_of(n))]
-        whole = [r.aggregate for r in record.repeats if r.aggregate is not None]
-        record.aggregate = await asyncio.to_thread(variant_aggregate, record.stages, every, whole)
+        record.aggregate = None   # until the variant's last step (_headline): its cost grows with every stage
         if self.experiment.spec.thresholds is not None:
             record.judged, record.capacity = True, capacity(record.stages)
         return result
+
+    async def _headline(self, record: VariantRecord, variant: Variant) -> None:
+        """The variant's row over all its stages and repeats so far."""
+        every = [a for s in record.stages for a in await self._artifacts(variant, s.stage, record.repeats_of(s.stage))]
+        whole = [r.aggregate for r in record.repeats if r.aggregate is not None]
+        record.aggregate = await asyncio.to_thread(variant_aggregate, record.stages, every, whole)
+
+    async def _headlines_so_far(self, records: list[VariantRecord], status: dict[str, Any]) -> None:
+        """A run that ends early keeps the rows of the stages it finished."""
+        for record, variant in zip(records, self.experiment.variants()):
+            if record.stages and record.aggregate is None:
+                with contextlib.suppress(Exception):   # the run's own failure is what it reports
+                    await self._headline(record, variant)
+                    status["variants"][record.index] = record.to_status()
 
     @contextlib.asynccontextmanager
     async def _refreshing(self, status: dict[str, Any]):

@@ -31,6 +31,7 @@ from loadstage.local.processes import Child, Supervisor
 
 REDIS_READY_SECONDS = 30
 PROBE_TIMEOUT_SECONDS = 2
+READY_POLL_SECONDS = 0.05   # a refused connection costs little; each poll's wait is set-up time
 LOOPBACK = "127.0.0.1"
 
 
@@ -255,7 +256,7 @@ def _wait_for_redis(url: str, process: Child, check_cancel: Callable[[], None]) 
             check_alive(process)
             if time.monotonic() > deadline:
                 raise LocalRunError(f"redis-server did not answer within {REDIS_READY_SECONDS}s")
-            time.sleep(0.1)
+            time.sleep(READY_POLL_SECONDS)
     finally:
         client.close()
 
@@ -303,4 +304,4 @@ def _wait_until_ready(processes: list[Child], probe: Probe, port: int, deadline:
             logs = "".join(f"; end of {p.log_path}:\n{p.tail()}" for p in processes)
             raise LocalRunError(f"{processes[0].name} was not ready within spec.target.readyTimeout (readiness "
                                 f"probe {_describe(probe, port)}: {why}){logs}")
-        time.sleep(0.2)
+        time.sleep(READY_POLL_SECONDS)
