@@ -15,7 +15,13 @@ contains the median of the other stages' figures; and how many runs a decision l
 With --aa-runs K it runs only A, K times in pairs (A, A again, A, A again, ...), and gives the false
 regression rate over all K x stages pairs with its exact (Clopper-Pearson) 95% interval.
 
-    python benchmarks/decisions.py [--stages 10] [--duration 10s] [--repeats 3] [--aa-runs K] [--smoke]
+With --aa-tables K it runs K experiments of two variants that are one configuration (the same memory limit,
+written two ways), in `Interleaved` order, and counts how often the report's tables mark a best variant:
+in the row over all stages (the headline's `^` and the "Between variants" lines) and at each stage (the
+stage rows' `^` and the p99 pivot's). Every mark there is a false one.
+
+    python benchmarks/decisions.py [--stages 10] [--duration 10s] [--repeats 3] [--aa-runs K | --aa-tables K]
+                                   [--smoke]
 """
 
 from __future__ import annotations
@@ -43,9 +49,17 @@ def experiment(stages: int, duration: str, scale: float, repeats: int) -> dict:
                      "stages": [{"injectors": 2, "duration": duration}] * stages, "repeats": repeats}}
 
 
-def run(tmp: Path, name: str, stages: int, duration: str, scale: float, repeats: int) -> Path:
+def twins(stages: int, duration: str, repeats: int) -> dict:
+    """Two variants of one configuration: 1Gi and 1024Mi are the same memory limit."""
+    doc = experiment(stages, duration, 1.0, repeats)
+    doc["spec"].update(matrix={"memory": ["1Gi", "1024Mi"]}, order="Interleaved")
+    return doc
+
+
+def run(tmp: Path, name: str, stages: int, duration: str, scale: float, repeats: int,
+        doc: dict | None = None) -> Path:
     spec = tmp / f"{name}.yaml"
-    spec.write_text(yaml.safe_dump(experiment(stages, duration, scale, repeats)))
+    spec.write_text(yaml.safe_dump(doc or experiment(stages, duration, scale, repeats)))
     result = tmp / f"{name}.json"
     loadstage("run", str(spec), "-q", "-o", str(result))
     print(f"{name}: done", flush=True)
@@ -145,9 +159,47 @@ def aa_only(tmp: Path, runs: int, stages: int, duration: str, repeats: int) -> d
         verdicts += found
         print(f"pair {i + 1}/{runs}: {tally(found)['regressed']} false regression(s)\n{output}", flush=True)
     aa = tally(verdicts)
-    low, high = clopper_pearson(aa["regressed"], aa["pairs"])
+    found = rate(aa["regressed"], aa["pairs"])
     return {"stages": stages, "stageDuration": duration, "repeats": repeats, "runPairs": runs,
-            "aa": {**aa, "rate": round(aa["regressed"] / aa["pairs"], 4), "rate95": [round(low, 4), round(high, 4)]}}
+            "aa": {**aa, "rate": found["rate"], "rate95": found["rate95"]}}
+
+
+def rate(marked: int, of: int) -> dict:
+    low, high = clopper_pearson(marked, of)
+    return {"marked": marked, "of": of, "rate": round(marked / of, 4) if of else None,
+            "rate95": [round(low, 4), round(high, 4)]}
+
+
+def table_marks(result: Path) -> dict:
+    """The best marks the report gives two identical variants: in the row over all stages, and per stage."""
+    from loadstage.reports import sources, tables
+    from loadstage.reports.significance import between_variants
+    from loadstage.results.model import RunResults
+    run = RunResults.from_status(sources.load_document(str(result), None)["status"])
+    labels = [tables.variant_label(run, v) for v in run.variants]
+    lines = between_variants(run, labels)
+    headline = any(tables.headline_marks(run)) or any(" is best" in line for line in lines)
+    stages = [s.stage for s in run.variants[0].stages]
+    pivot = tables.pivot_rows(run, users=False)[1]
+    per_stage = [any(tables.stage_marks(run, v, s) for v in run.variants for s in v.stages if s.stage == n)
+                 or any(cell.endswith(tables.BEST) for cell in row)
+                 for n, row in zip(stages, pivot)]
+    return {"headline": headline, "stages": per_stage, "lines": lines}
+
+
+def aa_tables(tmp: Path, runs: int, stages: int, duration: str, repeats: int) -> dict:
+    """`runs` experiments of two identical variants: how often their tables mark a best."""
+    found = []
+    for i in range(runs):
+        marks = table_marks(run(tmp, f"twins{i}", stages, duration, 1.0, repeats, twins(stages, duration, repeats)))
+        found.append(marks)
+        print(f"experiment {i + 1}/{runs}: headline {'marked' if marks['headline'] else 'not marked'}, "
+              f"{sum(marks['stages'])} of {len(marks['stages'])} stage(s) marked\n  " + "\n  ".join(marks["lines"]),
+              flush=True)
+    every_stage = [m for f in found for m in f["stages"]]
+    return {"stages": stages, "stageDuration": duration, "repeats": repeats, "experiments": runs,
+            "headline": rate(sum(f["headline"] for f in found), runs),
+            "perStage": rate(sum(every_stage), len(every_stage)), "found": found}
 
 
 def main() -> int:
@@ -156,11 +208,21 @@ def main() -> int:
     parser.add_argument("--duration", default="10s")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--aa-runs", type=int, help="only A/A: this many pairs of runs")
+    parser.add_argument("--aa-tables", type=int, help="only A/A of the tables: this many experiments of twins")
     parser.add_argument("--smoke", action="store_true", help="1 stage of 3 s per run, 3 repeats")
     args = parser.parse_args()
     stages, duration, repeats = (1, "3s", 3) if args.smoke else (args.stages, args.duration, args.repeats)
     with tempfile.TemporaryDirectory(prefix="loadstage-decisions-") as tmp_name:
         tmp = Path(tmp_name)
+        if args.aa_tables:
+            result = aa_tables(tmp, args.aa_tables, stages, duration, repeats)
+            for name, what in (("headline", "rows over all stages"), ("perStage", "stages")):
+                r = result[name]
+                print(f"A/A tables: a best marked in {r['marked']} of {r['of']} {what}: {r['rate']:.1%}, "
+                      f"95% interval {r['rate95'][0]:.1%} to {r['rate95'][1]:.1%}")
+            if not args.smoke:
+                print(f"written to {write_result('decisions-aa-tables', result)}")
+            return 0
         if args.aa_runs:
             result = aa_only(tmp, args.aa_runs, stages, duration, repeats)
             aa = result["aa"]

@@ -63,6 +63,16 @@ def test_decisions_aa_smoke_gives_the_false_alarm_rate_with_its_exact_interval()
                     "A/A: 1 false regression(s) in 1 pairs: 100.0%, 95% interval 2.5% to 100.0%"), result.stdout
 
 
+def test_decisions_aa_tables_smoke_counts_the_best_marks_given_to_twin_variants():
+    result = run("decisions.py", "--aa-tables", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert "p99: " in result.stdout and "(95% over " in result.stdout   # the "Between variants" lines, with repeats
+    for line, what in zip(lines[-2:], ("rows over all stages", "stages")):
+        assert line in (f"A/A tables: a best marked in 0 of 1 {what}: 0.0%, 95% interval 0.0% to 97.5%",
+                        f"A/A tables: a best marked in 1 of 1 {what}: 100.0%, 95% interval 2.5% to 100.0%"), line
+
+
 @pytest.mark.cluster
 def test_operator_cost_smoke_runs_and_leaves_no_file_behind():
     result = run("operator_cost.py")

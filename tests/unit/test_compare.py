@@ -112,3 +112,47 @@ def test_the_best_variant_is_marked_only_where_it_beats_every_other_by_more_than
     assert best("rps", [("x", 90.0, {"confidence": 0.95, "rps": [88.0, 92.0]}),
                         ("y", 100.0, {"confidence": 0.95, "rps": [98.0, 102.0]})]) == 1   # more is better
     assert best("p99", [a, ("d", 150.0, None)]) is None        # no interval: nothing is marked
+
+
+def _row(scale, spread, p999=True):
+    """A variant's latencies, all `scale` x the same, each with a 95% interval of +-spread."""
+    from loadstage.results.model import Latency
+    figures = {k: v * scale for k, v in {"p50": 10.0, "p90": 20.0, "p95": 30.0, "p99": 50.0, "p999": 90.0}.items()}
+    intervals = {"confidence": 0.95, "method": "bootstrap",
+                 **{k: [v * (1 - spread), v * (1 + spread)] for k, v in figures.items() if p999 or k != "p999"}}
+    return Latency(**figures, n=5000, p999_reliable=True), intervals
+
+
+def test_a_rows_best_marks_are_as_sure_as_asked_together_not_each_column():
+    # a row marks a best in any of five columns: each is judged at 1 - 5% / 5, so that two identical variants get
+    # a false mark at most 5% of the time (an A/A demo of BENCHMARKS.md (f) marked a p99.9 best at +24.6%)
+    from loadstage.reports.significance import best_columns
+    from loadstage.results.differences import difference
+    (fast, fast_iv), (slow, slow_iv) = _row(1.0, 0.075), _row(1.12, 0.075)
+    assert difference("p99", 50.0, fast_iv, 56.0, slow_iv, 0.95).worse           # one column alone at 95%: marked
+    assert best_columns(["a", "b"], [fast, slow], [fast_iv, slow_iv]) == [set(), set()]
+    (far, far_iv) = _row(1.4, 0.075)
+    assert best_columns(["a", "b"], [fast, far], [fast_iv, far_iv]) == [{"p50", "p90", "p95", "p99", "p999"}, set()]
+    # a column without intervals on every side cannot be marked, and does not count: four columns at 98.75%
+    (thin, thin_iv) = _row(1.12, 0.075, p999=False)
+    from loadstage.reports import significance
+    judged = [f for f in significance.COMPARED
+              if significance.judgeable(f, significance.latency_candidates(["a", "b"], [fast, thin],
+                                                                           [fast_iv, thin_iv], f))]
+    assert judged == ["p50", "p90", "p95", "p99"]
+
+
+def test_between_variants_says_its_level_over_the_figures_it_judged():
+    from loadstage.reports.significance import between_variants
+    from loadstage.results.model import RunResults
+    def variant(index, scale):
+        latency, intervals = _row(scale, 0.075)
+        stage = {"stage": 1, "injectors": 1, "requests": 5000, "failures": 0, "rps": 100.0, "meanMs": 12.0 * scale,
+                 "latencyMs": latency.to_status()}
+        return {"index": index, "settings": {"threads": index + 1}, "stages": [stage],
+                "aggregate": {"stages": 1, "requests": 5000, "failures": 0, "latencyMs": latency.to_status(),
+                              "intervals": {**intervals, "mean": [12.0 * scale * 0.925, 12.0 * scale * 1.075]}}}
+    run = RunResults.from_status({"variants": [variant(0, 1.0), variant(1, 1.12)]})
+    lines = between_variants(run, ["threads=1", "threads=2"])
+    assert lines[1] == ("p99: no significant difference (95% over 4 figures, each interval at 98.75%); against "
+                        "threads=1: threads=2 +12.0% [-2.2%, +28.2%]")

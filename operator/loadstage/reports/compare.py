@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import DEFAULT_SERVER, Experiment
 from loadstage.reports import ons_layout, tables
-from loadstage.results.differences import CONFIDENCE, RESOLUTION, Difference, difference
+from loadstage.results.differences import CONFIDENCE, RESOLUTION, Difference, difference, each_figure
 from loadstage.results.model import RunResults, StageResult
 
 LATENCIES = ("p50", "p99", "p999")    # p50 is shown, not judged
@@ -120,12 +120,6 @@ def _judge_errors(base: float, new: float, tolerance: float) -> str:
     if base > 0 and new < base / (1 + tolerance):
         return "improved"
     return "same"
-
-
-def each_figure(confidence: float, judged: int) -> float:
-    """The level of each of `judged` figures' intervals, for a verdict ("any of them regressed") at
-    `confidence` (Bonferroni: the chances of a false alarm add up over the figures)."""
-    return 1 - (1 - confidence) / judged
 
 
 def compare_stage(base: StageResult, new: StageResult, tolerance: float,

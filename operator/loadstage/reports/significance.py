@@ -1,12 +1,16 @@
 """Which variant is best, and only where it is by more than the noise: the best figure of a column is
 marked when its difference from every other variant's is significant (results.differences); otherwise the
-variants are said to show no significant difference."""
+variants are said to show no significant difference.
+
+A table's row (a stage, or the variants over all their stages) marks a best in any of several figures, so
+each figure is judged at the level that keeps the row's chance of a false mark within 1 - confidence
+(Bonferroni, as `compare` does over its figures): 99% for five figures at 95%."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from loadstage.results.differences import CONFIDENCE, LOWER_IS_BETTER, Difference, difference
+from loadstage.results.differences import CONFIDENCE, LOWER_IS_BETTER, Difference, difference, each_figure
 from loadstage.results.model import Latency, RunResults, VariantRecord
 
 BEST = "^"
@@ -14,6 +18,12 @@ FIGURE_NAMES = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p999": 
                 "rps": "req/s"}
 COMPARED = ("p50", "p90", "p95", "p99", "p999")
 Candidate = tuple[str, float | None, dict[str, Any] | None]   # (label, figure, intervals)
+
+
+def judgeable(figure: str, candidates: list[Candidate]) -> bool:
+    """Whether one candidate could be marked best: two or more have the figure, each with its interval."""
+    known = [intervals for _, value, intervals in candidates if value is not None]
+    return len(known) >= 2 and all(intervals and intervals.get(figure) for intervals in known)
 
 
 def _against_best(figure: str, candidates: list[Candidate],
@@ -30,7 +40,8 @@ def _against_best(figure: str, candidates: list[Candidate],
 
 
 def best(figure: str, candidates: list[Candidate], confidence: float = CONFIDENCE) -> int | None:
-    """The index of the candidate whose figure is best, and significantly so against every other one."""
+    """The index of the candidate whose figure is best, and significantly so against every other one, each
+    difference judged at `confidence`."""
     found = _against_best(figure, candidates, confidence)
     if found is None:
         return None
@@ -46,10 +57,14 @@ def latency_candidates(labels: list[str], latencies: list[Latency | None], inter
 
 def best_columns(labels: list[str], latencies: list[Latency | None], intervals: list[dict | None],
                  confidence: float = CONFIDENCE) -> list[set[str]]:
-    """For each candidate, the percentiles in which it is significantly best."""
+    """For each candidate, the percentiles in which it is significantly best, the row's marks together at
+    `confidence`."""
+    columns = {figure: latency_candidates(labels, latencies, intervals, figure) for figure in COMPARED}
+    judged = [figure for figure, candidates in columns.items() if judgeable(figure, candidates)]
+    level = each_figure(confidence, len(judged))
     marks: list[set[str]] = [set() for _ in labels]
-    for figure in COMPARED:
-        index = best(figure, latency_candidates(labels, latencies, intervals, figure), confidence)
+    for figure in judged:
+        index = best(figure, columns[figure], level)
         if index is not None:
             marks[index].add(figure)
     return marks
@@ -62,27 +77,35 @@ def _mean(variant: VariantRecord) -> float | None:
     return sum(s.mean_ms * s.requests for s in timed) / total if total else None
 
 
+def percent(level: float) -> str:
+    return f"{level * 100:.4g}%"
+
+
 def between_variants(run: RunResults, labels: list[str], confidence: float = CONFIDENCE) -> list[str]:
     """One line per figure of the variants' rows over all their stages: which is best, by how much, and
-    whether that is more than the noise."""
+    whether that is more than the noise; the lines' verdicts together at `confidence`."""
     aggregates = [v.aggregate for v in run.variants]
     if len(aggregates) < 2 or not all(a is not None and a.intervals for a in aggregates):
         return []
-    level = f"{confidence * 100:.4g}%"
+    figures = {figure: latency_candidates(labels, [a.latency for a in aggregates],
+                                          [a.intervals for a in aggregates], figure) if figure != "mean" else
+               [(label, _mean(v), v.aggregate.intervals) for label, v in zip(labels, run.variants)]
+               for figure in ("p50", "p99", "p999", "mean")}
+    judged = [figure for figure, candidates in figures.items() if judgeable(figure, candidates)]
+    level = each_figure(confidence, len(judged))
+    said = (f"{percent(confidence)} over {len(judged)} figures, each interval at {percent(level)}"
+            if len(judged) > 1 else percent(confidence))
     lines = []
-    for figure in ("p50", "p99", "p999", "mean"):
-        candidates = (latency_candidates(labels, [a.latency for a in aggregates],
-                                         [a.intervals for a in aggregates], figure) if figure != "mean" else
-                      [(label, _mean(v), v.aggregate.intervals) for label, v in zip(labels, run.variants)])
-        found = _against_best(figure, candidates, confidence)
+    for figure, candidates in figures.items():
+        found = _against_best(figure, candidates, level)
         if found is None:
             continue
         index, others = found
         against = ", ".join(f"{label} {d.text() if d else 'no interval'}" for label, d in others)
         if all(d is not None and d.worse for _, d in others):
             lines.append(f"{FIGURE_NAMES[figure]}: {labels[index]} is best, by more than the run's own noise "
-                         f"({level}): {against}")
+                         f"({said}): {against}")
         else:
-            lines.append(f"{FIGURE_NAMES[figure]}: no significant difference ({level}); against "
+            lines.append(f"{FIGURE_NAMES[figure]}: no significant difference ({said}); against "
                          f"{labels[index]}: {against}")
     return lines

@@ -27,8 +27,9 @@ FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to th
                              "a request goal, no keep-alive or no wait); the stage measured the injectors, not the "
                              "target, and does not count toward capacity.",
              BEST: "^ the best variant by more than the noise: its difference from every other variant's, in the "
-                   "same column or at the same stage, is significant at 95%. With fewer than 3 repeats the noise is "
-                   "the run's own, and separate runs on a busy machine vary more (BENCHMARKS.md (f))."}
+                   "same column or at the same stage, is significant, with 95% for the row's marks together (each "
+                   "column at 99% where five are compared). With fewer than 3 repeats the noise is the run's own, "
+                   "and separate runs on a busy machine vary more (BENCHMARKS.md (f))."}
 MASTER_BEHIND_NOTE = ("master behind: the Locust master merged a worker's report more than a report interval (3 s) "
                       "after it was sent; reports still queued when the stage ended may be missing from its figures, "
                       "and a worker whose heartbeats queued may have been taken for lost. Use fewer request names or "

@@ -29,6 +29,12 @@ def z_of(confidence: float) -> float:
     return NormalDist().inv_cdf((1 + confidence) / 2)
 
 
+def each_figure(confidence: float, judged: int) -> float:
+    """The level of each of `judged` figures' intervals, for one verdict over all of them ("any regressed",
+    "one is best") at `confidence` (Bonferroni: the chances of a false alarm add up over the figures)."""
+    return 1 - (1 - confidence) / max(judged, 1)
+
+
 @dataclass(frozen=True)
 class Difference:
     """`new` against `base`: new / base - 1, and its interval at `confidence`."""
