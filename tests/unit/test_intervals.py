@@ -55,6 +55,26 @@ def test_the_bootstrap_of_every_block_once_gives_the_exact_percentiles_of_the_me
     assert figures["rps"] == 40 and figures["errorRate"] == 0
 
 
+def test_a_resample_of_blocks_drawn_with_repeats_gives_the_percentiles_of_their_explicit_merge():
+    # the search starts at the whole sample's percentiles and gallops: it must land where a plain count does
+    from loadstage.results.intervals import _Resampler
+    rng = random.Random(7)
+    seconds = seconds_of([[rng.lognormvariate(2, 1.2) for _ in range(rng.randint(0, 60))] for _ in range(60)])
+    blocks = blocks_of(seconds, [0] * 60, 3)
+    resampler = _Resampler([blocks])
+    for _ in range(200):
+        chosen = rng.choices(blocks, k=rng.choice([1, 3, len(blocks)]))
+        merged: dict[int, int] = {}
+        for block in chosen:
+            for value, count in block.counts.items():
+                merged[value] = merged.get(value, 0) + count
+        values = sorted(v for v, c in merged.items() for _ in range(c))
+        figures = resampler.figures(chosen)
+        for name, q in histograms.LEVELS.items():
+            expected = values[max(1, math.ceil(q * len(values) - 1e-9)) - 1] / 1e6 if values else None
+            assert figures[name] == expected, (name, len(chosen))
+
+
 def test_a_queue_that_drifts_gets_longer_blocks_and_wider_intervals_than_independent_seconds():
     rng = random.Random(7)
     queued = seconds_of(queueing_run(rng))
