@@ -156,3 +156,20 @@ def test_between_variants_says_its_level_over_the_figures_it_judged():
     lines = between_variants(run, ["threads=1", "threads=2"])
     assert lines[1] == ("p99: no significant difference (95% over 4 figures, each interval at 98.75%); against "
                         "threads=1: threads=2 +12.0% [-2.2%, +28.2%]")
+
+
+def test_the_p99_pivot_marks_a_stage_as_the_stage_table_does():
+    # one row's marks share the 95% in the stage table; the pivot's p99 column must not mark what that row does not
+    from loadstage.reports import tables
+    from loadstage.results.model import RunResults
+    def variant(index, scale):
+        latency, intervals = _row(scale, 0.075)
+        stage = {"stage": 1, "injectors": 1, "requests": 5000, "failures": 0, "rps": 100.0,
+                 "latencyMs": latency.to_status(), "intervals": intervals}
+        return {"index": index, "settings": {"threads": index + 1}, "stages": [stage]}
+    for slower, marked in ((1.12, False), (1.4, True)):      # significant at 95% alone; at 99% too
+        run = RunResults.from_status({"variants": [variant(0, 1.0), variant(1, slower)],
+                                      "p99ByStage": [{"stage": 1, "injectors": 1, "p99MsByVariant": [50.0, 50.0 * slower]}]})
+        (row,) = tables.pivot_rows(run, users=False)[1]
+        assert row[1].endswith(tables.BEST) is marked, row
+        assert ("p99" in tables.stage_marks(run, run.variants[0], run.variants[0].stages[0])) is marked

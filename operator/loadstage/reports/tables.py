@@ -62,14 +62,22 @@ def headline_marks(run: RunResults) -> list[set[str]]:
                                      [v.aggregate.intervals for v in shown])
 
 
-def stage_marks(run: RunResults, variant: VariantRecord, stage: StageResult) -> set[str]:
-    """The percentiles in which the variant's stage is significantly the best of every variant's same stage."""
+def stage_of(variant: VariantRecord, number: int) -> StageResult | None:
+    return next((s for s in variant.stages if s.stage == number), None)
+
+
+def marks_at_stage(run: RunResults, number: int) -> list[set[str]]:
+    """For each variant, the percentiles in which its stage `number` is significantly the best of every
+    variant's same stage (one row's marks, in the stage table and the p99 pivot alike)."""
     if len(run.variants) < 2:
-        return set()
-    peers = [(v, next((s for s in v.stages if s.stage == stage.stage), None)) for v in run.variants]
-    marks = significance.best_columns([variant_label(run, v) for v, _ in peers],
-                                      [s and s.latency for _, s in peers], [s and s.intervals for _, s in peers])
-    return marks[run.variants.index(variant)]
+        return [set() for _ in run.variants]
+    stages = [stage_of(v, number) for v in run.variants]
+    return significance.best_columns([variant_label(run, v) for v in run.variants], [s and s.latency for s in stages],
+                                     [s and s.intervals for s in stages])
+
+
+def stage_marks(run: RunResults, variant: VariantRecord, stage: StageResult) -> set[str]:
+    return marks_at_stage(run, stage.stage)[run.variants.index(variant)]
 
 
 def method_cell(by_method: dict[str, MethodFigures], method: str, figure: str) -> str:
@@ -206,15 +214,10 @@ def pivot_rows(run: RunResults, users: bool = True) -> Table:
     pivot = run.p99_by_stage
     users = users and all(r.users is not None for r in pivot)
     header = ["Injectors", *(["Users"] if users else []), *(variant_label(run, v) for v in run.variants)]
-    def stage_of(variant: VariantRecord, number: int) -> StageResult | None:
-        return next((s for s in variant.stages if s.stage == number), None)
-
     def cells(number: int, values: tuple[float | None, ...]) -> list[str]:
         stages = [stage_of(v, number) for v in run.variants]
-        best = significance.best("p99", [(variant_label(run, v), p, s and s.intervals)
-                                         for v, p, s in zip(run.variants, values, stages)])
-        return [flagged(format_ms(p), [s] if s else []) + (BEST if i == best else "")
-                for i, (p, s) in enumerate(zip(values, stages))]
+        return [flagged(format_ms(p), [s] if s else []) + (BEST if "p99" in marks else "")
+                for p, s, marks in zip(values, stages, marks_at_stage(run, number))]
     return header, [[str(r.injectors), *([count(r.users)] if users else []), *cells(r.stage, r.p99_ms_by_variant)]
                     for r in pivot]
 
