@@ -195,7 +195,7 @@ def _on_init(environment, **_kwargs):
         return
     if compat.is_master(environment.runner):
         environment.events.worker_report.add_listener(
-            lambda client_id, data: environment.loadstage.merge_report(data.get(REPORT_KEY, {})))
+            lambda client_id, data: environment.loadstage.merge_report(data.get(REPORT_KEY, {}), worker=client_id))
         environment.loadstage_flushed = set()
         environment.runner.register_message(
             FLUSHED, lambda environment, msg, **_: environment.loadstage_flushed.add(msg.node_id))

@@ -89,6 +89,10 @@ def test_prometheus_scrapes_a_local_run_every_dashboard_query_has_data_and_the_c
 
     empty = [q for q in queries() if not query(api, "query_range", query=q, start=began, end=ended, step=1)]
     assert not empty, f"no data over the run for: {empty}"
+    # each injector's CPU is sampled, not Locust's heartbeat figure (measured every 5 s from 0: 0 in 6 s stages)
+    busiest = query(api, "query_range", query='max(loadstage_injector_cpu_ratio{experiment="live"})',
+                    start=began, end=ended, step=1)[0]["values"]
+    assert max(float(v) for _, v in busiest) > 0
     assert "live" in query(api, "label/experiment/values", **{"match[]": "loadstage_experiment_info"})
 
     # the final values, scraped while the run held them

@@ -217,6 +217,18 @@ def test_the_time_series_merges_each_seconds_histograms_from_every_injector():
     assert sum(h.get_total_count() for h in master.raw.values()) == 103
 
 
+def test_the_master_keeps_each_workers_latest_cpu_sample_and_the_peak_of_all():
+    # the live gauge shows each injector's CPU as sampled every 2 s; Locust's heartbeat figure is 0 for 5 s
+    master, first, second = StageRecorder(), StageRecorder(), StageRecorder()
+    for percent in (12.5, 40.0, 20.0):
+        first.note_cpu(percent)
+    second.note_cpu(8.0)
+    master.merge_report(json.loads(json.dumps(first.report())), worker="w1")   # as sent over the wire
+    master.merge_report(second.report(), worker="w2")
+    assert master.worker_cpu == {"w1": 20.0, "w2": 8.0}
+    assert master.cpu_peak_percent == 40.0
+
+
 def test_nearest_rank_over_merged_counts_in_the_old_locust_dict_method():
     a, b = {10: 90}, {10: 5, 500: 5}
     merged = merge([a, b])

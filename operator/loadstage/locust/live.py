@@ -33,6 +33,13 @@ def recent_latency_seconds(recorder, at: float) -> dict[str, float]:
     return {q: value / 1e9 for q, value in found.items() if value is not None}
 
 
+def injector_cpu_percent(environment) -> dict[str, float]:
+    """Each connected worker's CPU: loadstage's own latest sample (every 2 s, sent with each report), else what
+    Locust's heartbeat said (Locust measures every 5 s, from 0)."""
+    sampled = environment.loadstage.worker_cpu
+    return {worker: sampled.get(worker, cpu) for worker, cpu in compat.worker_cpu_percent(environment.runner).items()}
+
+
 def snapshot(environment) -> dict[str, Any]:
     total, runner = environment.stats.total, environment.runner
     return {
@@ -44,6 +51,6 @@ def snapshot(environment) -> dict[str, Any]:
         "currentP99Ms": total.get_current_response_time_percentile(0.99),
         "endpoints": endpoints(environment.stats),
         "latencySeconds": recent_latency_seconds(environment.loadstage, time.time()),
-        "injectorCpuPercent": compat.worker_cpu_percent(runner),
+        "injectorCpuPercent": injector_cpu_percent(environment),
         "startedAt": getattr(environment, "loadstage_started", None),
     }

@@ -53,6 +53,8 @@ class StageRecorder:
     raw: dict[Row, HdrHistogram] = field(default_factory=dict)
     corrected: dict[Row, HdrHistogram] = field(default_factory=dict)
     cpu_peak_percent: float | None = None
+    cpu_percent: float | None = None          # on an injector: its latest CPU sample
+    worker_cpu: dict[str, float] = field(default_factory=dict)   # on the master: each worker's latest sample
     merge_lag_peak: float | None = None      # on the master: the latest any report was merged after it was sent
     series: list[dict] = field(default_factory=list)
     _windows: dict[int, HdrHistogram] = field(default_factory=dict)
@@ -89,6 +91,7 @@ class StageRecorder:
         self.record(request_type, name, response_time, corrected, failed=exception is not None)
 
     def note_cpu(self, percent: float) -> None:
+        self.cpu_percent = percent
         self.cpu_peak_percent = max(self.cpu_peak_percent or 0.0, percent)
 
     def report(self) -> dict:
@@ -97,7 +100,7 @@ class StageRecorder:
                 "corrected": {f"{m} {n}": histograms.flat(t) for (m, n), t in self._unsent_corrected.items()},
                 "windows": {str(w): histograms.flat(t) for w, t in self._unsent_windows.items()},
                 "windowFailures": {str(w): n for w, n in self._unsent_failures.items()},
-                "cpuPeakPercent": self.cpu_peak_percent, "sentAt": time.time()}
+                "cpuPeakPercent": self.cpu_peak_percent, "cpuPercent": self.cpu_percent, "sentAt": time.time()}
         self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures = {}, {}, {}, {}
         return data
 
@@ -109,7 +112,7 @@ class StageRecorder:
 
     # -- the master -----------------------------------------------------------------
 
-    def merge_report(self, data: dict) -> None:
+    def merge_report(self, data: dict, worker: str | None = None) -> None:
         def rows(sent: dict[str, Flat]) -> dict[Row, Flat]:
             return {tuple(key.split(" ", 1)): pairs for key, pairs in sent.items()}
         self._merge(rows(data.get("raw", {})), rows(data.get("corrected", {})),
@@ -117,6 +120,8 @@ class StageRecorder:
                     {int(w): n for w, n in data.get("windowFailures", {}).items()})
         if data.get("cpuPeakPercent") is not None:
             self.note_cpu(data["cpuPeakPercent"])
+        if worker is not None and data.get("cpuPercent") is not None:
+            self.worker_cpu[worker] = data["cpuPercent"]
         if data.get("sentAt") is not None:
             self.merge_lag_peak = max(self.merge_lag_peak or 0.0, time.time() - data["sentAt"])
 
