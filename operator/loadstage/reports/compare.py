@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import DEFAULT_SERVER, Experiment
 from loadstage.reports import ons_layout, tables
+from loadstage.reports.significance import percent
 from loadstage.results.differences import CONFIDENCE, RESOLUTION, Difference, difference, each_figure
 from loadstage.results.model import RunResults, StageResult
 
@@ -250,7 +251,7 @@ def summary(comparison: Comparison) -> str:
     matched, regressed = len(comparison.stages), len(comparison.regressed)
     head = f"{regressed} of {matched} matched stage(s) regressed" if regressed else \
         f"no regression in {matched} matched stage(s)"
-    return f"{head} (tolerance {comparison.tolerance * 100:.4g}%, {comparison.confidence * 100:.4g}% confidence)"
+    return f"{head} (tolerance {percent(comparison.tolerance)}, {percent(comparison.confidence)} confidence)"
 
 
 def notes(comparison: Comparison) -> list[str]:
@@ -259,9 +260,9 @@ def notes(comparison: Comparison) -> list[str]:
         lines.append("* p99.9 of fewer than 1,000 requests on one side (or in one of its repeats): shown, not judged.")
     levels = sorted({c.difference.confidence for s in comparison.stages for c in s.changes if c.difference})
     if levels:
-        each = " or ".join(f"{level * 100:.4g}%" for level in levels)
+        each = " or ".join(percent(level) for level in levels)
         lines.append(f"[a, b]: the {each} interval of the change, so that the stage's verdict over its judged "
-                     f"figures (p99, req/s, and p99.9 unless *) is {comparison.confidence * 100:.4g}% sure; a "
+                     f"figures (p99, req/s, and p99.9 unless *) is {percent(comparison.confidence)} sure; a "
                      f"regression must be beyond the tolerance and leave zero out.")
     unsure = [s for s in comparison.stages if all(c.difference is None for c in s.changes)]
     if unsure:
