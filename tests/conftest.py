@@ -1,17 +1,21 @@
-# Locust patches the standard library with gevent on import; it must come before ssl is imported.
-import locust  # noqa: F401  isort: skip
+# This process imports Locust without its gevent monkey-patching: a patched threading blocks the threads an xdist
+# worker talks to its controller with. The Locust processes the tests start still patch (the flag is not inherited).
+import os  # isort: skip
+os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
+import locust  # noqa: F401, E402  isort: skip
+del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
 
-import copy
-import itertools
-import os
-import signal
+import copy  # noqa: E402
+import signal  # noqa: E402
 
-import pytest
-import yaml
+import pytest  # noqa: E402
+import yaml  # noqa: E402
 
-from support.documents import BASE
-from support.processes import start_redis
-from support.waiting import ROOT, wait_for
+from support.documents import BASE  # noqa: E402
+from support.processes import start_redis  # noqa: E402
+from support.waiting import ROOT, wait_for  # noqa: E402
+
+pytest_plugins = ["support.scheduling", "support.timing"]   # how scripts/test divides a run, and times it
 
 
 @pytest.fixture
@@ -36,21 +40,13 @@ def supervisor():
     sup.stop_all()
 
 
-CLUSTERS = itertools.count(1)
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster():
     """A real control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok) on loopback, one per
-    test module (about 7 s to start): what a module leaves behind (300 experiments being garbage-collected)
-    never loads the machine under the next module's tests."""
+    test process (each xdist worker has its own); tests keep apart by namespace."""
     from support.kube import Cluster
-    c = Cluster.up(f"lstest-{os.getpid()}-{next(CLUSTERS)}")
-    print(f"\ncluster up in {c.up_seconds:.1f}s")
-    c.kubectl("apply", "-f", str(ROOT / "crds"), check=True)
-    wait_for(lambda: c.kubectl("get", "lx").returncode == 0, timeout=30)
-    yield c
-    c.down()
+    with Cluster.running("session") as c:
+        yield c
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +68,7 @@ def namespace(cluster, request):
     name = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower())[:36].strip("-") + "-" + uuid.uuid4().hex[:6]
     cluster.core.create_namespace({"metadata": {"name": name}})
     yield name
-    cluster.core.delete_namespace(name)
+    cluster.drop_namespace(name)
 
 
 @pytest.fixture

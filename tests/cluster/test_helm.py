@@ -32,7 +32,7 @@ def namespaces(cluster, namespace):
         return name
     yield make
     for name in made:
-        cluster.core.delete_namespace(name)
+        cluster.drop_namespace(name)
 
 
 def release_objects(cluster, release, namespace):

@@ -79,3 +79,10 @@ def test_operator_cost_smoke_runs_and_leaves_no_file_behind():
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 experiment(s): 1 finished" in result.stdout
     assert not (ROOT / "dump.rdb").exists(), "the benchmark's redis-server saved its data into the checkout"
+
+
+@pytest.mark.cluster
+def test_operator_scale_smoke_runs():
+    result = run("operator_scale.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "5 experiments: all Running" in result.stdout and "20 worker pods Running" in result.stdout, result.stdout

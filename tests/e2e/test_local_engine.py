@@ -3,6 +3,7 @@
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,9 +26,21 @@ def spec_doc(**spec):
     return {**BASE, "spec": {**spec}}
 
 
-def start_cli(*args, cwd=None):
-    return subprocess.Popen([sys.executable, "-m", "loadstage.cli", *map(str, args)], cwd=cwd,
+def start_cli(*args, cwd=None, tmpdir=None):
+    env = {**os.environ, "TMPDIR": str(tmpdir)} if tmpdir else None
+    return subprocess.Popen([sys.executable, "-m", "loadstage.cli", *map(str, args)], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def scratch():
+    """The run's own temporary directory (its TMPDIR), which the proxies' and Apache's workers may enter as they
+    may enter /tmp: what is left in it is the run's, whatever the tests beside it leave in /tmp. Its name is
+    short: mod_wsgi's daemon sockets go three directories below it, and a Unix socket's path has 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="ls-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def finish(proc, timeout):
@@ -128,7 +141,7 @@ def _name(arg: str) -> str:
     return (arg.rsplit("/", 1)[-1].split(":")[0].split() or [""])[0]
 
 
-def run_servers(write_experiment, tmp_path, servers, target, **matrix):
+def run_servers(write_experiment, tmp_path, servers, target, scratch=None, **matrix):
     """One real 5 s stage of 20 users per server (and `matrix`'s other axes). Each served it without an error,
     the app's own /metrics (merged over the server's processes) saw the requests Locust sent, and one Redis pool
     per process held at most workers x threads connections, plus the sampler's. Returns what `finish` does, and
@@ -137,7 +150,8 @@ def run_servers(write_experiment, tmp_path, servers, target, **matrix):
         target=target, injectors={"usersPerInjector": 20, "waitTime": {"min": "0s", "max": "20ms"}},
         stages=[{"users": 20, "duration": "5s"}], matrix={"server": servers, **matrix}))
     out_file = tmp_path / "result.json"
-    code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 300)
+    code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w",
+                                               tmpdir=scratch), 300)
     assert code == 0, err
     assert not alive(started)
     status = json.loads(out_file.read_text())["status"]
@@ -165,12 +179,11 @@ def test_every_server_runs_a_real_stage(write_experiment, tmp_path):
 
 
 def test_the_studies_other_servers_run_a_real_stage_and_a_single_threaded_one_refuses_threads(
-        write_experiment, tmp_path):
-    before = _scratch()
+        write_experiment, tmp_path, scratch):
     # Apache, started by root, runs mod_wsgi's app as nobody, who must be able to enter this checkout
     apache = closed_to_apache_workers() is None
     servers = ["bjoern", "meinheld", *(["mod_wsgi"] if apache else [])]
-    out, started, status = run_servers(write_experiment, tmp_path, servers, {"workers": 2})
+    out, started, status = run_servers(write_experiment, tmp_path, servers, {"workers": 2}, scratch)
     programs = {_name(arg) for p in started for arg in p.argv[:2]}
     # mod_wsgi-express becomes Apache (apache2), which starts the daemon processes that run the app
     assert "loadstage-prefork" in programs
@@ -186,7 +199,7 @@ def test_the_studies_other_servers_run_a_real_stage_and_a_single_threaded_one_re
         assert len(stage["hostCpuPerCore"]) == os.cpu_count() and 0 < max(stage["hostCpuPerCore"]) <= 100
     assert "| Processes | RSS/process (MiB) | CPU per core (%) |" in out
     # mod_wsgi-express's server root and the app's metrics went under a directory of the run's, now gone
-    assert _scratch() == before
+    assert not list(scratch.iterdir())
     refused = write_experiment(spec_doc(target={"server": "bjoern", "threads": 4},
                                         stages=[{"users": 5, "duration": "5s"}]), name="refused.yaml")
     code, out, err, started = finish(start_cli("run", refused), 30)
@@ -195,25 +208,21 @@ def test_the_studies_other_servers_run_a_real_stage_and_a_single_threaded_one_re
             "threads must be 1, got 4; use workers or pods instead") in err
 
 
-def _scratch() -> set[Path]:
-    temp = Path(tempfile.gettempdir())
-    return set(temp.glob("*mod_wsgi*")) | set(temp.glob("loadstage-v*"))
-
-
-def test_each_proxy_over_each_socket_serves_flup_in_fastcgi_and_is_measured_apart(write_experiment, tmp_path):
+def test_each_proxy_over_each_socket_serves_flup_in_fastcgi_and_is_measured_apart(write_experiment, tmp_path,
+                                                                                  scratch):
     """gunicorn and uWSGI behind both proxies over both sockets, in HTTP, run in test_studies
     (uwsgi-vs-gunicorn); here flup, in FastCGI."""
-    before = _scratch()
     # flup's threaded class closes a connection it has no free thread for, and either process may take all
     # 20 users' connections: 25 threads each
-    out, started, status = run_servers(write_experiment, tmp_path, ["flup"], {"threads": 25},
+    out, started, status = run_servers(write_experiment, tmp_path, ["flup"], {"threads": 25}, scratch,
                                        proxy=["nginx", "httpd"], socket=["tcp", "unix"])
     assert [(v["settings"]["proxy"], v["settings"]["socket"]) for v in status["variants"]] == [
         ("nginx", "tcp"), ("nginx", "unix"), ("httpd", "tcp"), ("httpd", "unix")]
     # the server listened where its proxy forwarded: on loopback TCP or on a Unix socket only
-    binds = [argv[argv.index("--bind") + 1].split(":")[0] for argv in (p.argv for p in started)
+    binds = [argv[argv.index("--bind") + 1] for argv in (p.argv for p in started)
              if "loadstage-prefork" in map(_name, argv[:2])]
-    assert sorted(set(binds)) == ["127.0.0.1", "unix"], binds
+    assert sorted({b.split(":")[0] for b in binds}) == ["127.0.0.1", "unix"], binds
+    assert all(b.startswith(f"unix:{scratch}/") for b in binds if b.startswith("unix:")), binds
     for number, variant in enumerate(status["variants"], 1):
         assert "emerg" not in (tmp_path / "w" / f"variant-{number}" / "proxy-1.log").read_text()
         target = variant["stages"][0]["target"]
@@ -221,7 +230,7 @@ def test_each_proxy_over_each_socket_serves_flup_in_fastcgi_and_is_measured_apar
         assert target["proxyPeakCpuCores"] > 0 and 2 * 2**20 < target["proxyPeakMemoryBytes"], target
         assert target["processes"] == 3, (variant["settings"], target)
     assert "| Proxy CPU (cores) | Proxy memory (MiB) |" in out
-    assert _scratch() == before      # the sockets and the proxies' configurations went with their pods
+    assert not list(scratch.iterdir())      # the sockets and the proxies' configurations went with their pods
     # the prefork class: each process serves one request at a time, the rest wait in the socket's backlog
     out, started, status = run_servers(write_experiment, tmp_path / "prefork", ["flup"],
                                        {"workerClass": "prefork", "proxy": {"server": "nginx", "socket": "unix"}})
@@ -405,6 +414,7 @@ def test_an_injector_lost_mid_stage_fails_the_stage_or_is_recorded(write_experim
         assert lost["injector"].startswith("locust worker ") and lost["cause"].startswith("exited with code -9 after ")
 
 
+@pytest.mark.alone   # its figures need the CPU to itself
 def test_pacing_shows_the_stall_that_the_closed_model_hides(write_experiment, tmp_path):
     """A target that stops the world for 2 s in every 10 s. In a closed model each user has one request
     waiting through a stall, so few samples are slow; measured from each task's intended start, every
@@ -427,6 +437,7 @@ def test_pacing_shows_the_stall_that_the_closed_model_hides(write_experiment, tm
     assert corrected["n"] == raw["n"] == stage["requests"]
 
 
+@pytest.mark.alone   # its figures need the CPU to itself
 def test_an_injector_that_saturates_its_cpu_marks_the_stage_and_gets_no_capacity(write_experiment, tmp_path):
     (tmp_path / "heavy.py").write_text(
         "import hashlib\n"

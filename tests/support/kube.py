@@ -3,10 +3,12 @@ process per test, and playing the kubelet for Locust master pods."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,11 +21,40 @@ import redis
 import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from loadstage.results.artifact import artifact_line
 from support.waiting import ROOT, wait_for
 
 GROUP, VERSION, PLURAL = "loadstage.io", "v1alpha1", "loadexperiments"
+
+
+KWOK_PORTS = ("etcdPort", "etcdPeerPort", "kubeApiserverPort", "kwokControllerPort", "kubeControllerManagerPort",
+              "kubeSchedulerPort")
+FIXED_PORTS_FROM, FIXED_PORTS_TO = 22000, 30000   # below 32767, where kwokctl starts its search downwards
+
+
+def fixed_ports_config(path: Path) -> Path:
+    """tools/cluster/kwok.yaml with a port of its own for every component. kwokctl gives a new cluster the first
+    free ports below 32767: those of a cluster that is stopped are free, and a cluster created meanwhile would
+    take them, so that the stopped one, started again, cannot bind them (and a client reaches the other one)."""
+    documents = list(yaml.safe_load_all((ROOT / "tools" / "cluster" / "kwok.yaml").read_text()))
+    blocks = list(range(FIXED_PORTS_FROM, FIXED_PORTS_TO, len(KWOK_PORTS)))
+    first = os.getpid() % len(blocks)
+    start = next(b for b in blocks[first:] + blocks[:first]
+                 if all(port_free(p) for p in range(b, b + len(KWOK_PORTS))))
+    documents[0]["options"].update(zip(KWOK_PORTS, range(start, start + len(KWOK_PORTS))))
+    path.write_text(yaml.safe_dump_all(documents))
+    return path
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True
 
 
 def binaries(group: str) -> Path:
@@ -35,13 +66,30 @@ def binaries(group: str) -> Path:
 
 class Cluster:
     @classmethod
-    def up(cls, name: str) -> "Cluster":
+    def up(cls, name: str, config: Path | None = None) -> "Cluster":
         started = time.monotonic()
+        env = {**os.environ, **({"LOADSTAGE_KWOK_CONFIG": str(config)} if config else {})}
         out = subprocess.run([ROOT / "scripts" / "cluster", "up", name], check=True, capture_output=True,
-                             text=True)
+                             text=True, env=env)
         cluster = cls(name, out.stdout.strip().splitlines()[-1], binaries("kwok"))
         cluster.up_seconds = time.monotonic() - started
         return cluster
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, purpose: str, stoppable: bool = False):
+        """A cluster of this process's own with the CRD installed, for as long as the block runs. A `stoppable`
+        one has ports of its own (fixed_ports_config), so that it can be stopped and started again."""
+        name = f"lstest-{os.getpid()}-{purpose}"
+        with tempfile.TemporaryDirectory(prefix="loadstage-kwok-") as tmp:
+            cluster = cls.up(name, fixed_ports_config(Path(tmp) / "kwok.yaml") if stoppable else None)
+            try:
+                print(f"\ncluster {cluster.name} up in {cluster.up_seconds:.1f}s")
+                cluster.kubectl("apply", "-f", str(ROOT / "crds"), check=True)
+                wait_for(lambda: cluster.kubectl("get", "lx").returncode == 0, timeout=30)
+                yield cluster
+            finally:
+                cluster.down()
 
     def __init__(self, name: str, kubeconfig: str, bin_dir: Path):
         self.name = name
@@ -71,6 +119,17 @@ class Cluster:
     def start(self):
         self._kwokctl("start")
         wait_for(lambda: self.kubectl("get", "--raw", "/readyz").returncode == 0, timeout=60)
+
+    def drop_namespace(self, name: str) -> None:
+        """Deletes a test's namespace once its operator has stopped: its LoadExperiments lose the finalizer no
+        operator will remove now, so the namespace goes at once and no later operator (of all namespaces, on
+        this test process's cluster) picks them up."""
+        for item in self.custom.list_namespaced_custom_object(GROUP, VERSION, name, PLURAL)["items"]:
+            if item["metadata"].get("finalizers"):
+                with contextlib.suppress(ApiException):
+                    self.custom.patch_namespaced_custom_object(GROUP, VERSION, name, PLURAL, item["metadata"]["name"],
+                                                               {"metadata": {"finalizers": None}})
+        self.core.delete_namespace(name)
 
     def kubectl(self, *args, input=None, check=False):
         return subprocess.run([self.bin / "kubectl", "--kubeconfig", self.kubeconfig, *args], input=input,
@@ -150,6 +209,14 @@ class OperatorProcess:
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def api_requests(cluster, resource: str, verb: str) -> int:
+    """How many requests of a verb on one object of a resource the API server has served (its own counter)."""
+    text = cluster.kubectl("get", "--raw", "/metrics", check=True).stdout
+    return int(sum(s.value for family in text_string_to_metric_families(text) if family.name == "apiserver_request"
+                   for s in family.samples if s.name == "apiserver_request_total" and s.labels.get("verb") == verb
+                   and s.labels.get("resource") == resource and s.labels.get("scope") == "resource"))
 
 
 def pods(cluster, namespace, selector):

@@ -184,7 +184,6 @@ class LxWatch:
         return self
 
     def __exit__(self, *exc) -> None:
-        time.sleep(1)
         self._process.terminate()
         self._process.wait(10)
         self._out.close()

@@ -55,19 +55,21 @@ PROGRESS_REFRESH_SECONDS = 60.0   # how often a running step's time left is rewr
 
 
 class RunClock:
-    """Where the run is in its plan, for the time it has left."""
+    """Where the run is in its plan, for the time it has left. A step's time is the event loop's (the monotonic
+    clock, or the virtual one a test runs the loop on)."""
 
-    def __init__(self, steps: list[Step], started_at: str):
-        self.steps, self.position, self.step_began = steps, 0, time.monotonic()
+    def __init__(self, steps: list[Step], started_at: str, monotonic: Callable[[], float] = time.monotonic):
+        self.steps, self.monotonic = steps, monotonic
+        self.position, self.step_began = 0, monotonic()
         self.started = parse(started_at)
 
     def at(self, position: int) -> None:
-        self.position, self.step_began = position, time.monotonic()
+        self.position, self.step_began = position, self.monotonic()
 
     def progress(self) -> dict[str, Any]:
         moment = dt.datetime.now(dt.timezone.utc)
         return estimate(self.steps, self.position, self.started, moment,
-                        into_step=time.monotonic() - self.step_began).to_progress(moment)
+                        into_step=self.monotonic() - self.step_began).to_progress(moment)
 
 
 def _with_attempts(status: dict[str, Any], progress: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +101,7 @@ class StageEngine:
         if spec.order == "Random" and "seed" not in status:
             status["seed"] = spec.seed if spec.seed is not None else random.randrange(MAX_SEED + 1)
         steps = plan(self.experiment, status.get("seed"))
-        self.clock = RunClock(steps, status["startedAt"])
+        self.clock = RunClock(steps, status["startedAt"], asyncio.get_running_loop().time)
         records = [VariantRecord.from_status(v) for v in status["variants"]]
         # A run picked up after a restart keeps its phase and progress while the target is re-checked:
         # the stage in flight goes on, and the status must not go backwards.

@@ -1,0 +1,86 @@
+"""How scripts/test divides a run (a pytest plugin):
+
+- `--tiers unit,e2e`: only those folders of tests/ are collected;
+- `--alone exclude|only`: leaves out, or runs only, the tests marked `alone` (they measure CPU or timing, so
+  they run by themselves after the parallel pass);
+- xdist groups (`--dist loadgroup`): a test that uses a module-scoped fixture (the real node, a played ladder,
+  two recorded runs) runs on the worker that holds that fixture; any other test runs wherever a worker is free.
+- the order: the real node's tests first (the longest chain, on one worker), then the kwok tests, then the
+  local end-to-end ones, so that the short tests fill the gaps at the end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TIERS = ("unit", "e2e", "cluster", "realnode")
+ORDER = {"realnode": 0, "cluster": 1, "e2e": 2, "unit": 3}
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--tiers", default=None,
+                     help=f"comma-separated folders of tests/ to collect ({', '.join(TIERS)}); default: all")
+    parser.addoption("--alone", choices=("exclude", "only"), default=None,
+                     help="leave out, or run only, the tests marked `alone`")
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "alone: measures CPU or timing; scripts/test runs it by itself, after the "
+                                       "parallel pass")
+    tiers = config.getoption("--tiers")
+    unknown = set(tiers.split(",")) - set(TIERS) if tiers else set()
+    if unknown:
+        raise pytest.UsageError(f"--tiers: unknown tier {', '.join(sorted(unknown))} (tiers: {', '.join(TIERS)})")
+
+
+def tier_of_path(path: Path, root: Path) -> str | None:
+    try:
+        parts = path.relative_to(root / "tests").parts
+    except ValueError:
+        return None
+    return parts[0] if parts and parts[0] in TIERS else None
+
+
+def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
+    tiers = config.getoption("--tiers")
+    tier = tier_of_path(collection_path, config.rootpath)
+    if tiers and tier is not None and tier not in tiers.split(","):
+        return True
+    return None
+
+
+def _module_group(item) -> str | None:
+    """The module's own name, where the test uses a fixture of module scope (`_fixtureinfo` is pytest's)."""
+    definitions = item._fixtureinfo.name2fixturedefs
+    if any(definitions[name][-1].scope == "module" for name in item.fixturenames if name in definitions):
+        return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
+def pytest_collection_modifyitems(config, items: list) -> None:
+    alone = config.getoption("--alone")
+    if alone:
+        wanted = alone == "only"
+        deselected = [i for i in items if (i.get_closest_marker("alone") is not None) != wanted]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [i for i in items if (i.get_closest_marker("alone") is not None) == wanted]
+    items.sort(key=lambda i: ORDER.get(tier_of_path(Path(i.path), config.rootpath), len(ORDER)))
+    for item in items:
+        group = _module_group(item)
+        if group and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(trylast=True)   # after xdist has named each test's group
+def pytest_collection_finish(session) -> None:
+    """A group xdist did not take would bring up a module's fixture (the real node) on two workers at once."""
+    if not getattr(session.config.option, "loadgroup", False):   # set in each worker under --dist loadgroup
+        return
+    lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if lost:
+        raise pytest.UsageError(f"--dist loadgroup did not group {lost[0]} (and {len(lost) - 1} more): this "
+                                f"pytest-xdist cannot set this pytest's node ids (see pyproject.toml)")

@@ -1,0 +1,110 @@
+"""Where the suite's time goes: a pytest plugin that appends one line per test to the file named by
+LOADSTAGE_TEST_TIMES (JSON: id, tier, start, stop, seconds, outcome), and a summary of such a file by tier.
+
+    python tests/support/timing.py FILE [--wall SECONDS] [--setup SECONDS] [--unit-budget SECONDS] [--slowest N]
+
+prints each tier's busy time (the sum of its tests' setup, call and teardown) and wall time (its first start to
+its last stop), the whole run's wall time, and the slowest tests; it exits 1 when the unit tier's wall time is
+over its budget."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+TIERS = ("unit", "e2e", "cluster", "realnode")
+UNIT_BUDGET_SECONDS = 120
+
+
+def plain_id(nodeid: str) -> str:
+    """The test's id without the `@group` xdist's loadgroup adds to it."""
+    return nodeid[:nodeid.rfind("@")] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid
+
+
+def tier_of(nodeid: str) -> str:
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
+
+
+class TimesFile:
+    """Collects each test's phases where the reports arrive (the xdist controller, or the only process)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.tests: dict[str, dict] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        test = self.tests.setdefault(report.nodeid, {
+            "id": plain_id(report.nodeid), "tier": tier_of(report.nodeid), "start": report.start, "stop": report.stop,
+            "seconds": 0.0, "outcome": "passed"})
+        test["start"], test["stop"] = min(test["start"], report.start), max(test["stop"], report.stop)
+        test["seconds"] += report.duration
+        if report.outcome != "passed" and test["outcome"] == "passed":
+            test["outcome"] = report.outcome
+        if report.when == "teardown":
+            with self.path.open("a") as out:
+                out.write(json.dumps(self.tests.pop(report.nodeid)) + "\n")
+
+
+def pytest_configure(config) -> None:
+    path = os.environ.get("LOADSTAGE_TEST_TIMES")
+    if path and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(TimesFile(Path(path)), "loadstage-times")
+
+
+def summary(tests: list[dict], wall: float | None = None, setup: float | None = None, slowest: int = 20) -> str:
+    by_tier: dict[str, list[dict]] = defaultdict(list)
+    for test in tests:
+        by_tier[test["tier"]].append(test)
+    lines = ["tier     | tests | busy     | wall", "---------+-------+----------+---------"]
+    for tier in sorted(by_tier, key=lambda t: TIERS.index(t) if t in TIERS else len(TIERS)):
+        rows = by_tier[tier]
+        span = max(t["stop"] for t in rows) - min(t["start"] for t in rows)
+        lines.append(f"{tier:<8} | {len(rows):>5} | {clock(sum(t['seconds'] for t in rows)):>8} | {clock(span):>7}")
+    if wall is not None:
+        prepared = f" (set-up and the import check: {clock(setup)})" if setup is not None else ""
+        lines.append(f"whole run: {len(tests)} tests, {clock(wall)} wall{prepared}")
+    lines += ["", f"The {slowest} slowest tests:", "seconds | tier     | test", "--------+----------+-----"]
+    for test in sorted(tests, key=lambda t: -t["seconds"])[:slowest]:
+        lines.append(f"{test['seconds']:>7.1f} | {test['tier']:<8} | {test['id']}")
+    return "\n".join(lines)
+
+
+def tier_wall(tests: list[dict], tier: str) -> float:
+    rows = [t for t in tests if t["tier"] == tier]
+    return max(t["stop"] for t in rows) - min(t["start"] for t in rows) if rows else 0.0
+
+
+def clock(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--wall", type=float, help="the whole run's wall time, in seconds")
+    parser.add_argument("--setup", type=float, help="the part of it spent before the tests, in seconds")
+    parser.add_argument("--unit-budget", type=float, default=UNIT_BUDGET_SECONDS)
+    parser.add_argument("--slowest", type=int, default=20)
+    args = parser.parse_args(argv)
+    lines = args.file.read_text().splitlines() if args.file.exists() else []
+    tests = [json.loads(line) for line in lines if line.strip()]
+    if not tests:
+        print("no test ran")
+        return 0
+    print(summary(tests, args.wall, args.setup, args.slowest))
+    unit = tier_wall(tests, "unit")
+    if unit > args.unit_budget:
+        print(f"\nthe unit tier took {clock(unit)}, over its budget of {clock(args.unit_budget)}: something slow "
+              f"slipped in (docs/development.md, 'Adding a test')", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
