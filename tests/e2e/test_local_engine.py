@@ -68,7 +68,8 @@ def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
     path = write_experiment(spec_doc(
         target={"pods": 1, "workers": 2},
         injectors={"usersPerInjector": 20, "maxUsersPerInjector": 20, "waitTime": {"min": "0s", "max": "10ms"}},
-        stages=[{"injectors": 1, "duration": "10s"}, {"users": 30, "duration": "10s"}],   # 30 users: 2 injectors
+        # 30 users: 2 injectors; the first stage is as long as the stored one it is compared with (tests/data)
+        stages=[{"injectors": 1, "duration": "10s"}, {"users": 30, "duration": "5s"}],
         matrix={"threads": [1, 4]}))
     out_file = tmp_path / "result.json"
     code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 240)
@@ -101,7 +102,7 @@ def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
     assert "req/s" in err and "variant 2/2" in err
     second_stage = status["variants"][0]["stages"][1]
     assert (second_stage["injectors"], second_stage["users"]) == (2, 30)
-    assert "stage 2: 2 injector(s), 30 users, 10s" in err
+    assert "stage 2: 2 injector(s), 30 users, 5s" in err
     # every stage's histograms are kept in the result file, and recompute the status's figures
     from loadstage.results import histograms
     for variant, kept in zip(status["variants"], doc["artifacts"]):
