@@ -174,14 +174,18 @@ def _settle_windows(environment):
         recorder.close_windows(time.time() - WINDOW_SETTLE_SECONDS)
 
 
-@events.init.add_listener
-def _on_init(environment, **_kwargs):
-    options = environment.parsed_options
+def _set_up(environment):
+    """What a process needs before its first user starts, once, from whichever of init and test_start fires first:
+    Locust's main() fires init only once a worker has connected, and the worker's message loop, which runs
+    meanwhile, may already have handled its master's spawn and fired test_start."""
+    if getattr(environment, "loadstage_set_up", False):
+        return
+    environment.loadstage_set_up = True
     for user_class in environment.user_classes:
         own = None if user_class.wait_time is User.wait_time else user_class.wait_time
         user_class.wait_time = _waiting(own)
     environment.loadstage = StageRecorder()
-    if options is None:
+    if environment.parsed_options is None:
         return
     if not compat.is_master(environment.runner):
         environment.events.request.add_listener(environment.loadstage.on_request)
@@ -192,6 +196,13 @@ def _on_init(environment, **_kwargs):
         environment.events.report_to_master.add_listener(
             lambda client_id, data: data.__setitem__(REPORT_KEY, environment.loadstage.report()))
         environment.runner.register_message(FLUSH, _flush_worker)
+
+
+@events.init.add_listener
+def _on_init(environment, **_kwargs):
+    _set_up(environment)
+    options = environment.parsed_options
+    if options is None or compat.is_worker(environment.runner):
         return
     if compat.is_master(environment.runner):
         environment.events.worker_report.add_listener(
@@ -289,6 +300,7 @@ def _before_users(environment, options):
 
 @events.test_start.add_listener
 def _on_test_start(environment, **_kwargs):
+    _set_up(environment)
     options = environment.parsed_options
     if options is None:
         return

@@ -2,18 +2,18 @@
 # worker talks to its controller with. The Locust processes the tests start still patch (the flag is not inherited).
 import os  # isort: skip
 os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
-import locust  # noqa: F401, E402  isort: skip
+import locust  # noqa: F401  isort: skip
 del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
 
-import copy  # noqa: E402
-import signal  # noqa: E402
+import copy
+import signal
 
-import pytest  # noqa: E402
-import yaml  # noqa: E402
+import pytest
+import yaml
 
-from support.documents import BASE  # noqa: E402
-from support.processes import start_redis  # noqa: E402
-from support.waiting import ROOT, wait_for  # noqa: E402
+from support.documents import BASE
+from support.processes import start_redis
+from support.waiting import ROOT
 
 pytest_plugins = ["support.scheduling", "support.timing"]   # how scripts/test divides a run, and times it
 
@@ -74,7 +74,7 @@ def namespace(cluster, request):
 @pytest.fixture
 def sampler_redis(supervisor, tmp_path):
     """A loopback redis-server that stands in for the experiment's Redis Service for the sampler."""
-    from loadstage.local.target import free_port
+    from loadstage.local.ports import free_port
     port = free_port()
     start_redis(supervisor, tmp_path, port)
     return port
@@ -82,7 +82,7 @@ def sampler_redis(supervisor, tmp_path):
 
 @pytest.fixture
 def operator(cluster, namespace, sampler_redis, tmp_path):
-    from loadstage.local.target import free_port
+    from loadstage.local.ports import free_port
     from support.kube import OperatorProcess
     started = []
 

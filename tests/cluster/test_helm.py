@@ -298,7 +298,7 @@ def peak_while_holding(cluster, namespace, port, password, count, real_stage):
 def test_redis_password_secret_is_used_by_the_sampler_and_is_the_only_secret_readable(
         cluster, namespace, namespaces, supervisor, tmp_path, real_stage):
 
-    from loadstage.local.target import free_port
+    from loadstage.local.ports import free_port
     from support.kube import OperatorProcess
     from support.processes import start_redis
     release_ns = namespaces("system")
@@ -340,7 +340,7 @@ def test_a_deployed_redis_gets_a_generated_password_the_sampler_derives_without_
     import redis as redis_client
 
     from loadstage.kube.redis_auth import derived_password
-    from loadstage.local.target import free_port
+    from loadstage.local.ports import free_port
     from support.kube import OperatorProcess
     from support.processes import start_redis
     release_ns = namespaces("system")

@@ -19,7 +19,7 @@ from loadstage.api.load import parse_experiment
 from loadstage.engine import argv
 from loadstage.engine.steps import series_labels, stage_step
 from loadstage.local.processes import resolve_executable
-from loadstage.local.target import free_port
+from loadstage.local.ports import free_port
 from support.documents import BASE
 from support.waiting import ROOT, wait_for
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loadstage.local.target import closed_to_apache_workers, free_port
+from loadstage.local.ports import free_port
+from loadstage.local.target import closed_to_apache_workers
 from support.documents import BASE
 from support.processes import alive, descendants, start_redis
 from support.waiting import ROOT, wait_for
@@ -370,6 +371,50 @@ def test_custom_locustfile_external_redis_and_warmup(write_experiment, tmp_path,
     assert stages[0]["redisPeakConnections"] > 0
     assert (workdir / "variant-1" / "warmup" / "summary.json").is_file()
     assert not (workdir / "variant-1" / "redis.log").exists()
+
+
+HOLD_INIT = """
+import time
+
+import gevent
+from locust import HttpUser, events, task
+
+
+class Reader(HttpUser):
+    @task
+    def begin(self):
+        self.client.post("/surveys", allow_redirects=False)
+
+
+def hold_until_spawned(environment, **_kwargs):
+    # main() fires init only once the worker has connected; its message loop runs meanwhile, and a busy worker's
+    # loop may handle the master's spawn (and fire test_start) first. This makes it so, every time.
+    if type(environment.runner).__name__ != "WorkerRunner":
+        return
+    deadline = time.monotonic() + 20
+    while environment.runner.worker_state not in ("spawning", "running") and time.monotonic() < deadline:
+        gevent.sleep(0.01)
+
+
+events.init._handlers.insert(0, hold_until_spawned)   # before the results extension's own init
+"""
+
+
+def test_a_worker_that_handles_its_spawn_before_it_fires_init_runs_its_stage(write_experiment, tmp_path):
+    """Locust's start race (issue 35): its test_start came before its init, and the extension's set-up was in
+    init. The held init above makes the race happen in every run."""
+    (tmp_path / "held.py").write_text(HOLD_INIT)
+    path = write_experiment(spec_doc(
+        injectors={"usersPerInjector": 3, "locustfile": {"path": "held.py"}, "waitTime": {"min": "50ms", "max": "100ms"}},
+        stages=[{"injectors": 2, "duration": "3s"}]))
+    code, out, err, _ = finish(start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", tmp_path / "w"), 120)
+    assert code == 0, err
+    (stage,) = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"]
+    assert stage["injectors"] == 2 and stage["requests"] > 20 and stage["failures"] == 0, stage
+    assert stage["target"]["servedRequests"] == stage["requests"]      # each worker's requests were recorded
+    assert 0 < stage["injectorPeakCpuPercent"], stage                   # and its CPU sampled
+    logs = [(tmp_path / "w" / "variant-1" / "stage-1" / f"worker-{n}.log").read_text() for n in (1, 2)]
+    assert not [log for log in logs if "Traceback" in log], logs
 
 
 def test_a_crashing_injector_fails_the_stage_with_its_cause(write_experiment, tmp_path):

@@ -12,7 +12,7 @@ import urllib.request
 import psutil
 import pytest
 
-from loadstage.local.target import free_port
+from loadstage.local.ports import free_port
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

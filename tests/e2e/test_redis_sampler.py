@@ -3,7 +3,7 @@ INFO (a managed service's restricted user), which the stage's status names inste
 
 import redis
 
-from loadstage.local.target import free_port
+from loadstage.local.ports import free_port
 from loadstage.samplers.redis import RedisSampler
 from support.processes import start_redis
 from support.waiting import wait_for

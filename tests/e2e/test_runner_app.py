@@ -11,7 +11,8 @@ import redis
 from loadstage.api.load import parse_experiment
 from loadstage.api.types import FASTCGI_SERVERS, SERVERS, SINGLE_PROCESS_SERVERS, SINGLE_THREAD_SERVERS
 from loadstage.engine import argv as commands
-from loadstage.local.target import closed_to_apache_workers, free_port, pod_env, project_root
+from loadstage.local.ports import free_port
+from loadstage.local.target import closed_to_apache_workers, pod_env, project_root
 from loadstage.locust.served_count import scrape_served_requests, served_between
 from support.documents import BASE
 from support.processes import start_redis

@@ -42,19 +42,10 @@ def fixed_ports_config(path: Path) -> Path:
     blocks = list(range(FIXED_PORTS_FROM, FIXED_PORTS_TO, len(KWOK_PORTS)))
     first = os.getpid() % len(blocks)
     start = next(b for b in blocks[first:] + blocks[:first]
-                 if all(port_free(p) for p in range(b, b + len(KWOK_PORTS))))
+                 if all(port_free(p, host="") for p in range(b, b + len(KWOK_PORTS))))
     documents[0]["options"].update(zip(KWOK_PORTS, range(start, start + len(KWOK_PORTS))))
     path.write_text(yaml.safe_dump_all(documents))
     return path
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("", port))
-        except OSError:
-            return False
-    return True
 
 
 def binaries(group: str) -> Path:

@@ -5,18 +5,27 @@
   they run by themselves after the parallel pass);
 - xdist groups (`--dist loadgroup`): a test that uses a module-scoped fixture (the real node, a played ladder,
   two recorded runs) runs on the worker that holds that fixture; any other test runs wherever a worker is free.
+- each worker's own loopback ports (LOADSTAGE_LOCAL_PORTS, for free_port and the `loadstage run`s it starts):
+  the kernel's choice of port 0 may give two workers the same port, one after the other, and a test's client
+  then reaches another test's server;
 - the order: the real node's tests first (the longest chain, on one worker), then the kwok tests, then the
   local end-to-end ones, so that the short tests fill the gaps at the end.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from loadstage.local.ports import PORTS_ENV
+
 TIERS = ("unit", "e2e", "cluster", "realnode")
 ORDER = {"realnode": 0, "cluster": 1, "e2e": 2, "unit": 3}
+# Below kwokctl's ports (from 32767 downwards) and above the stoppable clusters' (tests/support/kube.py), and
+# below the kernel's own (ip_local_port_range starts at 32768), so that no client's port is ever among them.
+WORKER_PORTS_FROM, WORKER_PORTS_TO = 30100, 32399
 
 
 def pytest_addoption(parser) -> None:
@@ -33,6 +42,17 @@ def pytest_configure(config) -> None:
     unknown = set(tiers.split(",")) - set(TIERS) if tiers else set()
     if unknown:
         raise pytest.UsageError(f"--tiers: unknown tier {', '.join(sorted(unknown))} (tiers: {', '.join(TIERS)})")
+    if worker := os.environ.get("PYTEST_XDIST_WORKER"):    # not the controller's range, which it inherits
+        os.environ[PORTS_ENV] = worker_ports(worker, int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    else:
+        os.environ.setdefault(PORTS_ENV, worker_ports("gw0", 1))
+
+
+def worker_ports(worker: str, workers: int) -> str:
+    """`gw1` of 3: the second third of the range."""
+    size = (WORKER_PORTS_TO - WORKER_PORTS_FROM + 1) // workers
+    low = WORKER_PORTS_FROM + int(worker.removeprefix("gw")) * size
+    return f"{low}-{low + size - 1}"
 
 
 def tier_of_path(path: Path, root: Path) -> str | None:

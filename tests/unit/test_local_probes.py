@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from loadstage.api.types import HttpGet, Probe, TcpSocket
-from loadstage.local.target import free_port, probe_once
+from loadstage.local.ports import free_port
+from loadstage.local.target import probe_once
 
 
 class Answers(http.server.BaseHTTPRequestHandler):

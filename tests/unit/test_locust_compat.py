@@ -7,7 +7,7 @@ from locust import User, constant, task
 from locust.env import Environment
 from locust.event import Events
 
-from loadstage.local.target import free_port
+from loadstage.local.ports import free_port
 from loadstage.locust import compat
 from support.waiting import wait_for
 

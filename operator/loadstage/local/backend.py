@@ -25,12 +25,11 @@ from loadstage.engine.injectors import LostInjectors
 from loadstage.engine.steps import Step
 from loadstage.local.cgroups import Cgroups, CgroupsUnavailable
 from loadstage.local.processes import Child, Supervisor
+from loadstage.local.ports import LOOPBACK, free_port
 from loadstage.local.target import (
-    LOOPBACK,
     LocalRunError,
     LocalTarget,
     check_alive,
-    free_port,
     limit_fields,
     pod_cgroup,
     project_root,

@@ -27,12 +27,12 @@ from loadstage.engine import argv
 from loadstage.engine.errors import ExperimentFailed
 from loadstage.local import cgroups
 from loadstage.local.cgroups import Cgroups, PodCgroup
+from loadstage.local.ports import LOOPBACK, PORTS_ENV, free_port, range_problem
 from loadstage.local.processes import Child, Supervisor
 
 REDIS_READY_SECONDS = 30
 PROBE_TIMEOUT_SECONDS = 2
 READY_POLL_SECONDS = 0.05   # a refused connection costs little; each poll's wait is set-up time
-LOOPBACK = "127.0.0.1"
 
 
 class LocalRunError(ExperimentFailed):
@@ -74,8 +74,10 @@ def limit_fields(experiment: Experiment) -> list[str]:
 
 
 def local_problems(experiment: Experiment, cgroups_unavailable=cgroups.unavailable) -> list[tuple[str, str]]:
-    """What a cluster runs but this machine cannot, each naming the field."""
+    """What a cluster runs but this machine cannot, each naming the field (or the environment variable)."""
     problems = []
+    if why := range_problem():
+        problems.append((PORTS_ENV, why))
     if experiment.spec.target.deployment is not None:
         problems.append(("spec.target.deployment", "an existing Deployment runs only in a cluster; the local engine "
                                                    "serves spec.target.app"))
@@ -104,12 +106,6 @@ def local_problems(experiment: Experiment, cgroups_unavailable=cgroups.unavailab
                                          f"shared port and a port of its own), so pods must be 1; a cluster runs "
                                          f"any number of pods"))
     return problems
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
 
 
 def check_alive(process: Child) -> None:
