@@ -8,7 +8,6 @@ import datetime as dt
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
+from loadstage.local.ports import port_free
 from loadstage.results.artifact import artifact_line
 from support.waiting import ROOT, wait_for
 
