@@ -10,6 +10,7 @@ import signal
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, settings
 
 from support.documents import BASE
 from support.processes import start_redis
@@ -96,3 +97,9 @@ def operator(cluster, namespace, sampler_redis, tmp_path):
     yield start
     for op in started:
         op.kill(signal.SIGTERM)
+
+
+# Property tests: 300 examples each in the unit tier; HYPOTHESIS_PROFILE=deep for a long hunt.
+settings.register_profile("suite", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("deep", parent=settings.get_profile("suite"), max_examples=5000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))

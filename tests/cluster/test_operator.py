@@ -51,8 +51,8 @@ pytestmark = pytest.mark.cluster
 def ladder(cluster, real_stage, tmp_path_factory):
     """examples/cluster-ladder.yaml run once through the operator, the test playing the kubelet, with
     `loadstage report --follow` watching; what was seen on the way is kept for the tests below."""
-    from loadstage.local.processes import Supervisor
     from loadstage.local.ports import free_port
+    from loadstage.local.processes import Supervisor
     from support.kube import OperatorProcess
     from support.processes import start_redis
     work = tmp_path_factory.mktemp("ladder")

@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadstage.api.load import parse_experiment
 from loadstage.engine import argv
 from loadstage.engine.steps import series_labels, stage_step
-from loadstage.local.processes import resolve_executable
 from loadstage.local.ports import free_port
+from loadstage.local.processes import resolve_executable
 from support.documents import BASE
 from support.waiting import ROOT, wait_for
 

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from loadstage.api.names import API_GROUP, API_VERSION, KIND
-from loadstage.api.schema import Problems, ValidationError
+from loadstage.api.schema import Problems, ValidationError, key_path
 from loadstage.api.spec import METADATA, POD_RESOURCES, SPEC
 from loadstage.api.types import (
     COMMAND_PLACEHOLDERS,
@@ -28,6 +28,7 @@ from loadstage.api.types import (
     resolve_stages,
     server_of,
 )
+from loadstage.api.yaml_files import load_documents, read_utf8
 
 
 def server_problems(spec: Spec) -> list[tuple[str, str]]:
@@ -147,7 +148,7 @@ def parse_experiment(doc: Any) -> Experiment:
         problems.add("kind", f"must be {KIND}, got {doc.get('kind')!r}")
     for key in doc:
         if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
-            problems.add(str(key), "unknown field (known: apiVersion, kind, metadata, spec)")
+            problems.add(key_path("", key), "unknown field (known: apiVersion, kind, metadata, spec)")
     if "metadata" not in doc:
         problems.add("metadata", "is required")
     if "spec" not in doc:
@@ -163,16 +164,7 @@ def parse_experiment(doc: Any) -> Experiment:
 
 def load_experiment_file(path: str | Path) -> Experiment:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ValidationError([(str(path), f"cannot read: {e.strerror}")]) from None
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ValidationError([(where, f"not valid YAML: {getattr(e, 'problem', e)}")]) from None
+    docs = load_documents(read_utf8(path), str(path))
     if len(docs) != 1:
         raise ValidationError([(str(path), f"must hold exactly one LoadExperiment document, found {len(docs)}")])
     experiment = parse_experiment(docs[0])

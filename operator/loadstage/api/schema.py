@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import re
 from typing import Any, Callable
 
@@ -172,9 +173,9 @@ class MapOf(Node):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str) or (self.key_pattern and not re.fullmatch(self.key_pattern, k)):
-                problems.add(f"{path}.{k}", f"key must be {self.key_hint or 'a string'}")
+                problems.add(key_path(path, k), f"key must be {self.key_hint or 'a string'}")
                 continue
-            out[k] = self.value.parse(v, f"{path}.{k}", problems)
+            out[k] = self.value.parse(v, key_path(path, k), problems)
         return out
 
     def openapi(self):
@@ -207,25 +208,25 @@ class Obj(Node):
             if key not in self.fields:
                 hint = difflib.get_close_matches(str(key), list(self.fields), n=1)
                 extra = f" (did you mean {hint[0]!r}?)" if hint else f" (known: {', '.join(self.fields)})"
-                problems.add(_join(path, key), f"unknown field{extra}")
+                problems.add(key_path(path, key), f"unknown field{extra}")
         kwargs = {}
         before = len(problems.items)
         for name, node in self.fields.items():
             attr = _attr(name)
             if name in value and value[name] is not None:
-                kwargs[attr] = node.parse(value[name], _join(path, name), problems)
+                kwargs[attr] = node.parse(value[name], key_path(path, name), problems)
             elif name in self.required:
-                problems.add(_join(path, name), "is required")
+                problems.add(key_path(path, name), "is required")
                 kwargs[attr] = None
             elif node.default is not MISSING:
-                kwargs[attr] = node.parse(node.default, _join(path, name), problems)
+                kwargs[attr] = node.parse(node.default, key_path(path, name), problems)
             else:
                 kwargs[attr] = None
         obj = self.cls(**kwargs)
         if len(problems.items) == before:
             for rule in self.rules:
                 if rule.check is not None and not rule.check(obj):
-                    problems.add(_join(path, rule.field) if rule.field else path, rule.message)
+                    problems.add(key_path(path, rule.field) if rule.field else path, rule.message)
         return obj
 
     def openapi(self):
@@ -245,5 +246,10 @@ def _attr(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _join(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
+def key_path(path: str, key: Any) -> str:
+    """`spec.target`; a key that is not a plain name is quoted, so that an empty or dotted one still shows:
+    `spec[""]`, `spec["a.b"]`."""
+    if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_-]+", key):
+        return f"{path}.{key}" if path else key
+    shown = json.dumps(key) if isinstance(key, str) else str(key)
+    return f"{path}[{shown}]"

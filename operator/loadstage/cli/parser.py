@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+from typing import Any, Callable
 
-from loadstage.api.quantities import parse_duration
+from loadstage.api.quantities import Duration
+from loadstage.api.schema import Node, Problems
+from loadstage.api.spec import STAGE
 from loadstage.kube.manifests import Defaults
 from loadstage.reports import compare
 from loadstage.reports.pivot import FIGURES as PIVOT_FIGURES
@@ -24,11 +28,19 @@ def _port_arg(text: str) -> int:
     return int(text)
 
 
-def _duration_arg(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a duration such as 10s or 2m, got {text!r}") from None
+def _node_arg(node: Node) -> Callable[[str], Any]:
+    """An option parsed by the schema node of the field it stands for, under the same rules."""
+    def parse(text: str) -> Any:
+        problems = Problems()
+        value = node.parse(text, "", problems)
+        if problems.items:
+            raise argparse.ArgumentTypeError("; ".join(message for _, message in problems.items))
+        return value
+    return parse
+
+
+_stage_duration_arg = _node_arg(STAGE.fields["duration"])
+_hold_arg = _node_arg(Duration("", maximum="1h"))
 
 
 def _scale_arg(text: str) -> float:
@@ -63,9 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("file", help="LoadExperiment YAML file")
     run.add_argument("-o", "--output", help="write the result (the resource with its status) to this "
                                             ".json or .yaml file, updated after every stage")
-    run.add_argument("--stage-duration", type=_duration_arg, metavar="DURATION",
+    run.add_argument("--stage-duration", type=_stage_duration_arg, metavar="DURATION",
                      help="run every stage for this long instead (e.g. 10s)")
-    run.add_argument("--warmup-duration", type=_duration_arg, metavar="DURATION",
+    run.add_argument("--warmup-duration", type=_stage_duration_arg, metavar="DURATION",
                      help="run the warm-up stage for this long instead")
     run.add_argument("--users-scale", type=_scale_arg, metavar="FACTOR",
                      help="multiply users and spawn rate per injector by FACTOR (e.g. 0.1)")
@@ -76,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     run.add_argument("--metrics-port", type=_port_arg, metavar="PORT",
                      help="serve the run's live Prometheus series on 127.0.0.1:PORT while it runs (docs/live.md)")
-    run.add_argument("--metrics-hold", type=_duration_arg, metavar="DURATION", default=0.0,
+    run.add_argument("--metrics-hold", type=_hold_arg, metavar="DURATION", default=0.0,
                      help="with --metrics-port, keep serving the final series this long after the run, for a "
                           "last scrape (e.g. 30s)")
 
@@ -161,4 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="namespace of the Lease (default: $POD_NAMESPACE, else default)")
     op.add_argument("--leader-elect-lease", default="loadstage-operator", help="name of the Lease")
     op.add_argument("-v", "--verbose", action="store_true")
+    for command in (parser, *sub.choices.values()):
+        # argparse reads `-5s` as an option, and says only "expected one argument"; no option of loadstage starts
+        # with a digit, so the value reaches its rule, which names it
+        command._negative_number_matcher = re.compile(r"^-\d")
     return parser

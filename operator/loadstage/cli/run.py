@@ -120,9 +120,36 @@ def cmd_validate(args) -> int:
     return EXIT_OK
 
 
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def path_problems(output: str | None, workdir: str | None) -> list[tuple[str, str]]:
+    """-o and --workdir, checked before anything starts: a run that cannot write its result is refused."""
+    problems = []
+    if output:
+        path, parent = Path(output), Path(output).parent
+        if path.is_dir():
+            problems.append(("-o", f"{output} is a directory; name a .json or .yaml file"))
+        elif not parent.is_dir():
+            problems.append(("-o", f"{parent} is not a directory" if parent.exists()
+                                   else f"the directory {parent} does not exist"))
+        elif not os.access(parent, os.W_OK):
+            problems.append(("-o", f"cannot write in {parent}"))
+    if workdir:
+        existing = _nearest_existing(Path(workdir))
+        if not existing.is_dir():
+            problems.append(("--workdir", f"{existing} is a file, not a directory"))
+        elif not os.access(existing, os.W_OK):
+            problems.append(("--workdir", f"cannot write in {existing}"))
+    return problems
+
+
 def cmd_run(args) -> int:
     experiment = load_experiment_file(args.file)
-    problems = local_problems(experiment)
+    problems = local_problems(experiment) + path_problems(args.output, args.workdir)
     if problems:
         raise ValidationError(problems)
     experiment = experiment.scaled(

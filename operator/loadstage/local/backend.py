@@ -24,16 +24,9 @@ from loadstage.engine.errors import Cancelled
 from loadstage.engine.injectors import LostInjectors
 from loadstage.engine.steps import Step
 from loadstage.local.cgroups import Cgroups, CgroupsUnavailable
-from loadstage.local.processes import Child, Supervisor
 from loadstage.local.ports import LOOPBACK, free_port
-from loadstage.local.target import (
-    LocalRunError,
-    LocalTarget,
-    check_alive,
-    limit_fields,
-    pod_cgroup,
-    project_root,
-)
+from loadstage.local.processes import Child, Supervisor
+from loadstage.local.target import LocalRunError, LocalTarget, check_alive, limit_fields, pod_cgroup, project_root
 from loadstage.results.live_series import target_samples
 from loadstage.results.measurement import StageMeasurement
 from loadstage.samplers.processes import ProcessTreeSampler

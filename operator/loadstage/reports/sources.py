@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from loadstage.api.load import parse_experiment
 from loadstage.api.names import (
     API_GROUP,
@@ -25,6 +23,7 @@ from loadstage.api.names import (
 )
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import Experiment
+from loadstage.api.yaml_files import load_documents, read_utf8
 
 RESOURCE_PREFIXES = ("lx/", "loadexperiment/", "loadexperiments/")
 
@@ -44,15 +43,17 @@ def load_document(source: str, namespace: str | None = None) -> dict[str, Any]:
 
 def _from_file(source: str) -> dict[str, Any]:
     path = Path(source)
+    text = read_utf8(path, source)
+    if path.suffix != ".json":
+        documents = load_documents(text, source)
+        if len(documents) != 1:
+            raise ValidationError([(source, f"must hold one LoadExperiment document, found {len(documents)} "
+                                            f"(truncated?)")])
+        return documents[0]
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise ValidationError([(source, f"cannot read: {e.strerror}")]) from None
-    try:
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as e:
-        raise ValidationError([(source, f"not valid {'JSON' if path.suffix == '.json' else 'YAML'} "
-                                        f"(truncated?): {str(e).splitlines()[0]}")]) from None
+        return json.loads(text)
+    except ValueError as e:
+        raise ValidationError([(source, f"not valid JSON (truncated?): {str(e).splitlines()[0]}")]) from None
 
 
 def _cluster(source: str, namespace: str | None):

@@ -1,0 +1,50 @@
+"""`loadstage run`'s own options follow the rules of the fields they stand for, and -o and --workdir are checked
+before anything starts: each mistake exits 2 naming the option, with no traceback and nothing left behind."""
+
+import tempfile
+
+import pytest
+import yaml
+
+from loadstage.cli import main
+from support.documents import BASE
+
+
+@pytest.fixture
+def experiment(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))     # where a work directory would go
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    return path
+
+
+@pytest.mark.parametrize("option, value, said", [
+    ("--stage-duration", "0s", "argument --stage-duration: must be at least 1s, got 0s"),
+    ("--stage-duration", "-5s", "argument --stage-duration: must be a duration such as 90s, 20m or 1h30m, got '-5s'"),
+    ("--stage-duration", "25h", "argument --stage-duration: must be at most 24h, got 25h"),
+    ("--warmup-duration", "500ms", "argument --warmup-duration: must be at least 1s, got 500ms"),
+    ("--metrics-hold", "2h", "argument --metrics-hold: must be at most 1h, got 2h"),
+])
+def test_a_duration_option_follows_its_fields_rule(experiment, capsys, option, value, said):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", str(experiment), option, value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"loadstage run: error: {said}\n") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args, said", [
+    (["-o", "{tmp}/no-such-dir/r.json"], "-o: the directory {tmp}/no-such-dir does not exist"),
+    (["-o", "{tmp}/a-file/r.json"], "-o: {tmp}/a-file is not a directory"),
+    (["-o", "{tmp}"], "-o: {tmp} is a directory; name a .json or .yaml file"),
+    (["--workdir", "{tmp}/a-file"], "--workdir: {tmp}/a-file is a file, not a directory"),
+    (["--workdir", "{tmp}/a-file/below"], "--workdir: {tmp}/a-file is a file, not a directory"),
+])
+def test_an_output_that_cannot_be_written_is_refused_before_anything_starts(experiment, capsys, args, said):
+    tmp = experiment.parent
+    assert main(["run", str(experiment), "-q", *(a.format(tmp=tmp) for a in args)]) == 2
+    assert capsys.readouterr().err == f"error: {said.format(tmp=tmp)}\n"
+    assert list((tmp / "tmp").iterdir()) == []          # no work directory made
+    assert sorted(p.name for p in tmp.iterdir()) == ["a-file", "experiment.yaml", "tmp"]
