@@ -189,6 +189,7 @@ def _set_up(environment):
         return
     if not compat.is_master(environment.runner):
         environment.events.request.add_listener(environment.loadstage.on_request)
+        environment.events.user_error.add_listener(environment.loadstage.on_user_error)
         environment.loadstage_cpu = _CpuSampler(environment.loadstage)
         gevent.spawn(environment.loadstage_cpu.run)
         environment.loadstage_gate = RequestGate()

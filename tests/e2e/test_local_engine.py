@@ -405,7 +405,8 @@ def test_a_worker_that_handles_its_spawn_before_it_fires_init_runs_its_stage(wri
     init. The held init above makes the race happen in every run."""
     (tmp_path / "held.py").write_text(HOLD_INIT)
     path = write_experiment(spec_doc(
-        injectors={"usersPerInjector": 3, "locustfile": {"path": "held.py"}, "waitTime": {"min": "50ms", "max": "100ms"}},
+        injectors={"usersPerInjector": 3, "locustfile": {"path": "held.py"},
+                   "waitTime": {"min": "50ms", "max": "100ms"}},
         stages=[{"injectors": 2, "duration": "3s"}]))
     code, out, err, _ = finish(start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", tmp_path / "w"), 120)
     assert code == 0, err
@@ -415,6 +416,33 @@ def test_a_worker_that_handles_its_spawn_before_it_fires_init_runs_its_stage(wri
     assert 0 < stage["injectorPeakCpuPercent"], stage                   # and its CPU sampled
     logs = [(tmp_path / "w" / "variant-1" / "stage-1" / f"worker-{n}.log").read_text() for n in (1, 2)]
     assert not [log for log in logs if "Traceback" in log], logs
+
+
+def test_a_task_that_raises_is_counted_and_a_stage_where_every_request_failed_exits_5(write_experiment, tmp_path):
+    """Issue 35: it ended Succeeded with 0 errors and exit 0, the tracebacks only in the worker's log."""
+    (tmp_path / "raising.py").write_text(
+        "from locust import HttpUser, task\n\n"
+        "class Raising(HttpUser):\n"
+        "    @task\n"
+        "    def lookup(self):\n"
+        "        self.client.get('/no-such-page')\n"
+        "        raise ValueError('no survey')\n")
+    path = write_experiment(spec_doc(injectors={"usersPerInjector": 3, "locustfile": {"path": "raising.py"},
+                                                "waitTime": {"min": "50ms", "max": "100ms"}},
+                                     stages=[{"injectors": 1, "duration": "3s"}]))
+    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
+    assert code == 5, err
+    status = json.loads((tmp_path / "r.json").read_text())["status"]
+    (stage,) = status["variants"][0]["stages"]
+    assert status["phase"] == "Succeeded" and stage["failures"] == stage["requests"] > 10 and stage["errorRate"] == 1
+    raised = stage["exceptions"]
+    assert raised["top"] == [{"message": "ValueError: no survey", "count": raised["count"]}]
+    assert stage["requests"] - 3 <= raised["count"] <= stage["requests"]    # a task stopped mid-way raises nothing
+    assert out.splitlines()[-2:] == [
+        f"variant 1 stage 1: {raised['count']:,} exception(s) in tasks, most often ValueError: no survey "
+        f"({raised['count']})", "variant 1 stage 1: every request failed"]
+    assert "1§" in out and "§ its tasks raised exceptions" in out
+    assert not alive(started)
 
 
 def test_a_crashing_injector_fails_the_stage_with_its_cause(write_experiment, tmp_path):

@@ -136,10 +136,13 @@ def test_the_headline_fits_a_termination_message_and_the_rows_go_to_the_artifact
             for ms in (5, 50, 500):
                 stats.log_request(method, f"/a/very/long/endpoint/name/number/{i:04d}", ms, 10)
                 recorder.record(method, f"/a/very/long/endpoint/name/number/{i:04d}", ms, ms * 2)
+    for n in range(5):                                  # and tasks that raised, with long messages
+        recorder.on_user_error(None, RuntimeError(f"{n} " + "long message " * 40), None)
     recorder.keep_unsent()
     headline, artifact = build(stats, recorder, injectors=4)
     assert len(encode(headline)) <= TERMINATION_MESSAGE_LIMIT
     assert len(headline["byMethod"]) == 7 and "correctedLatencyMs" in headline
+    assert len(headline["exceptions"]["top"]) == 3
     assert len(artifact["endpoints"]) == MAX_ENDPOINTS + 1 and artifact["endpoints"][0]["histogram"]
     *rows, other = artifact["endpoints"]
     assert other["name"] == "(other)" and other["folded"] == headline["endpointsFolded"] == 1400 - MAX_ENDPOINTS
@@ -285,3 +288,24 @@ def test_a_master_that_merged_a_report_over_one_report_interval_late_marks_the_s
         headline, _ = build(stats, recorder, injectors=2)
         assert headline["masterLagSeconds"] == pytest.approx(late, abs=0.5)
         assert headline["masterBound"] is (late > 3)
+
+
+def test_tasks_that_raise_are_counted_across_injectors_with_their_most_frequent_messages():
+    master = StageRecorder()
+    for injector, raised in enumerate(([ValueError("no survey")] * 5 + [KeyError("id")] * 2,
+                                       [ValueError("no survey")] * 3 + [RuntimeError("x" * 400)] + [OSError()])):
+        worker = StageRecorder()
+        worker.record("GET", "/", 5.0)
+        for error in raised:
+            worker.on_user_error(None, error, None)
+        master.merge_report(json.loads(json.dumps(worker.report())))
+    stats = RequestStats()
+    stats.log_request("GET", "/", 5.0, 10)
+    headline = build(stats, master, injectors=2)[0]
+    assert headline["exceptions"] == {"count": 12, "top": [
+        {"message": "ValueError: no survey", "count": 8}, {"message": "KeyError: 'id'", "count": 2},
+        {"message": "OSError: ", "count": 1}]}
+    assert master.exceptions["RuntimeError: " + "x" * 145 + "…"] == 1       # long messages are cut to 160
+    quiet = StageRecorder()
+    quiet.keep_unsent()
+    assert "exceptions" not in build(stats, quiet, injectors=1)[0]

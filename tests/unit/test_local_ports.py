@@ -1,6 +1,7 @@
 """The loopback ports `loadstage run` hands out: the kernel's pick by default, or a range of the user's
 (LOADSTAGE_LOCAL_PORTS) taken in turn, skipping any port that is in use, with a clear error for a bad range."""
 
+import os
 import socket
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 from loadstage.api.load import parse_experiment
 from loadstage.engine.errors import ExperimentFailed
 from loadstage.local import ports
-from loadstage.local.ports import PORTS_ENV, PortRangeError, free_port, port_range
+from loadstage.local.ports import PORTS_ENV, PortRangeError, free_port, port_free, port_range
 from loadstage.local.target import local_problems
 
 
@@ -21,24 +22,29 @@ def test_without_a_range_the_kernel_picks_a_port_nobody_holds(monkeypatch):
         s.bind(("127.0.0.1", port))
 
 
+def this_workers_window(size):
+    """`size` free ports in a row from this test worker's own range (tests/support/scheduling.py): no other
+    process hands them out, and they are below the kernel's ephemeral ports, which any client may take."""
+    own = port_range(os.environ[PORTS_ENV])
+    return next(range(low, low + size) for low in own if all(port_free(p) for p in range(low, low + size)))
+
+
 def test_a_range_is_taken_in_turn_and_a_port_in_use_is_skipped(monkeypatch):
     monkeypatch.setattr(ports, "_turns", {})
+    window = this_workers_window(5)
     with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        taken = held.getsockname()[1]
-        low = taken - 2
-        monkeypatch.setenv(PORTS_ENV, f"{low}-{taken + 2}")
+        held.bind(("127.0.0.1", window[2]))
+        monkeypatch.setenv(PORTS_ENV, f"{window[0]}-{window[-1]}")
         given_out = [free_port() for _ in range(8)]
-    assert taken not in given_out and set(given_out) <= set(range(low, taken + 3))
-    assert len(set(given_out[:4])) == 4                       # every free port once before any twice
-    assert given_out[4:] == given_out[:4]
+    assert sorted(given_out[:4]) == [window[0], window[1], window[3], window[4]]    # each free port once
+    assert given_out[4:] == given_out[:4]                                           # then again, in turn
 
 
 def test_a_range_with_every_port_in_use_is_named(monkeypatch):
     monkeypatch.setattr(ports, "_turns", {})
+    (taken,) = this_workers_window(1)
     with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        taken = held.getsockname()[1]
+        held.bind(("127.0.0.1", taken))
         monkeypatch.setenv(PORTS_ENV, f"{taken}-{taken}")
         with pytest.raises(ExperimentFailed, match=f"^{PORTS_ENV}={taken}-{taken}: every port in it is in use$"):
             free_port()

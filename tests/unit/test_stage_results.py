@@ -294,3 +294,44 @@ def test_a_stage_whose_master_fell_behind_says_so_in_its_status_its_table_and_it
         in render_status(status)
     assert "masterLagSeconds,masterBound" in render_csv(e, status).splitlines()[0]
     assert ",7.25,true," in render_csv(e, status).splitlines()[1]
+
+
+def test_tasks_that_raised_count_as_failed_requests_are_marked_in_the_tables_and_named_last():
+    e = experiment(thresholds={"errorRate": "1%"}, stages=[{"injectors": n, "duration": "10s"} for n in (1, 2)],
+                   repeats=1)
+    raising = _measured(requests=1000)
+    raising.summary["exceptions"] = {"count": 1000, "top": [{"message": "ValueError: no survey", "count": 990},
+                                                            {"message": "KeyError: 'id'", "count": 10}]}
+    quiet = _measured(requests=1000)
+    stages = [stage_result(e, 1, e.spec.stages[0], quiet), stage_result(e, 2, e.spec.stages[1], raising)]
+    assert stages[0].error_rate == 0.0 and stages[0].exceptions is None and "exceptions" not in stages[0].to_status()
+    raised = stages[1]
+    assert raised.error_rate == 0.5                   # 1,000 requests that passed, 1,000 tasks that raised
+    assert raised.verdict.violations == ("error rate 50.00% > 1.00%",)
+    assert raised.to_status()["exceptions"] == raising.summary["exceptions"]
+    assert StageResult.from_status(raised.to_status()) == raised
+    aggregate = variant_aggregate(stages, [Artifact()] * 2)
+    assert (aggregate.exceptions, aggregate.error_rate) == (1000, round(1000 / 3000, 6))
+    assert raised.headline().exceptions == 1000 and raised.headline().error_rate == 0.5
+
+    run = run_of([VariantRecord(0, {}, stages, judged=True, capacity=capacity(stages), aggregate=aggregate)])
+    report = render_report(run)
+    assert [row.split("|")[0].strip() for row in report.split("\n\n")[0].splitlines()[2:]] == ["1", "2§"]
+    assert "§ its tasks raised exceptions (Locust logs them and goes on)" in report
+    assert render_status(run).splitlines()[-1] == ("variant 1 stage 2: 1,000 exception(s) in tasks, most often "
+                                                   "ValueError: no survey (990); KeyError: 'id' (10)")
+    rows = render_csv(e, run).splitlines()
+    header, second = rows[0].split(","), rows[2].split(",")
+    assert second[header.index("exceptions")] == "1000" and second[header.index("errorRate")] == "0.5"
+    assert rows[2].endswith("ValueError: no survey (990); KeyError: 'id' (10)")
+
+
+@pytest.mark.parametrize("requests, failures, said", [(0, 0, "no request completed"),
+                                                      (500, 500, "every request failed")])
+def test_a_stage_where_nothing_succeeded_is_named_last(requests, failures, said):
+    e = experiment()
+    m = _measured(requests=requests, failures=failures)
+    stage = stage_result(e, 1, e.spec.stages[0], m)
+    assert stage.nothing_succeeded() == said
+    run = run_of([VariantRecord(0, {}, [stage], judged=False)])
+    assert render_status(run).splitlines()[-1] == f"variant 1 stage 1: {said}"

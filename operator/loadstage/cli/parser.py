@@ -14,7 +14,7 @@ from loadstage.kube.manifests import Defaults
 from loadstage.reports import compare
 from loadstage.reports.pivot import FIGURES as PIVOT_FIGURES
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS, EXIT_REGRESSION = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS, EXIT_REGRESSION, EXIT_NOTHING_SUCCEEDED = 0, 1, 2, 3, 4, 5
 REPORT_FORMATS = ("table", "markdown", "csv", "html")
 SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html",
                   ".txt": "table"}

@@ -22,7 +22,7 @@ from loadstage.api.names import API_GROUP, API_VERSION, KIND
 from loadstage.api.quantities import format_duration
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import Experiment
-from loadstage.cli.parser import EXIT_FAILED, EXIT_OK, EXIT_THRESHOLDS
+from loadstage.cli.parser import EXIT_FAILED, EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_THRESHOLDS
 from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed
@@ -229,6 +229,8 @@ def cmd_run(args) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     if output:
         printer.say(f"result written to {output}")
+    if code == EXIT_OK and any(s.nothing_succeeded() for v in run.variants for s in v.stages):
+        code = EXIT_NOTHING_SUCCEEDED
     if code == EXIT_OK and args.fail_on_threshold and any(
             s.verdict and not s.verdict.passed for v in run.variants for s in v.stages):
         code = EXIT_THRESHOLDS

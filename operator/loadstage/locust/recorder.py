@@ -26,6 +26,7 @@ REPORT_KEY = "loadstage"
 WINDOW_SECONDS = 1.0
 WINDOW_SETTLE_SECONDS = 10.0   # a window this old gets no more samples: it becomes a row of the series
 Row = tuple[str, str]   # (method, name)
+EXCEPTION_MESSAGE_CHARS = 160   # of a task's exception, as the status shows it
 
 
 Tally = dict[int, int]        # count by bucket index
@@ -57,6 +58,7 @@ class StageRecorder:
     worker_cpu: dict[str, float] = field(default_factory=dict)   # on the master: each worker's latest sample
     merge_lag_peak: float | None = None      # on the master: the latest any report was merged after it was sent
     series: list[dict] = field(default_factory=list)
+    exceptions: dict[str, int] = field(default_factory=dict)   # raised by tasks: count by "Type: message"
     _windows: dict[int, HdrHistogram] = field(default_factory=dict)
     _window_failures: dict[int, int] = field(default_factory=dict)
     _closed: list[list] = field(default_factory=list)   # per closed second: [encoded or None, mean ns, n, failed]
@@ -64,6 +66,7 @@ class StageRecorder:
     _unsent_raw: dict[Row, Tally] = field(default_factory=dict)
     _unsent_corrected: dict[Row, Tally] = field(default_factory=dict)
     _unsent_windows: dict[int, Tally] = field(default_factory=dict)
+    _unsent_exceptions: dict[str, int] = field(default_factory=dict)
 
     # -- an injector ----------------------------------------------------------------
 
@@ -90,6 +93,12 @@ class StageRecorder:
             corrected = max(response_time, (start_time - intended) * 1000 + response_time)
         self.record(request_type, name, response_time, corrected, failed=exception is not None)
 
+    def on_user_error(self, user_instance, exception: BaseException, tb, **_) -> None:
+        """Locust's user_error event: a task raised. Locust logs it and goes on; the stage counts it."""
+        said = f"{type(exception).__name__}: {exception}"
+        said = said if len(said) <= EXCEPTION_MESSAGE_CHARS else said[:EXCEPTION_MESSAGE_CHARS - 1] + "…"
+        self._unsent_exceptions[said] = self._unsent_exceptions.get(said, 0) + 1
+
     def note_cpu(self, percent: float) -> None:
         self.cpu_percent = percent
         self.cpu_peak_percent = max(self.cpu_peak_percent or 0.0, percent)
@@ -100,15 +109,18 @@ class StageRecorder:
                 "corrected": {f"{m} {n}": histograms.flat(t) for (m, n), t in self._unsent_corrected.items()},
                 "windows": {str(w): histograms.flat(t) for w, t in self._unsent_windows.items()},
                 "windowFailures": {str(w): n for w, n in self._unsent_failures.items()},
+                "exceptions": self._unsent_exceptions,
                 "cpuPeakPercent": self.cpu_peak_percent, "cpuPercent": self.cpu_percent, "sentAt": time.time()}
         self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures = {}, {}, {}, {}
+        self._unsent_exceptions = {}
         return data
 
     def keep_unsent(self) -> None:
         """Standalone: what was recorded counts at once."""
         self._merge(_flat(self._unsent_raw), _flat(self._unsent_corrected), _flat(self._unsent_windows),
-                    self._unsent_failures)
+                    self._unsent_failures, self._unsent_exceptions)
         self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures = {}, {}, {}, {}
+        self._unsent_exceptions = {}
 
     # -- the master -----------------------------------------------------------------
 
@@ -117,7 +129,7 @@ class StageRecorder:
             return {tuple(key.split(" ", 1)): pairs for key, pairs in sent.items()}
         self._merge(rows(data.get("raw", {})), rows(data.get("corrected", {})),
                     {int(w): pairs for w, pairs in data.get("windows", {}).items()},
-                    {int(w): n for w, n in data.get("windowFailures", {}).items()})
+                    {int(w): n for w, n in data.get("windowFailures", {}).items()}, data.get("exceptions", {}))
         if data.get("cpuPeakPercent") is not None:
             self.note_cpu(data["cpuPeakPercent"])
         if worker is not None and data.get("cpuPercent") is not None:
@@ -126,7 +138,9 @@ class StageRecorder:
             self.merge_lag_peak = max(self.merge_lag_peak or 0.0, time.time() - data["sentAt"])
 
     def _merge(self, raw: dict[Row, Flat], corrected: dict[Row, Flat], windows: dict[int, Flat],
-               failures: dict[int, int]) -> None:
+               failures: dict[int, int], exceptions: dict[str, int]) -> None:
+        for said, count in exceptions.items():
+            self.exceptions[said] = self.exceptions.get(said, 0) + count
         for key, pairs in raw.items():
             _add(self.raw, key, pairs)
         for key, pairs in corrected.items():

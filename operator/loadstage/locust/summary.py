@@ -18,6 +18,7 @@ TERMINATION_MESSAGE_LIMIT = 4096
 INJECTOR_BOUND_PERCENT = 90.0      # an injector above this measured itself, not the target
 MASTER_BOUND_LAG_SECONDS = 3.0     # a master that merged a report this late was behind by a report interval
 MAX_ERRORS = 50
+TOP_EXCEPTIONS = 3      # the most frequent exception messages a stage's headline names
 MAX_ENDPOINTS = 300     # request names with a row of their own; the rest are folded into one "(other)" row
 OTHER = "(other)"
 
@@ -76,6 +77,10 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None, serve
         "byMethod": {m: figures([k for k in keys if k[0] == m]) for m in methods},
         "errorKinds": len(stats.errors),
     }
+    if recorder.exceptions:
+        top = sorted(recorder.exceptions.items(), key=lambda item: (-item[1], item[0]))[:TOP_EXCEPTIONS]
+        headline["exceptions"] = {"count": sum(recorder.exceptions.values()),
+                                  "top": [{"message": said, "count": count} for said, count in top]}
 
     def histogram_fields(selected: list[Row]) -> dict[str, str]:
         fields = {"histogram": _encoded(_rows_of(recorder.raw, selected))}

@@ -13,8 +13,8 @@ from loadstage.reports import ons_layout
 from loadstage.results.model import RunResults, StageResult, VariantRecord
 
 SETTINGS = ["server", "pods", "workers", "threads", "workerClass", "proxy", "socket"]
-FIGURES = ["requests", "failures", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms",
-           "maxMs", "p999Reliable"]
+FIGURES = ["requests", "failures", "exceptions", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms",
+           "p999Ms", "maxMs", "p999Reliable"]
 INTERVALS = [f"{figure}{side}" for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms", "meanMs", "rps", "errorRate")
              for side in ("_lo", "_hi")] + ["intervalMethod"]   # 95% confidence intervals (results.intervals)
 TRIMMED = ["repeats", *(f"{figure}_trimmed" for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms", "meanMs",
@@ -23,7 +23,7 @@ TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores"
         "targetServedRequests", "targetRestarts", "targetUnreadySeconds", "targetProcesses",
         "targetPeakProcessRssBytes", "proxyPeakCpuCores", "proxyPeakMemoryBytes", "hostCpuPerCorePercent",
         "requestGoal", "injectorPeakCpuPercent", "injectorBound",
-        "masterLagSeconds", "masterBound", "attempts", "passed", "violations"]
+        "masterLagSeconds", "masterBound", "attempts", "passed", "violations", "topExceptions"]
 
 
 def columns(run: RunResults) -> list[str]:
@@ -43,8 +43,9 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
         "waitMinSeconds": injectors.wait_time.min, "waitMaxSeconds": injectors.wait_time.max,
         "pacingSeconds": injectors.pacing, "durationSeconds": stage.duration_seconds,
         "startedAt": stage.started_at, "finishedAt": stage.finished_at,
-        "requests": stage.requests, "failures": stage.failures, "errorRate": stage.error_rate, "rps": stage.rps,
-        "meanMs": stage.mean_ms,
+        "requests": stage.requests, "failures": stage.failures,
+        "exceptions": stage.exceptions.count if stage.exceptions else 0, "errorRate": stage.error_rate,
+        "rps": stage.rps, "meanMs": stage.mean_ms,
         **{f"{p}Ms": latency.percentile(p) for p in ("p50", "p90", "p95", "p99", "p999", "max")},
         "p999Reliable": latency.p999_reliable,
         "redisPeakConnections": stage.redis_peak_connections,
@@ -60,6 +61,7 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
         "masterLagSeconds": stage.master_lag_seconds, "masterBound": stage.master_bound,
         "passed": None if verdict is None else verdict.passed,
         "violations": None if verdict is None else "; ".join(verdict.violations),
+        "topExceptions": "; ".join(f"{m} ({n})" for m, n in stage.exceptions.top) if stage.exceptions else None,
     }
     for figure, bounds in (stage.intervals or {}).items():
         if isinstance(bounds, list):

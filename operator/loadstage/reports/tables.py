@@ -20,12 +20,15 @@ RESOURCE_COLUMNS = ["Injectors", "Users", "Requests", "req/s", "Errors", "Error 
 THIN_P999 = "*"
 UNSTEADY = "†"
 INJECTOR_BOUND = "‡"
+RAISED = "§"
 FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to the maximum and says little.",
              UNSTEADY: "† the target was not steady during the stage: a pod restarted, was taken away, or was out "
                        "of its Service (not ready); the stage does not count toward capacity.",
              INJECTOR_BOUND: "‡ injector-bound: an injector's CPU went over 90% (75% under ab- or wrk-style load: "
                              "a request goal, no keep-alive or no wait); the stage measured the injectors, not the "
                              "target, and does not count toward capacity.",
+             RAISED: "§ its tasks raised exceptions (Locust logs them and goes on): each counts as a failed request "
+                     "in the error rate; the status names the most frequent (exceptions.top).",
              BEST: "^ the best variant by more than the noise: its difference from every other variant's, in the "
                    "same column or at the same stage, is significant, with 95% for the row's marks together (each "
                    "column at 99% where five are compared). With fewer than 3 repeats the noise is the run's own, "
@@ -132,9 +135,11 @@ def unsteady(run: RunResults) -> bool:
 
 
 def flagged(text: str, stages: list[StageResult]) -> str:
-    """The text, marked if any of these stages loaded an unsteady target, or measured its injectors."""
+    """The text, marked if any of these stages loaded an unsteady target, measured its injectors, or had tasks
+    that raised."""
     return text + (UNSTEADY if any(s.target.unsteady() for s in stages) else "") + \
-        (INJECTOR_BOUND if any(s.injector_bound for s in stages) else "")
+        (INJECTOR_BOUND if any(s.injector_bound for s in stages) else "") + \
+        (RAISED if any(s.exceptions for s in stages) else "")
 
 
 def _target_health(stage: StageResult) -> list[str]:
@@ -269,9 +274,10 @@ def render(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("V
 
 
 def footnotes(cells: list[str]) -> list[str]:
-    unmarked = [c.rstrip(BEST + UNSTEADY + INJECTOR_BOUND) for c in cells]
+    unmarked = [c.rstrip(BEST + UNSTEADY + INJECTOR_BOUND + RAISED) for c in cells]
     return ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in unmarked) else []) + \
            ([FOOTNOTES[UNSTEADY]] if any(UNSTEADY in c for c in cells) else []) + \
            ([FOOTNOTES[BEST]] if any(c.endswith(BEST) for c in cells) else []) + \
            ([FOOTNOTES[INJECTOR_BOUND]] if any(INJECTOR_BOUND in c or "(injector-bound)" in c for c in cells) else []) + \
+           ([FOOTNOTES[RAISED]] if any(RAISED in c for c in cells) else []) + \
            ([MASTER_BEHIND_NOTE] if any("(master behind)" in c for c in cells) else [])

@@ -7,6 +7,7 @@ from typing import Any
 
 from loadstage.api.quantities import format_duration
 from loadstage.api.types import Stage
+from loadstage.reports.significance import between_variants
 from loadstage.reports.tables import (
     REPEATS_TITLE,
     footnotes,
@@ -22,7 +23,6 @@ from loadstage.reports.tables import (
     target_cpu,
     variant_label,
 )
-from loadstage.reports.significance import between_variants
 from loadstage.results.model import RunResults
 
 
@@ -103,6 +103,18 @@ def render_cross_check(run: RunResults) -> list[str]:
     return lines
 
 
+def render_alarms(run: RunResults) -> list[str]:
+    """What must not pass unseen, last: tasks that raised, and stages where nothing succeeded."""
+    lines = []
+    for variant in run.variants:
+        for s in variant.stages:
+            if s.exceptions:
+                lines.append(f"variant {variant.index + 1} stage {s.stage}: {s.exceptions.describe()}")
+            if nothing := s.nothing_succeeded():
+                lines.append(f"variant {variant.index + 1} stage {s.stage}: {nothing}")
+    return lines
+
+
 def progress_line(label: str, elapsed: float, stage: Stage, snapshot: dict[str, Any],
                   run_left: float | None = None) -> str:
     rps = snapshot.get("currentRps")
@@ -121,7 +133,7 @@ def render_status(run: RunResults, with_phase: bool = True) -> str:
     lines = []
     if run.has_stages():
         lines.append(render_report(run))
-    lines += render_capacity(run) + render_cross_check(run)
+    lines += render_capacity(run) + render_cross_check(run) + render_alarms(run)
     if with_phase and run.phase != "Succeeded":
         lines.append(f"{run.phase}: {run.message}")
     return "".join(line + "\n" for line in lines)

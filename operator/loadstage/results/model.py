@@ -161,6 +161,34 @@ class LostInjector:
 
 
 @dataclass(frozen=True)
+class TaskExceptions:
+    """What the stage's tasks raised (Locust logs it and goes on): how many, and the most frequent messages."""
+    count: int
+    top: tuple[tuple[str, int], ...]    # ("ValueError: no survey", 345), most frequent first
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> "TaskExceptions":
+        return cls(d["count"], tuple((e["message"], e["count"]) for e in d.get("top", ())))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"count": self.count, "top": [{"message": m, "count": n} for m, n in self.top]}
+
+    def __add__(self, other: "TaskExceptions | None") -> "TaskExceptions":
+        if other is None:
+            return self
+        counts: dict[str, int] = {}
+        for message, count in (*self.top, *other.top):
+            counts[message] = counts.get(message, 0) + count
+        top = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:max(len(self.top), len(other.top))]
+        return TaskExceptions(self.count + other.count, tuple(top))
+
+    def describe(self) -> str:
+        """'345 exception(s) in tasks, most often ValueError: no survey (345)'."""
+        return f"{self.count:,} exception(s) in tasks, most often " + \
+            "; ".join(f"{message} ({count})" for message, count in self.top)
+
+
+@dataclass(frozen=True)
 class Retry:
     """An attempt of a stage that was disrupted, and run again."""
     attempt: int
@@ -210,10 +238,17 @@ class StageResult:
     host_cpu_per_core: tuple[float, ...] | None = None   # the machine's mean CPU per core, percent (local)
     master_lag_seconds: float | None = None   # the latest the Locust master merged a worker's report
     master_bound: bool = False                # ... later than a report interval: the master fell behind
+    exceptions: TaskExceptions | None = None  # what its tasks raised; each counts as a failed request
 
     @property
     def attempts(self) -> int:
         return len(self.retries) + 1
+
+    def nothing_succeeded(self) -> str | None:
+        """'every request failed', or 'no request completed': a stage that measured no service at all."""
+        if self.requests == 0 and not self.exceptions:
+            return "no request completed"
+        return "every request failed" if self.failures >= self.requests else None
 
     @classmethod
     def from_status(cls, d: dict[str, Any]) -> "StageResult":
@@ -239,7 +274,8 @@ class StageResult:
             intervals=d.get("intervals"), repeats=d.get("repeats", 1), trimmed_mean=d.get("trimmedMean"),
             request_goal=d.get("requestGoal"),
             host_cpu_per_core=tuple(d["hostCpuPerCore"]) if d.get("hostCpuPerCore") else None,
-            master_lag_seconds=d.get("masterLagSeconds"), master_bound=bool(d.get("masterBound")))
+            master_lag_seconds=d.get("masterLagSeconds"), master_bound=bool(d.get("masterBound")),
+            exceptions=TaskExceptions.from_status(d["exceptions"]) if d.get("exceptions") else None)
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -264,6 +300,8 @@ class StageResult:
             result["redisPeakCovers"] = self.redis_peak_covers
         if self.error_kinds:
             result["errorKinds"] = self.error_kinds
+        if self.exceptions is not None:
+            result["exceptions"] = self.exceptions.to_status()
         if self.lost_injectors:
             result["lostInjectors"] = {"count": len(self.lost_injectors),
                                        "injectors": [e.to_status() for e in self.lost_injectors]}
@@ -290,7 +328,7 @@ class StageResult:
 
     def headline(self) -> Headline:
         return Headline(self.stage, self.requests, self.failures, self.error_rate, self.rps, self.mean_ms,
-                        self.latency)
+                        self.latency, self.exceptions.count if self.exceptions else 0)
 
     def load(self, by_users: bool) -> int:
         """What the ladder climbs: the stage's users, or its injectors."""
@@ -310,6 +348,7 @@ class VariantAggregate:
     corrected_latency: Latency | None = None
     intervals: dict[str, Any] | None = None
     trimmed_mean: dict[str, float] | None = None   # over the repeats, without the highest and lowest
+    exceptions: int = 0                            # raised by tasks in all its stages
 
     @classmethod
     def from_status(cls, d: dict[str, Any]) -> "VariantAggregate":
@@ -318,7 +357,7 @@ class VariantAggregate:
                    {m: MethodFigures.from_status(row) for m, row in d.get("byMethod", {}).items()},
                    d.get("redisPeakConnections"),
                    Latency.from_status(d["correctedLatencyMs"]) if "correctedLatencyMs" in d else None,
-                   d.get("intervals"), d.get("trimmedMean"))
+                   d.get("intervals"), d.get("trimmedMean"), d.get("exceptions", 0))
 
     def to_status(self) -> dict[str, Any]:
         result = {"stages": self.stages, "requests": self.requests, "failures": self.failures,
@@ -331,6 +370,8 @@ class VariantAggregate:
             result["intervals"] = self.intervals
         if self.trimmed_mean:
             result["trimmedMean"] = self.trimmed_mean
+        if self.exceptions:
+            result["exceptions"] = self.exceptions
         return result
 
 
@@ -345,6 +386,7 @@ class Headline:
     rps: float | None
     mean_ms: float | None
     latency: Latency
+    exceptions: int = 0     # raised by tasks, each a failed request in error_rate
 
     def figure(self, name: str) -> float | None:
         """One of results.intervals.FIGURES."""
@@ -355,10 +397,11 @@ class Headline:
     def from_status(cls, d: dict[str, Any]) -> "Headline":
         latency = d.get("latencyMs") or {}
         return cls(d.get("stage"), d["requests"], d["failures"], d.get("errorRate"), d.get("rps"), d.get("meanMs"),
-                   Latency(*(latency.get(k) for k in PERCENTILE_KEYS), n=d["requests"]))
+                   Latency(*(latency.get(k) for k in PERCENTILE_KEYS), n=d["requests"]), d.get("exceptions", 0))
 
     def to_status(self) -> dict[str, Any]:
         return _omit_none([("stage", self.stage), ("requests", self.requests), ("failures", self.failures),
+                           ("exceptions", self.exceptions or None),
                            ("errorRate", self.error_rate), ("rps", self.rps), ("meanMs", self.mean_ms),
                            ("latencyMs", {k: self.latency.percentile(k) for k in PERCENTILE_KEYS})])
 

@@ -17,6 +17,7 @@ from loadstage.results.model import (
     PivotRow,
     StageResult,
     TargetFigures,
+    TaskExceptions,
     VariantAggregate,
     VariantRecord,
 )
@@ -27,12 +28,13 @@ from loadstage.results.thresholds import verdict
 def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeasurement) -> StageResult:
     s = m.summary
     requests = s["requests"]
+    raised = TaskExceptions.from_status(s["exceptions"]) if s.get("exceptions") else None
     result = StageResult(
         stage=number, injectors=stage.injectors, users=experiment.spec.injectors.users_for(stage),
         duration_seconds=s["elapsedSeconds"] if stage.requests else stage.duration,
         started_at=m.started_at, finished_at=m.finished_at,
         requests=requests, failures=s["failures"],
-        error_rate=_error_rate(s["failures"], requests),
+        error_rate=_error_rate(s["failures"], requests, _count(raised)),
         rps=s["rps"], mean_ms=s["meanMs"], latency=Latency.from_status(s["latencyMs"]),
         by_method={method: method_figures(row["requests"], row["failures"], row["meanMs"], row["latencyMs"]["p99"])
                    for method, row in s["byMethod"].items()},
@@ -46,12 +48,24 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         error_kinds=s.get("errorKinds") or None,
         lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in m.lost_injectors),
         endpoints_folded=s.get("endpointsFolded"), artifact_omitted=m.artifact.get("omitted"),
-        intervals=intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}"),
+        intervals=_without_error_rate(intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}"),
+                                      _count(raised)),
         request_goal=stage.requests, host_cpu_per_core=m.host_cpu_per_core or None,
-        master_lag_seconds=s.get("masterLagSeconds"), master_bound=bool(s.get("masterBound")))
+        master_lag_seconds=s.get("masterLagSeconds"), master_bound=bool(s.get("masterBound")), exceptions=raised)
     if experiment.spec.thresholds is not None:
         result = replace(result, verdict=verdict(result, experiment.spec.thresholds))
     return result
+
+
+def _count(raised: TaskExceptions | None) -> int:
+    return raised.count if raised else 0
+
+
+def _without_error_rate(found: dict | None, raised: int) -> dict | None:
+    """The blocks time requests, and an exception is not one: with exceptions, no interval of the error rate."""
+    if found is None or not raised:
+        return found
+    return {k: v for k, v in found.items() if k != "errorRate"}
 
 
 def target_figures(m: StageMeasurement, served: int | None) -> TargetFigures:
@@ -93,8 +107,10 @@ def _latencies(artifacts: list[Artifact], max_ms: float | None) -> tuple[Latency
             Latency.from_status(histograms.latency_ms(_merged(corrected))) if corrected else None)
 
 
-def _error_rate(failures: int, requests: int) -> float:
-    return round(failures / requests, 6) if requests else 0.0
+def _error_rate(failures: int, requests: int, exceptions: int = 0) -> float:
+    """Failed requests, and tasks that raised (each a request that failed, as its user saw it), of them all."""
+    attempts = requests + exceptions
+    return round((failures + exceptions) / attempts, 6) if attempts else 0.0
 
 
 def _mean_ms(rows: list[StageResult] | list[Headline], requests: int) -> float | None:
@@ -125,14 +141,16 @@ def variant_aggregate(stages: list[StageResult], artifacts: list[Artifact],
     whole `repeats` of its ladder (each one's headline), they come from the variation between them."""
     requests = sum(s.requests for s in stages)
     failures = sum(s.failures for s in stages)
+    raised = sum(_count(s.exceptions) for s in stages)
     max_ms = _max(*(s.latency.max for s in stages))
     latency, corrected = _latencies(artifacts, max_ms)
     return VariantAggregate(
-        stages=len(stages), requests=requests, failures=failures,
-        error_rate=_error_rate(failures, requests),
+        stages=len(stages), requests=requests, failures=failures, exceptions=raised,
+        error_rate=_error_rate(failures, requests, raised),
         latency=latency, by_method=_methods(stages, artifacts, max_ms),
         redis_peak_connections=_max(*(s.redis_peak_connections for s in stages)), corrected_latency=corrected,
-        intervals=_intervals(repeats, artifacts, "variant"), trimmed_mean=trimmed_mean(repeats))
+        intervals=_without_error_rate(_intervals(repeats, artifacts, "variant"), raised),
+        trimmed_mean=trimmed_mean(repeats))
 
 
 def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult, artifacts: list[Artifact],
@@ -141,6 +159,7 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
     latencies come from the merged histograms of every repeat's `artifacts`, peaks are the highest; the
     intervals come from the repeats' headlines once there are enough of them, else from all their blocks."""
     requests, failures = before.requests + new.requests, before.failures + new.failures
+    raised = before.exceptions + new.exceptions if before.exceptions else new.exceptions
     count = before.repeats + 1
     max_ms = _max(before.latency.max, new.latency.max)
     latency, corrected = _latencies(artifacts, max_ms)
@@ -148,7 +167,8 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
     old, now = before.target, new.target
     merged = replace(
         new, started_at=before.started_at, requests=requests, failures=failures,
-        error_rate=_error_rate(failures, requests), rps=rps, mean_ms=_mean_ms([before, new], requests),
+        error_rate=_error_rate(failures, requests, _count(raised)), exceptions=raised,
+        rps=rps, mean_ms=_mean_ms([before, new], requests),
         latency=latency, corrected_latency=corrected, by_method=_methods([before, new], artifacts, max_ms),
         redis_peak_connections=_max(before.redis_peak_connections, new.redis_peak_connections),
         redis_connections_received=_sum(before.redis_connections_received, new.redis_connections_received),
@@ -169,7 +189,8 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
         lost_injectors=before.lost_injectors + new.lost_injectors, retries=before.retries + new.retries,
         endpoints_folded=_max(before.endpoints_folded, new.endpoints_folded),
         artifact_omitted=new.artifact_omitted or before.artifact_omitted,
-        intervals=_intervals(repeats, artifacts, f"stage {new.stage}"), repeats=count,
+        intervals=_without_error_rate(_intervals(repeats, artifacts, f"stage {new.stage}"), _count(raised)),
+        repeats=count,
         trimmed_mean=trimmed_mean(repeats))
     if experiment.spec.thresholds is not None:
         merged = replace(merged, verdict=verdict(merged, experiment.spec.thresholds))
@@ -180,12 +201,13 @@ def ladder_headline(experiment: Experiment, stages: list[Headline], artifacts: l
     """One repeat of a variant's whole ladder: its stages' totals, their rates weighted by their durations,
     and the percentiles of their merged histograms."""
     requests, failures = sum(s.requests for s in stages), sum(s.failures for s in stages)
+    raised = sum(s.exceptions for s in stages)
     timed = [(s.rps, _seconds(experiment.spec.stages[s.stage - 1], s)) for s in stages]
     seconds = sum(d for _, d in timed)
-    return Headline(None, requests, failures, _error_rate(failures, requests),
+    return Headline(None, requests, failures, _error_rate(failures, requests, raised),
                     None if any(r is None for r, _ in timed) or not seconds else
                     round(sum(r * d for r, d in timed) / seconds, 3),
-                    _mean_ms(stages, requests), _latencies(artifacts, None)[0])
+                    _mean_ms(stages, requests), _latencies(artifacts, None)[0], raised)
 
 
 def _seconds(stage: Stage, headline: Headline) -> float:
