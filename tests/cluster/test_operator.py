@@ -740,6 +740,30 @@ def test_a_runner_pod_that_restarts_and_drops_out_mid_stage_is_recorded_and_flag
     assert "2†" in report.stdout and "† the target was not steady" in report.stdout, report
 
 
+def test_a_redis_pod_that_restarts_mid_stage_runs_the_stage_again_naming_redis(cluster, namespace, operator,
+                                                                              real_stage):
+    """Plays the kubelet of the Redis pod loadstage deployed: its container restarted mid-stage (OOMKilled), so
+    the app lost its Redis. Issue 35: such a stage counted as any other."""
+    operator()
+    doc = one_stage_ladder()
+    doc["spec"]["stageRetries"] = 1
+    assert apply(cluster, namespace, doc).returncode == 0
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
+    (lost,) = pods(cluster, namespace, "loadstage.io/role=redis,loadstage.io/experiment=cluster-ladder")
+    cs = lost.status.container_statuses[0]
+    cluster.core.patch_namespaced_pod_status(lost.metadata.name, namespace, {"status": {"containerStatuses": [{
+        "name": cs.name, "image": cs.image, "imageID": "", "ready": True, "started": True, "restartCount": 1,
+        "state": {"running": {"startedAt": "2026-11-26T10:00:00Z"}},
+        "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": "2026-11-26T09:59:00Z",
+                                     "finishedAt": "2026-11-26T10:00:00Z"}}}]}})
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)       # its figures are not kept
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1-a2", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert stage["attempts"] == 2 and stage["requests"] == real_stage.summary["requests"]
+    assert stage["retries"][0]["cause"] == f"the Redis pod {lost.metadata.name}: 1 restart(s), OOMKilled (exit 137)"
+
+
 def test_a_resource_quota_that_refuses_the_injectors_fails_the_experiment_within_60s_naming_it(cluster, namespace,
                                                                                              operator):
     cluster.core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "four-pods"},

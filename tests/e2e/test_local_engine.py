@@ -3,6 +3,7 @@
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -443,6 +444,76 @@ def test_a_task_that_raises_is_counted_and_a_stage_where_every_request_failed_ex
         f"({raised['count']})", "variant 1 stage 1: every request failed"]
     assert "1§" in out and "§ its tasks raised exceptions" in out
     assert not alive(started)
+
+
+@pytest.mark.parametrize("retries", [1, 0])
+def test_a_redis_server_killed_mid_stage_reruns_the_stage_or_fails_the_run_naming_redis(write_experiment, tmp_path,
+                                                                                         retries):
+    """Issue 35: the stage went on with 40% errors, the next one with 100%, and the run Succeeded."""
+    path = write_experiment(spec_doc(stageRetries=retries, injectors={"usersPerInjector": 3, "waitTime": {
+        "min": "50ms", "max": "100ms"}}, stages=[{"injectors": 1, "duration": "4s"}]))
+    proc = start_cli("run", path, "-q", "-o", tmp_path / "r.json", "--workdir", tmp_path / "w")
+    redis_server = wait_for(lambda: next((p for p in alive(descendants(proc.pid)) if p.name() == "redis-server"
+                                          and (tmp_path / "w" / "variant-1" / "stage-1" / "progress.json").exists()),
+                                         None), timeout=60)
+    redis_server.kill()                                  # the engine's own child, by its PID
+    code, out, err, started = finish(proc, 90)
+    status = json.loads((tmp_path / "r.json").read_text())["status"]
+    lost = f"redis-server (pid {redis_server.pid}) exited with code -9; its log: {tmp_path}/w/variant-1/redis.log"
+    if retries:
+        assert code == 0, err
+        (stage,) = status["variants"][0]["stages"]
+        (retry,) = stage["retries"]
+        assert retry["cause"].startswith(f"{lost} after ") and stage["attempts"] == 2
+        assert stage["failures"] == 0 and stage["redisPeakConnections"] > 0     # a new redis-server served it
+    else:
+        assert code == 1 and status["phase"] == "Failed" and status["reason"] == "RedisLost"
+        assert status["message"].startswith(f"variant 1/1 (gunicorn pods=1 workers=2 threads=2 gthread), stage 1/1: "
+                                            f"{lost} after ")
+        assert status["message"].endswith("; no retry left (spec.stageRetries: 0)")
+        assert status["variants"][0]["stages"] == []
+    assert not alive(started)
+
+
+CRASHING_WORKERS = """
+import os
+
+answered = 0
+
+
+def app(environ, start_response):
+    global answered
+    answered += 1
+    if answered > 20:
+        os._exit(7)         # a worker that dies every 20 requests: gunicorn starts another
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+"""
+
+
+def test_gunicorn_workers_that_die_mid_stage_are_restarts_and_the_stage_is_not_steady(write_experiment, tmp_path):
+    """Issue 35: the pod's log said `Worker (pid:...) exited with code 7` three times, and the run was steady."""
+    (tmp_path / "crashing.py").write_text(CRASHING_WORKERS)
+    (tmp_path / "reader.py").write_text("from locust import HttpUser, task\n\n"
+                                        "class Reader(HttpUser):\n"
+                                        "    @task\n"
+                                        "    def page(self):\n"
+                                        "        self.client.get('/')\n")
+    path = write_experiment(spec_doc(
+        target={"app": "crashing:app", "env": {"PYTHONPATH": str(tmp_path)}}, thresholds={"p99": "10s"},
+        injectors={"usersPerInjector": 3, "waitTime": {"min": "20ms", "max": "50ms"},
+                   "locustfile": {"path": "reader.py"}},
+        stages=[{"injectors": 1, "duration": "4s"}]))
+    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
+    assert code == 0, err
+    (variant,) = json.loads((tmp_path / "r.json").read_text())["status"]["variants"]
+    (stage,) = variant["stages"]
+    (pod,) = stage["target"]["pods"]
+    assert pod["pod"] == "gunicorn pod 1" and stage["target"]["restarts"] == pod["restarts"] >= 2
+    assert pod["causes"] == [f"Worker exited with code 7 ({pod['restarts']} times)"], pod
+    assert stage["verdict"]["passed"] is True and variant["capacity"] is None     # it passed, but does not count
+    assert "1†" in out and "† the target was not steady during the stage" in out
+    assert f"variant 1 stage 1: target {pod['restarts']} restart(s)" in out
 
 
 def test_a_crashing_injector_fails_the_stage_with_its_cause(write_experiment, tmp_path):

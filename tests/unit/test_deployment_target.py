@@ -11,7 +11,8 @@ import pytest
 from loadstage.api.load import parse_experiment
 from loadstage.kube import deployment_target as dt
 from loadstage.kube.manifests import Defaults
-from loadstage.kube.server_settings import SettingsNotSettable, apply_server_settings, workers_started
+from loadstage.kube.server_settings import SettingsNotSettable, apply_server_settings
+from loadstage.samplers.worker_log import workers_started
 from support.documents import BASE
 
 DEFAULTS = Defaults(runner="r:1", injector="i:1", redis="redis:7")

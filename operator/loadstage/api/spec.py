@@ -382,8 +382,10 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     "seed": Int("The seed of a Random order, to run it again in the same order; without one, the run picks "
                 "one and keeps it in status.seed.", minimum=0, maximum=MAX_SEED),
     "stageRetries": Int("How many times a stage runs again, from scratch, when its Locust pods are taken away "
-                        "mid-stage (evicted, preempted, deleted, their node lost); its partial numbers are "
-                        "discarded and the stage records each retry's cause. A pod that fails by itself is "
+                        "mid-stage (evicted, preempted, deleted, their node lost), or the Redis loadstage deployed "
+                        "is lost (its pod restarts or goes unready; locally, redis-server exits); its partial "
+                        "numbers are discarded and the stage records each retry's cause. With none left the "
+                        "experiment fails (reason StageDisrupted, or RedisLost). A pod that fails by itself is "
                         "never retried.", minimum=0, maximum=5, default=1),
     "networkPolicies": Bool("NetworkPolicies per experiment, so that its deployed Redis accepts only the target's "
                             "pods and the operator, the Locust masters only the experiment's injectors, and the "

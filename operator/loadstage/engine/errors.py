@@ -18,9 +18,10 @@ class ExperimentFailed(Exception):
 
 
 class StageDisrupted(Exception):
-    """The stage's pods were taken away (evicted, preempted, deleted, their node lost): nothing the experiment
-    did, so the stage may run again from scratch under spec.stageRetries."""
+    """The stage's pods were taken away (evicted, preempted, deleted, their node lost), or the Redis that
+    loadstage deployed was lost (reason RedisLost): nothing the experiment did, so the stage may run again from
+    scratch under spec.stageRetries; with none left, the experiment fails with `reason`."""
 
-    def __init__(self, cause: str):
+    def __init__(self, cause: str, reason: str = "StageDisrupted"):
         super().__init__(cause)
-        self.cause = cause
+        self.cause, self.reason = cause, reason

@@ -256,7 +256,7 @@ class StageEngine:
             except StageDisrupted as e:
                 allowed = self.experiment.spec.stage_retries
                 if step.attempt > allowed:
-                    raise ExperimentFailed("StageDisrupted", f"{step.label()}: {e.cause}; no retry left "
+                    raise ExperimentFailed(e.reason, f"{step.label()}: {e.cause}; no retry left "
                                                              f"(spec.stageRetries: {allowed})") from None
                 retries += (Retry(step.attempt, now(), e.cause),)
                 await self.backend.discard_stage(step)

@@ -9,12 +9,14 @@ stored_results (artifacts and lost injectors) and the samplers around each stage
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from loadstage.api.names import LABEL_EXPERIMENT, LABEL_ROLE
 from loadstage.api.types import Variant
 from loadstage.engine.argv import REDIS_PORT
 from loadstage.engine.clock import now
+from loadstage.engine.errors import StageDisrupted
 from loadstage.engine.steps import Step, series_labels
 from loadstage.kube import manifests, metrics
 from loadstage.kube.children import Children
@@ -97,10 +99,14 @@ class KubernetesBackend:
         async with AsyncRedisSampler(redis_url, password=self.redis_password) as redis_sampler, \
                 PodMetricsSampler(c.custom, c.namespace, selector,
                                   metrics_interval(step.stage.duration)) as pod_metrics, \
-                TargetHealth(c, self.pods, since=began) as target_health:
+                TargetHealth(c, self.pods, since=began) as target_health, \
+                (TargetHealth(c, self.pods, since=began, role="redis") if exp.spec.redis.deployed
+                 else contextlib.nullcontext()) as redis_health:
             with metrics.LIVE.stage(series_labels(exp, step),
                                     lambda: target_samples(pod_metrics.now, redis_sampler.now)):
                 pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
+        if redis_health is not None and (redis_lost := await redis_health.pods()):
+            raise StageDisrupted("; ".join(f"the Redis pod {p.describe()}" for p in redis_lost), reason="RedisLost")
         await self.children.delete("PodDisruptionBudget", budget["metadata"]["name"])
         summary = parse_summary(terminated.get("message"), master)
         artifact = {} if step.warmup else await self.stored.keep_artifact(step, pod, stored_before=not created)

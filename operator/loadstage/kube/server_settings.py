@@ -136,12 +136,3 @@ def apply_server_settings(container: dict[str, Any], variant: Variant) -> dict[s
     if env:
         container["env"] = env
     return container
-
-
-BOOT_LINES = {"gunicorn": "Booting worker with pid", "uwsgi": "spawned uWSGI worker"}
-
-
-def workers_started(server: str, log: str) -> int | None:
-    """How many worker processes a server's log says it started, where its log says (gunicorn, uWSGI)."""
-    line = BOOT_LINES.get(server)
-    return None if line is None else log.count(line)

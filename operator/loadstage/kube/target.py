@@ -26,10 +26,10 @@ from loadstage.kube.deployment_target import (
 )
 from loadstage.kube.manifests import Defaults
 from loadstage.kube.pod_watch import NamespacePods
-from loadstage.kube.redis_auth import derived_password
 from loadstage.kube.pods import Pod, cannot_start, ready
+from loadstage.kube.redis_auth import derived_password
 from loadstage.kube.scheduling import refusals_from, refused_creation, unschedulable
-from loadstage.kube.server_settings import BOOT_LINES, workers_started
+from loadstage.samplers.worker_log import BOOT_LINES, workers_started
 
 SETTINGS_LOG_WAIT_SECONDS = 5    # a ready pod's server may still be booting its other workers
 REFUSAL_CHECK_SECONDS = 15       # how often a target not yet ready has its pods' refusals looked up

@@ -46,11 +46,13 @@ def restarts_before(pod: Pod, since: str | None) -> int:
 
 
 class TargetHealth:
-    """Follows the runner pods from `async with` to its end; `pods()` is what was seen, by pod. `since` is
-    when a resumed stage began (its master Job's creation), so restarts while no operator watched count."""
+    """Follows the pods of one role (the runners; the Redis loadstage deployed) from `async with` to its end;
+    `pods()` is what was seen, by pod. `since` is when a resumed stage began (its master Job's creation), so
+    restarts while no operator watched count."""
 
-    def __init__(self, context: ExperimentContext, pods: NamespacePods, since: str | None = None):
-        self.context, self.watch, self.since = context, pods, since
+    def __init__(self, context: ExperimentContext, pods: NamespacePods, since: str | None = None,
+                 role: str = "runner"):
+        self.context, self.watch, self.since, self.role = context, pods, since, role
         self._baseline: dict[str, int] | None = None    # restarts before the stage, by pod
         self._restarts: dict[str, int] = {}
         self._exits: dict[str, str] = {}
@@ -69,14 +71,14 @@ class TargetHealth:
         # ended by a flag, not by cancelling: Python 3.11's wait_for can swallow a cancellation
         self._ending = True
         await self._task
-        self._observe(self.watch.snapshot(self.context.experiment.name, {LABEL_ROLE: "runner"}))
+        self._observe(self.watch.snapshot(self.context.experiment.name, {LABEL_ROLE: self.role}))
 
     async def _follow(self) -> None:
         def observe(current: dict[str, Pod]) -> bool | None:
             self._observe(current)
             return self._ending or None
         with contextlib.suppress(Exception):    # the stage's own watch reports a watch that fails, or a stop
-            await self.watch.until(self.context.experiment.name, {LABEL_ROLE: "runner"}, observe,
+            await self.watch.until(self.context.experiment.name, {LABEL_ROLE: self.role}, observe,
                                    self.context.stopped)
 
     def _observe(self, current: dict[str, Pod]) -> None:

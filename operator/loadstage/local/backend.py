@@ -20,7 +20,7 @@ from typing import Any, Callable
 from loadstage.api.types import Experiment, Variant
 from loadstage.engine import argv
 from loadstage.engine.clock import now
-from loadstage.engine.errors import Cancelled
+from loadstage.engine.errors import Cancelled, StageDisrupted
 from loadstage.engine.injectors import LostInjectors
 from loadstage.engine.steps import Step
 from loadstage.local.cgroups import Cgroups, CgroupsUnavailable
@@ -31,6 +31,7 @@ from loadstage.results.live_series import target_samples
 from loadstage.results.measurement import StageMeasurement
 from loadstage.samplers.processes import ProcessTreeSampler
 from loadstage.samplers.redis import RedisSampler
+from loadstage.samplers.worker_log import log_size, worker_restarts
 
 STAGE_GRACE_SECONDS = argv.EXPECT_WORKERS_MAX_WAIT_SECONDS + 60
 START_FILE = "start"
@@ -101,7 +102,10 @@ class LocalBackend:
             raise Cancelled()
 
     def discard_stage(self, step: Step) -> None:
-        """Never asked: a local stage's processes are not taken away by anyone else, so it is never disrupted."""
+        """A stage disrupted by a lost redis-server (its Locust processes are stopped): Redis again, for the
+        stage's next attempt."""
+        if self.target is not None:
+            self.target.restart_redis(self.supervisor, self._check_cancel)
 
     def finish_variant(self, variant: Variant) -> None:
         self._drop_ahead()
@@ -172,6 +176,7 @@ class LocalBackend:
         summary_file, artifact_file = sdir / "summary.json", sdir / "artifact.json"
         started_at = now()
         proxies = ProcessTreeSampler([p.pid for p in target.proxies]) if target.proxies else nullcontext()
+        log_offsets = [log_size(pod.log_path) for pod in target.pods]
         with RedisSampler(target.redis_url) as redis_sampler, proxies as proxy_sampler, \
                 ProcessTreeSampler([p.pid for p in target.pods], cpu_seconds=target.cpu_seconds) as resource_sampler:
             launched.start_file.touch()
@@ -193,6 +198,7 @@ class LocalBackend:
                 raise LocalRunError(f"{child.name} exited with code {child.process.returncode}; "
                                     f"end of {child.log_path}:\n{child.tail()}")
         finished_at = now()
+        restarted = worker_restarts(step.variant.server, target.pods, log_offsets)   # before the target stops
         if not summary_file.is_file():
             raise LocalRunError(f"the Locust master wrote no summary (exit code "
                                 f"{master.process.returncode}); end of {master.log_path}:\n{master.tail()}")
@@ -213,7 +219,7 @@ class LocalBackend:
             host_cpu_per_core=resource_sampler.result.cpu_per_core,
             proxy_peak_cpu_cores=proxy_sampler and proxy_sampler.result.peak_cpu_cores,
             proxy_peak_memory_bytes=proxy_sampler and proxy_sampler.result.peak_memory_bytes,
-            lost_injectors=lost)
+            lost_injectors=lost, target_pods=restarted)
 
     def _follow_stage(self, step: Step, master: Child, workers: list[Child], progress_file: Path,
                       summary_file: Path, target: LocalTarget, sampled: Callable[[], dict[str, Any]]) -> list[dict]:
@@ -232,6 +238,8 @@ class LocalBackend:
             self._check_cancel()
             for process in target.processes:
                 check_alive(process)
+            if lost_redis := target.redis_lost():
+                raise StageDisrupted(f"{lost_redis} after {time.monotonic() - start:.1f}s", reason="RedisLost")
             # the users are stopping (the stage's time is up, or its request goal met): nothing measured
             # competes with the start, and a worker that exits 0 was told to quit by the master
             ending = time.monotonic() - start >= step.stage.duration or summary_file.exists()

@@ -198,6 +198,24 @@ class LocalTarget:
         supervisor.stop_together(self.every_process)
         self.remove_scratch()
 
+    def redis_lost(self) -> str | None:
+        """Why the redis-server this run started is gone, if it is."""
+        process = self.redis_process
+        if process is None or process.alive():
+            return None
+        return f"redis-server (pid {process.pid}) exited with code {process.process.returncode}; its log: " \
+               f"{process.log_path}"
+
+    def restart_redis(self, supervisor: Supervisor, check_cancel: Callable[[], None]) -> None:
+        """A lost redis-server again, as it was started, on its port: empty, as a Redis pod that restarted."""
+        lost = self.redis_process
+        if lost is None or lost.alive():
+            return
+        supervisor.stop(lost, at_once=True)
+        self.redis_process = supervisor.start(lost.name, lost.argv, log_path=lost.log_path, cwd=lost.log_path.parent,
+                                              cgroup=lost.cgroup)
+        _wait_for_redis(self.redis_url, self.redis_process, check_cancel)
+
     def remove_scratch(self) -> None:
         for path in self.scratch:
             shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,67 @@
+"""What a server's own log says of its worker processes (gunicorn and uWSGI log it): how many it started, and
+each that died. Read from where a stage began, a boot is a worker started again; the deaths say why."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Protocol
+
+from loadstage.results.model import TargetPodHealth
+
+BOOT_LINES = {"gunicorn": "Booting worker with pid", "uwsgi": "spawned uWSGI worker"}
+DEATHS = {
+    "gunicorn": re.compile(r"(Worker \(pid:\d+\) (?:exited with code \d+|was sent \w+!?.*)|WORKER TIMEOUT \(pid:\d+\))"),
+    "uwsgi": re.compile(r"(worker \d+ \(pid: \d+\) died.*?)(?: :\(|$)"),
+}
+
+
+def workers_started(server: str, log: str) -> int | None:
+    """How many worker processes a server's log says it started, where its log says (gunicorn, uWSGI)."""
+    line = BOOT_LINES.get(server)
+    return None if line is None else log.count(line)
+
+
+def worker_deaths(server: str, log: str) -> list[str]:
+    """Each worker death the log tells of, without its pid: 'Worker exited with code 7'."""
+    pattern = DEATHS.get(server)
+    found = [] if pattern is None else [m.group(1).strip() for m in pattern.finditer(log)]
+    return [re.sub(r"\s*\(pid: ?\d+\)", "", line) for line in found]
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def log_since(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class Logged(Protocol):
+    name: str
+    log_path: Path
+
+
+def worker_restarts(server: str, pods: list[Logged], offsets: list[int]) -> tuple[TargetPodHealth, ...] | None:
+    """Each server instance whose workers died or were started again since its log's `offsets`; None for a
+    server whose log does not tell."""
+    if server not in BOOT_LINES:
+        return None
+    health = []
+    for pod, offset in zip(pods, offsets):
+        log = log_since(pod.log_path, offset)
+        deaths = worker_deaths(server, log)
+        restarts = max(len(deaths), workers_started(server, log) or 0)
+        if restarts:
+            kinds = {death: deaths.count(death) for death in deaths}
+            causes = tuple(f"{death} ({n} times)" if n > 1 else death for death, n in kinds.items())
+            health.append(TargetPodHealth(pod.name, restarts, 0.0, causes[:3]))
+    return tuple(health)

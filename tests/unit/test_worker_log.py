@@ -1,0 +1,49 @@
+"""A server's log read for its workers: boots, and deaths without their pids, counted per pod from where a stage
+began (the local engine's restarts)."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadstage.results.model import TargetPodHealth
+from loadstage.samplers.worker_log import log_size, worker_deaths, worker_restarts
+
+GUNICORN = """[2026-11-26 13:10:01 +0000] [11] [INFO] Booting worker with pid: 12
+[2026-11-26 13:10:01 +0000] [11] [INFO] Booting worker with pid: 13
+"""
+GUNICORN_STAGE = """[2026-11-26 13:10:09 +0000] [11] [ERROR] Worker (pid:12) exited with code 7
+[2026-11-26 13:10:09 +0000] [11] [ERROR] Worker (pid:12) exited with code 7.
+[2026-11-26 13:10:09 +0000] [11] [INFO] Booting worker with pid: 31
+[2026-11-26 13:10:10 +0000] [11] [CRITICAL] WORKER TIMEOUT (pid:13)
+[2026-11-26 13:10:10 +0000] [11] [ERROR] Worker (pid:13) was sent SIGKILL! Perhaps out of memory?
+[2026-11-26 13:10:10 +0000] [11] [INFO] Booting worker with pid: 32
+"""
+UWSGI_STAGE = """DAMN ! worker 1 (pid: 4412) died, killed by signal 9 :( trying respawn ...
+Respawned uWSGI worker 1 (new pid: 4460)
+DAMN ! worker 2 (pid: 4413) died :( trying respawn ...
+"""
+
+
+@dataclass
+class Pod:
+    name: str
+    log_path: Path
+
+
+def test_deaths_are_named_without_their_pids():
+    assert worker_deaths("uwsgi", UWSGI_STAGE) == ["worker 1 died, killed by signal 9", "worker 2 died"]
+    assert worker_deaths("granian", GUNICORN_STAGE) == []
+
+
+def test_only_what_the_log_says_after_the_stage_began_counts(tmp_path):
+    quiet, crashing = tmp_path / "pod-1.log", tmp_path / "pod-2.log"
+    quiet.write_text(GUNICORN)
+    crashing.write_text(GUNICORN)
+    pods = [Pod("gunicorn pod 1", quiet), Pod("gunicorn pod 2", crashing)]
+    began = [log_size(quiet), log_size(crashing)]
+    with crashing.open("a") as log:
+        log.write(GUNICORN_STAGE)
+    assert worker_restarts("gunicorn", pods, began) == (TargetPodHealth(
+        "gunicorn pod 2", 4, 0.0, ("Worker exited with code 7 (2 times)", "WORKER TIMEOUT",
+                                   "Worker was sent SIGKILL! Perhaps out of memory?")),)
+    assert worker_restarts("gunicorn", pods, [0, 0])[0].restarts == 2     # from the start: the two boots
+    assert worker_restarts("bjoern", pods, began) is None                  # its log does not tell
