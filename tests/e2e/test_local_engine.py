@@ -301,6 +301,21 @@ def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, t
     assert [cells[0].strip() for cells in rows][2] == "Variant"             # and its variant's headline row
 
 
+def test_ctrl_c_mid_stage_exits_130_stops_everything_and_keeps_the_result_file(write_experiment, tmp_path):
+    path = write_experiment(spec_doc(injectors={"usersPerInjector": 3, "waitTime": {"min": "50ms", "max": "100ms"}},
+                                     stages=[{"injectors": 1, "duration": "60s"}]))
+    proc = start_cli("run", path, "-q", "-o", tmp_path / "r.json")
+    wait_for(lambda: any("--worker" in " ".join(p.cmdline()) for p in alive(descendants(proc.pid))), timeout=60)
+    started = descendants(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    code, out, err, _ = finish(proc, 60)
+    assert code == 130, err
+    wait_for(lambda: not alive(started), timeout=10)
+    status = json.loads((tmp_path / "r.json").read_text())["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "Interrupted")
+    assert status["message"] == "interrupted by SIGINT; finished stages are kept" and "Traceback" not in err
+
+
 def test_a_sigkilled_engine_leaves_no_process(write_experiment, tmp_path):
     path = write_experiment(spec_doc(
         injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
