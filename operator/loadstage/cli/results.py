@@ -15,7 +15,7 @@ from loadstage.reports import compare, pivot, sources
 from loadstage.reports.tables import render
 from loadstage.reports.terminal import render_status
 from loadstage.results import histograms
-from loadstage.results.model import Artifact, RunResults
+from loadstage.results.model import Artifact
 
 
 def _report_format(args) -> str:
@@ -29,7 +29,7 @@ def _report_format(args) -> str:
 
 
 def render_document(source: str, document: dict[str, Any], form: str, namespace: str | None = None) -> str:
-    run = RunResults.from_status(document["status"])
+    run = sources.results_of(source, document)
     if form == "table":
         return render_status(run)
     experiment = sources.experiment_of(source, document)
@@ -80,7 +80,7 @@ def _pivot(args, form: str) -> int:
     if form not in ("table", "markdown") or args.follow:
         raise ValidationError([("--pivot", "prints one table, as text or Markdown (--format table or markdown)")])
     rows, column = pivot.parse_pivot(args.pivot)
-    run = RunResults.from_status(sources.load_document(args.source, args.namespace)["status"])
+    run = sources.results_of(args.source, sources.load_document(args.source, args.namespace))
     title, (header, body), notes = pivot.pivot_table(run, rows, column, args.figure)
     if form == "markdown":
         table = "\n".join(["", f"| {' | '.join(header)} |", f"|{'---|' * len(header)}",
@@ -95,7 +95,7 @@ def _pivot(args, form: str) -> int:
 def _follow(args) -> int:
     shown = None
     for document in sources.follow(args.source, args.namespace):
-        run = RunResults.from_status(document.get("status") or {})
+        run = sources.results_of(args.source, document)
         finished = sum(sum(len(r.stages) for r in v.repeats) or len(v.stages) for v in run.variants)
         state = (run.phase, finished)
         if state == shown:
@@ -114,7 +114,7 @@ def cmd_compare(args) -> int:
     runs = []
     for source in (args.base, args.new):
         document = sources.load_document(source, args.namespace)
-        runs.append((sources.experiment_of(source, document), RunResults.from_status(document["status"])))
+        runs.append((sources.experiment_of(source, document), sources.results_of(source, document)))
     comparison = compare.compare(runs[0], runs[1], args.tolerance, names=(args.base, args.new),
                                  confidence=args.confidence)
     sys.stdout.write(compare.render_markdown(comparison) if args.format == "markdown"

@@ -10,7 +10,7 @@ from typing import Any
 
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout
-from loadstage.results.model import RunResults, StageResult, VariantRecord
+from loadstage.results.model import INTERVAL_FIGURES, RunResults, StageResult, VariantRecord
 
 SETTINGS = ["server", "pods", "workers", "threads", "workerClass", "proxy", "socket"]
 FIGURES = ["requests", "failures", "exceptions", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms",
@@ -63,8 +63,8 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
         "violations": None if verdict is None else "; ".join(verdict.violations),
         "topExceptions": "; ".join(f"{m} ({n})" for m, n in stage.exceptions.top) if stage.exceptions else None,
     }
-    for figure, bounds in (stage.intervals or {}).items():
-        if isinstance(bounds, list):
+    for figure in INTERVAL_FIGURES:
+        if bounds := (stage.intervals or {}).get(figure):
             values.update({f"{_column(figure)}_lo": bounds[0], f"{_column(figure)}_hi": bounds[1]})
     values["intervalMethod"] = (stage.intervals or {}).get("method")
     values["repeats"] = stage.repeats

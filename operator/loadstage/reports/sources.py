@@ -24,6 +24,8 @@ from loadstage.api.names import (
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import Experiment
 from loadstage.api.yaml_files import load_documents, read_utf8
+from loadstage.results.model import RunResults
+from loadstage.results.status_reader import ShapeError
 
 RESOURCE_PREFIXES = ("lx/", "loadexperiment/", "loadexperiments/")
 
@@ -39,6 +41,14 @@ def load_document(source: str, namespace: str | None = None) -> dict[str, Any]:
     if not isinstance(status, dict) or not isinstance(status.get("variants"), list):
         raise ValidationError([(source, "has no LoadExperiment status with variants (not a loadstage result?)")])
     return document
+
+
+def results_of(source: str, document: dict[str, Any]) -> RunResults:
+    """The document's results, read against the model: a damaged one is refused naming its first bad path."""
+    try:
+        return RunResults.read(document.get("status") or {})
+    except ShapeError as e:
+        raise ValidationError([(e.path, f"{e.message} (in {source})")]) from None
 
 
 def _from_file(source: str) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def render_capacity(run: RunResults) -> list[str]:
             continue
         knee = f"; stage {cap.first_failed_stage} was the first to fail" if cap.first_failed_stage else ""
         lines.append(f"Capacity ({settings}): {cap.injectors} injectors, {cap.users} users, "
-                     f"{cap.rps:.0f} req/s (stage {cap.stage}{knee})")
+                     f"{number(cap.rps, '.0f')} req/s (stage {cap.stage}{knee})")
     return lines
 
 

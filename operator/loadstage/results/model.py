@@ -9,7 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadstage.results.intervals import FIGURES as INTERVAL_FIGURES
+from loadstage.results.status_reader import ShapeError, checked, read, reads_status
+
 PERCENTILE_KEYS = ("p50", "p90", "p95", "p99", "p999")
+Setting = str | int | float | bool | None
+# what results.intervals writes: a [low, high] per figure, and how they were found
+INTERVAL_ENTRIES = {**dict.fromkeys(INTERVAL_FIGURES, tuple[float, float] | None),
+                    "confidence": float, "method": str, "blocks": int, "blockSeconds": float, "warning": str,
+                    "resamples": int}
+
+
+def _intervals(d: dict[str, Any]) -> dict[str, Any] | None:
+    return checked(d.get("intervals"), INTERVAL_ENTRIES, required=("confidence", "method"))
 
 
 def _omit_none(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -29,7 +41,7 @@ class Latency:
     n: int | None = None
     p999_reliable: bool | None = None
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "Latency":
         return cls(*(d.get(k) for k in (*PERCENTILE_KEYS, "max", "n", "p999Reliable")))
 
@@ -49,7 +61,7 @@ class MethodFigures:
     mean_ms: float | None
     p99_ms: float | None
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "MethodFigures":
         return cls(d["requests"], d["failures"], d.get("meanMs"), d.get("p99Ms"))
 
@@ -66,7 +78,7 @@ class TargetPodHealth:
     causes: tuple[str, ...] = ()    # of its restarts: how the container ended, what the kubelet said
     gone: str | None = None         # how it was taken away
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "TargetPodHealth":
         return cls(d["pod"], d.get("restarts", 0), d.get("unreadySeconds", 0.0), tuple(d.get("causes", ())),
                    d.get("gone"))
@@ -116,7 +128,7 @@ class TargetFigures:
                 f"{self.unready_seconds:g} s unready" if self.unready_seconds else ""]
         return ", ".join(s for s in said if s)
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "TargetFigures":
         pods = None if "restarts" not in d else tuple(TargetPodHealth.from_status(p) for p in d.get("pods", ()))
         return cls(d.get("peakCpuCores"), d.get("peakMemoryBytes"), d.get("servedRequests"), pods,
@@ -142,7 +154,7 @@ class Verdict:
     passed: bool
     violations: tuple[str, ...] = ()
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "Verdict":
         return cls(d["passed"], tuple(d.get("violations", ())))
 
@@ -166,7 +178,7 @@ class TaskExceptions:
     count: int
     top: tuple[tuple[str, int], ...]    # ("ValueError: no survey", 345), most frequent first
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "TaskExceptions":
         return cls(d["count"], tuple((e["message"], e["count"]) for e in d.get("top", ())))
 
@@ -195,7 +207,7 @@ class Retry:
     at: str
     cause: str
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "Retry":
         return cls(d["attempt"], d["at"], d["cause"])
 
@@ -250,7 +262,7 @@ class StageResult:
             return "no request completed"
         return "every request failed" if self.failures >= self.requests else None
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "StageResult":
         lost = (d.get("lostInjectors") or {}).get("injectors", [])
         return cls(
@@ -271,7 +283,8 @@ class StageResult:
             verdict=Verdict.from_status(d["verdict"]) if "verdict" in d else None,
             retries=tuple(Retry.from_status(r) for r in d.get("retries", ())),
             endpoints_folded=d.get("endpointsFolded"), artifact_omitted=d.get("artifactOmitted"),
-            intervals=d.get("intervals"), repeats=d.get("repeats", 1), trimmed_mean=d.get("trimmedMean"),
+            intervals=_intervals(d), repeats=d.get("repeats", 1),
+            trimmed_mean=d.get("trimmedMean"),
             request_goal=d.get("requestGoal"),
             host_cpu_per_core=tuple(d["hostCpuPerCore"]) if d.get("hostCpuPerCore") else None,
             master_lag_seconds=d.get("masterLagSeconds"), master_bound=bool(d.get("masterBound")),
@@ -350,14 +363,14 @@ class VariantAggregate:
     trimmed_mean: dict[str, float] | None = None   # over the repeats, without the highest and lowest
     exceptions: int = 0                            # raised by tasks in all its stages
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "VariantAggregate":
         return cls(d["stages"], d["requests"], d["failures"], d.get("errorRate"),
                    Latency.from_status(d["latencyMs"]),
                    {m: MethodFigures.from_status(row) for m, row in d.get("byMethod", {}).items()},
                    d.get("redisPeakConnections"),
                    Latency.from_status(d["correctedLatencyMs"]) if "correctedLatencyMs" in d else None,
-                   d.get("intervals"), d.get("trimmedMean"), d.get("exceptions", 0))
+                   _intervals(d), d.get("trimmedMean"), d.get("exceptions", 0))
 
     def to_status(self) -> dict[str, Any]:
         result = {"stages": self.stages, "requests": self.requests, "failures": self.failures,
@@ -393,7 +406,7 @@ class Headline:
         others = {"mean": self.mean_ms, "rps": self.rps, "errorRate": self.error_rate}
         return others[name] if name in others else self.latency.percentile(name)
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "Headline":
         latency = d.get("latencyMs") or {}
         return cls(d.get("stage"), d["requests"], d["failures"], d.get("errorRate"), d.get("rps"), d.get("meanMs"),
@@ -413,7 +426,7 @@ class RepeatRecord:
     stages: list[Headline] = field(default_factory=list)
     aggregate: Headline | None = None
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "RepeatRecord":
         return cls(d["repeat"], [Headline.from_status(s) for s in d.get("stages", [])],
                    Headline.from_status(d["aggregate"]) if d.get("aggregate") else None)
@@ -432,7 +445,7 @@ class Capacity:
     rps: float | None
     first_failed_stage: int | None
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "Capacity":
         return cls(d["stage"], d["injectors"], d.get("users"), d.get("rps"), d.get("firstFailedStage"))
 
@@ -446,7 +459,7 @@ class VariantRecord:
     """One variant in the status: its settings, its finished stages, and what they add up to. `judged`:
     the experiment has thresholds, so the record has a capacity (which may be None: no stage qualified)."""
     index: int
-    settings: dict[str, Any]
+    settings: dict[str, Setting]
     stages: list[StageResult] = field(default_factory=list)
     warmed_up: bool = False
     aggregate: VariantAggregate | None = None
@@ -454,7 +467,7 @@ class VariantRecord:
     capacity: Capacity | None = None
     repeats: list[RepeatRecord] = field(default_factory=list)   # with spec.repeats > 1: each repeat's own
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "VariantRecord":
         return cls(d["index"], dict(d.get("settings") or {}), [StageResult.from_status(s) for s in d.get("stages", [])],
                    bool(d.get("warmedUp")),
@@ -498,7 +511,7 @@ class PivotRow:
     users: int | None
     p99_ms_by_variant: tuple[float | None, ...]
 
-    @classmethod
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "PivotRow":
         return cls(d["stage"], d["injectors"], d.get("users"), tuple(d["p99MsByVariant"]))
 
@@ -518,10 +531,21 @@ class RunResults:
     p99_by_stage: list[PivotRow]
 
     @classmethod
+    def read(cls, status: Any) -> "RunResults":
+        """A status from a file or a cluster, checked as it is read: raises status_reader.ShapeError naming the
+        first bad path."""
+        return cls.from_status(read(status, "status"))
+
+    @reads_status
     def from_status(cls, d: dict[str, Any]) -> "RunResults":
-        return cls(d.get("phase", "Pending"), d.get("message", ""), d.get("startedAt"), d.get("finishedAt"),
-                   [VariantRecord.from_status(v) for v in d.get("variants", [])],
-                   [PivotRow.from_status(r) for r in d.get("p99ByStage", [])])
+        run = cls(d.get("phase", "Pending"), d.get("message", ""), d.get("startedAt"), d.get("finishedAt"),
+                  [VariantRecord.from_status(v) for v in d.get("variants", [])],
+                  [PivotRow.from_status(r) for r in d.get("p99ByStage", [])])
+        for i, row in enumerate(run.p99_by_stage):
+            if len(row.p99_ms_by_variant) != len(run.variants):
+                raise ShapeError(f"status.p99ByStage[{i}].p99MsByVariant", f"must hold one value per variant "
+                                 f"({len(run.variants)}), holds {len(row.p99_ms_by_variant)}")
+        return run
 
     def has_stages(self) -> bool:
         return any(v.stages for v in self.variants)

@@ -1,0 +1,98 @@
+"""`loadstage report` and `compare` on damaged result files: each is read against the model and refused (exit
+2) naming its first bad path; a property test changes real result files at random and asks the same."""
+
+import contextlib
+import copy
+import io
+import json
+
+import pytest
+import yaml
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from loadstage.cli import main
+from support.waiting import ROOT
+
+STORED = {name: yaml.safe_load((ROOT / "tests" / "data" / "results" / name).read_text())
+          for name in ("quickstart.yaml", "servers.json", "paced.yaml")}
+
+
+def written(tmp_path, document, name="r.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda s: s["variants"][0]["stages"][1].pop("requests"), "status.variants[0].stages[1].requests: missing"),
+    (lambda s: s["variants"][0]["stages"][0].pop("latencyMs"), "status.variants[0].stages[0].latencyMs: missing"),
+    (lambda s: s["variants"][0]["stages"][0].update(rps="fast"),
+     "status.variants[0].stages[0].rps: must be a number or null, got 'fast'"),
+    (lambda s: s["variants"][0]["stages"][0]["latencyMs"].update(p99=[1]),
+     "status.variants[0].stages[0].latencyMs.p99: must be a number or null, got [1]"),
+    (lambda s: s["variants"][0].update(stages={"a": 1}), "status.variants[0].stages: must be a list, got a mapping"),
+    (lambda s: s["variants"].__setitem__(0, 7), "status.variants[0]: must be a mapping, got 7"),
+    # found by Hypothesis
+    (lambda s: s["variants"][0]["settings"].update(server=["a"]),
+     "status.variants[0].settings.server: must be a string or an integer or a number or true or false or null, got "
+     "['a']"),
+    (lambda s: s["variants"][0]["stages"][1]["intervals"].pop("confidence"),
+     "status.variants[0].stages[1].intervals.confidence: missing"),
+    (lambda s: s["variants"][0]["stages"][0]["intervals"].update(resamples=[]),
+     "status.variants[0].stages[0].intervals.resamples: must be an integer, got []"),
+    (lambda s: s["variants"][0]["stages"][0]["intervals"].update(p99=[1]),
+     "status.variants[0].stages[0].intervals.p99: must be a list of 2 numbers or null, got [1]"),
+    (lambda s: s["p99ByStage"][0].update(p99MsByVariant=[]),
+     "status.p99ByStage[0].p99MsByVariant: must hold one value per variant (2), holds 0"),
+])
+@pytest.mark.parametrize("command", [["report"], ["report", "--format", "csv"], ["compare"]])
+def test_a_damaged_result_file_is_refused_naming_its_first_bad_path(tmp_path, capsys, change, said, command):
+    damaged = copy.deepcopy(STORED["quickstart.yaml"])
+    change(damaged["status"])
+    path = written(tmp_path, damaged)
+    args = [*command, path, path] if command == ["compare"] else [*command, path]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {said}") and err.rstrip().endswith(f"(in {path})"), err
+
+
+json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-10**9, 10**9),
+                                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8)),
+                           lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                   st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+                           max_leaves=6)
+
+
+def places(node, path=()):
+    """Every (path) below the status, to a mapping's key or a list's item."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield (*path, key)
+            yield from places(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield (*path, i)
+            yield from places(value, (*path, i))
+
+
+@given(st.sampled_from(sorted(STORED)), st.data(), json_values, st.booleans())
+@example("quickstart.yaml", None, None, True)
+def test_a_result_file_changed_anywhere_is_reported_or_refused_never_a_traceback(tmp_path_factory, name, data,
+                                                                                  value, remove):
+    document = copy.deepcopy(STORED[name])
+    spots = list(places(document["status"]))
+    where = spots[0] if data is None else data.draw(st.sampled_from(spots))
+    parent = document["status"]
+    for step in where[:-1]:
+        parent = parent[step]
+    if remove and isinstance(parent, dict):
+        del parent[where[-1]]
+    else:
+        parent[where[-1]] = value
+    path = written(tmp_path_factory.mktemp("fuzz"), document)
+    for args in (["report", path], ["report", path, "--format", "csv"], ["report", path, "--format", "markdown"]):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+            code = main(args)
+        said = err.getvalue().splitlines()
+        assert code == 0 or (code == 2 and said and all(line.startswith("error: ") for line in said)), said
