@@ -96,3 +96,14 @@ def test_a_result_file_changed_anywhere_is_reported_or_refused_never_a_traceback
             code = main(args)
         said = err.getvalue().splitlines()
         assert code == 0 or (code == 2 and said and all(line.startswith("error: ") for line in said)), said
+
+
+def test_a_yaml_result_file_cut_at_a_line_break_is_refused_never_shown_in_part(tmp_path, capsys):
+    """Cut at a line break, YAML still parses, as a shorter run: every cut before the artifacts is refused."""
+    lines = (ROOT / "tests" / "data" / "results" / "quickstart.yaml").read_text().splitlines(keepends=True)
+    end_of_status = lines.index("artifacts:\n")
+    for cut in range(1, end_of_status, max(1, end_of_status // 40)):
+        path = tmp_path / f"cut-{cut}.yaml"
+        path.write_text("".join(lines[:cut]))
+        assert main(["report", str(path)]) == 2, cut
+        assert capsys.readouterr().err.startswith("error: "), cut

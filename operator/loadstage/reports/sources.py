@@ -59,6 +59,10 @@ def _from_file(source: str) -> dict[str, Any]:
         if len(documents) != 1:
             raise ValidationError([(source, f"must hold one LoadExperiment document, found {len(documents)} "
                                             f"(truncated?)")])
+        if isinstance(documents[0], dict) and "status" in documents[0] and "artifacts" not in documents[0]:
+            # YAML cut at a line break still parses: the artifacts, which `loadstage run -o` writes last, say
+            raise ValidationError([(source, "has no artifacts, which loadstage run -o writes after the status: "
+                                            "the file was cut short")])
         return documents[0]
     try:
         return json.loads(text)
