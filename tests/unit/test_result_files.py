@@ -8,10 +8,13 @@ import json
 
 import pytest
 import yaml
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from loadstage.api.schema import ValidationError
 from loadstage.cli import main
+from loadstage.reports import sources
+from loadstage.results import histograms
 from support.waiting import ROOT
 
 STORED = {name: yaml.safe_load((ROOT / "tests" / "data" / "results" / name).read_text())
@@ -107,3 +110,43 @@ def test_a_yaml_result_file_cut_at_a_line_break_is_refused_never_shown_in_part(t
         path.write_text("".join(lines[:cut]))
         assert main(["report", str(path)]) == 2, cut
         assert capsys.readouterr().err.startswith("error: "), cut
+
+
+@settings(max_examples=settings().max_examples // 3)   # each example reads every stage of a run
+@given(st.sampled_from(["quickstart.yaml", "paced.yaml"]), st.data(), json_values, st.booleans())
+def test_an_artifact_changed_anywhere_is_read_or_refused_never_a_traceback(tmp_path_factory, name, data, value,
+                                                                         remove):
+    """What `loadstage artifacts` and the HTML report read; test_a_damaged_artifact_… below runs them whole."""
+    document = copy.deepcopy(STORED[name])
+    where = data.draw(st.sampled_from(list(places(document["artifacts"]))))
+    parent = document["artifacts"]
+    for step in where[:-1]:
+        parent = parent[step]
+    if remove and isinstance(parent, dict):
+        del parent[where[-1]]
+    else:
+        parent[where[-1]] = value
+    path = written(tmp_path_factory.mktemp("fuzz"), document)
+    try:
+        for v, r, n, raw in sources.load_artifacts(path, document=document):
+            artifact = sources.artifact_of(path, raw, v, r, n)
+            if artifact.histogram is not None:
+                histograms.latency_ms(histograms.decode(artifact.histogram))
+    except ValidationError as e:
+        assert all(where and message for where, message in e.problems)
+
+
+def test_a_damaged_artifact_is_refused_by_the_html_report_naming_it(tmp_path, capsys):
+    damaged = copy.deepcopy(STORED["quickstart.yaml"])
+    damaged["artifacts"][0]["stages"][1]["histogram"] = "not a histogram"
+    damaged["artifacts"][0]["stages"][0]["series"][3]["rps"] = "fast"
+    path = written(tmp_path, damaged)
+    assert main(["report", path, "--format", "html", "-o", str(tmp_path / "r.html")]) == 2
+    assert capsys.readouterr().err == (f"error: artifacts (variant 1, stage 1).series[3].rps: must be a number, got "
+                                       f"'fast' (in {path})\n")
+    damaged["artifacts"][0]["stages"][0]["series"][3]["rps"] = 1.5
+    path = written(tmp_path, damaged)
+    assert main(["artifacts", path, "-o", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (f"error: artifacts (variant 1, stage 2).histogram: is not an encoded HDR "
+                                       f"histogram (in {path})\n")
+    assert not (tmp_path / "r.html").exists() and not (tmp_path / "out").exists()

@@ -12,10 +12,9 @@ from loadstage.api.schema import ValidationError
 from loadstage.cli.parser import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, SUFFIX_FORMATS
 from loadstage.cli.run import replace_file
 from loadstage.reports import compare, pivot, sources
-from loadstage.reports.tables import render
+from loadstage.reports.tables import format_ms, render
 from loadstage.reports.terminal import render_status
 from loadstage.results import histograms
-from loadstage.results.model import Artifact
 
 
 def _report_format(args) -> str:
@@ -45,9 +44,7 @@ def render_document(source: str, document: dict[str, Any], form: str, namespace:
         from loadstage.reports.html import render_html
     except ImportError:
         raise ValidationError([("--format html", "needs matplotlib: pip install 'loadstage[report]'")]) from None
-    artifacts = {(v, s): Artifact.from_artifact(a)      # the charts draw the first repeat's time series
-                 for v, r, s, a in sources.load_artifacts(source, namespace, document) if r == 1}
-    return render_html(experiment, run, artifacts)
+    return render_html(experiment, run, sources.artifacts_of(source, namespace, document))  # the first repeat's
 
 
 def _write(text: str, output: str | None) -> None:
@@ -127,17 +124,21 @@ def cmd_artifacts(args) -> int:
     distribution (.hgrm, milliseconds) that HdrHistogram's plotters read."""
     found = sources.load_artifacts(args.source, args.namespace)
     out = Path(args.output)
-    for variant, repeat, number, artifact in found:
+    checked = [(v, r, n, raw, sources.artifact_of(args.source, raw, v, r, n)) for v, r, n, raw in found]
+    for variant, repeat, number, raw, artifact in checked:     # every one read before any is written
         directory = out / f"variant-{variant}" / (f"repeat-{repeat}" if repeat > 1 else "")
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / f"stage-{number}.json").write_text(json.dumps(artifact, indent=1) + "\n")
-        histogram = histograms.decode(artifact["histogram"])
+        (directory / f"stage-{number}.json").write_text(json.dumps(raw, indent=1) + "\n")
+        which = f"variant {variant}" + (f" repeat {repeat}" if repeat > 1 else "") + f" stage {number}"
+        if artifact.histogram is None:
+            print(f"{which}: no histogram -> {directory}/stage-{number}.json")
+            continue
+        histogram = histograms.decode(artifact.histogram)
         with open(directory / f"stage-{number}.hgrm", "wb") as f:
             histogram.output_percentile_distribution(f, 1e6)
         latency = histograms.latency_ms(histogram)
-        which = f"variant {variant}" + (f" repeat {repeat}" if repeat > 1 else "") + f" stage {number}"
-        print(f"{which}: {latency['n']:,} requests, p50 {latency['p50']:.3g} ms, "
-              f"p99 {latency['p99']:.3g} ms, p99.9 {latency['p999']:.3g} ms -> {directory}/stage-{number}.json, .hgrm")
+        print(f"{which}: {latency['n']:,} requests, p50 {format_ms(latency['p50'])} ms, p99 {format_ms(latency['p99'])}"
+              f" ms, p99.9 {format_ms(latency['p999'])} ms -> {directory}/stage-{number}.json, .hgrm")
     if not found:
         print(f"{args.source}: no stage has finished yet")
     return EXIT_OK

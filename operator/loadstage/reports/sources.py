@@ -24,8 +24,8 @@ from loadstage.api.names import (
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import Experiment
 from loadstage.api.yaml_files import load_documents, read_utf8
-from loadstage.results.model import RunResults
-from loadstage.results.status_reader import ShapeError
+from loadstage.results.model import Artifact, RunResults
+from loadstage.results.status_reader import ShapeError, checked, read
 
 RESOURCE_PREFIXES = ("lx/", "loadexperiment/", "loadexperiments/")
 
@@ -49,6 +49,21 @@ def results_of(source: str, document: dict[str, Any]) -> RunResults:
         return RunResults.read(document.get("status") or {})
     except ShapeError as e:
         raise ValidationError([(e.path, f"{e.message} (in {source})")]) from None
+
+
+def artifact_of(source: str, raw: Any, variant: int, repeat: int, stage: int) -> Artifact:
+    """A stage's artifact read against the model: a damaged one is refused naming its first bad path."""
+    where = f"artifacts (variant {variant}" + (f", repeat {repeat}" if repeat > 1 else "") + f", stage {stage})"
+    try:
+        return Artifact.read(raw, where)
+    except ShapeError as e:
+        raise ValidationError([(e.path, f"{e.message} (in {source})")]) from None
+
+
+def artifacts_of(source: str, namespace: str | None, document: dict[str, Any]) -> dict[tuple[int, int], Artifact]:
+    """Each stage's artifact of the first repeat, by (variant, stage)."""
+    return {(v, s): artifact_of(source, a, v, r, s) for v, r, s, a in load_artifacts(source, namespace, document)
+            if r == 1}
 
 
 def _from_file(source: str) -> dict[str, Any]:
@@ -109,7 +124,12 @@ def load_artifacts(source: str, namespace: str | None = None,
     """(variant, repeat, stage, artifact) of every finished stage, each numbered from 1."""
     document = document or load_document(source, namespace)
     if not is_resource(source):
-        return [(v["variant"], v.get("repeat", 1), number, artifact) for v in document.get("artifacts", [])
+        try:
+            entries = [checked(entry, {"variant": int, "repeat": int, "stages": list}, required=("variant", "stages"))
+                       for entry in read(document.get("artifacts") or [], "artifacts")]
+        except ShapeError as e:
+            raise ValidationError([(e.path, f"{e.message} (in {source})")]) from None
+        return [(v["variant"], v.get("repeat", 1), number, artifact) for v in entries
                 for number, artifact in enumerate(v["stages"], 1) if artifact]
     client, namespace = _cluster(source, namespace)
     name = source.split("/", 1)[1]

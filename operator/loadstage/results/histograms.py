@@ -83,6 +83,15 @@ def decode(encoded: str) -> HdrHistogram:
     return HdrHistogram.decode(encoded.encode("ascii"))
 
 
+def decodes(encoded: str) -> bool:
+    """Whether `encoded` is an HdrHistogram's compressed encoding (of a file that may be damaged)."""
+    try:
+        decode(encoded)
+    except Exception:   # hdrh raises what zlib, base64 and its own header checks raise
+        return False
+    return True
+
+
 def merge(histograms: Iterable[HdrHistogram]) -> HdrHistogram:
     merged = new()
     for histogram in histograms:

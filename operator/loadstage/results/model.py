@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadstage.results import histograms
 from loadstage.results.intervals import FIGURES as INTERVAL_FIGURES
 from loadstage.results.status_reader import ShapeError, checked, read, reads_status
 
@@ -561,7 +562,7 @@ class Window:
     p50_ms: float | None
     p99_ms: float | None
 
-    @classmethod
+    @reads_status
     def from_artifact(cls, d: dict[str, Any]) -> "Window":
         return cls(d["start"], d["seconds"], d["requests"], d["rps"], d.get("p50Ms"), d.get("p99Ms"))
 
@@ -581,7 +582,23 @@ class Artifact:
 
     @classmethod
     def from_artifact(cls, d: dict[str, Any] | None) -> "Artifact":
-        d = d or {}
+        return cls._parse(d or {})
+
+    @classmethod
+    def read(cls, raw: Any, path: str) -> "Artifact":
+        """An artifact from a file or a ConfigMap, checked as it is read, its histograms decoded once: raises
+        status_reader.ShapeError naming the first bad path."""
+        artifact = cls._parse(read(raw, path))
+        encoded = {"histogram": artifact.histogram, "correctedHistogram": artifact.corrected_histogram,
+                   **{f"byMethod.{m}.histogram": h for m, h in artifact.method_histograms.items()},
+                   **{f"byMethod.{m}.correctedHistogram": h for m, h in artifact.corrected_method_histograms.items()}}
+        for key, value in encoded.items():
+            if value is not None and not histograms.decodes(value):
+                raise ShapeError(f"{path}.{key}", "is not an encoded HDR histogram")
+        return artifact
+
+    @reads_status
+    def _parse(cls, d: dict[str, Any]) -> "Artifact":
         by_method = d.get("byMethod", {})
         return cls(d.get("histogram"), d.get("correctedHistogram"),
                    {m: h["histogram"] for m, h in by_method.items() if h.get("histogram")},

@@ -114,8 +114,8 @@ def _allows(hint: Any, value: Any) -> bool:
 
 def checked(value: Any, entries: dict[str, Any], required: tuple[str, ...] = ()) -> Any:
     """A mapping whose known entries must be of their types (the rest are kept as they are), the `required` ones
-    present; None stays None."""
-    if value is None:
+    present; None stays None where nothing is required."""
+    if value is None and not required:
         return None
     if not isinstance(value, Mapping):
         raise ShapeError(_where["path"], f"must be a mapping, got {_shown(value)}")
