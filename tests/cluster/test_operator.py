@@ -761,6 +761,7 @@ def test_a_redis_pod_that_restarts_mid_stage_runs_the_stage_again_naming_redis(c
     wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
     (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
     assert stage["attempts"] == 2 and stage["requests"] == real_stage.summary["requests"]
+    assert stage["retries"][0]["reason"] == "RedisLost"
     assert stage["retries"][0]["cause"] == f"the Redis pod {lost.metadata.name}: 1 restart(s), OOMKilled (exit 137)"
 
 

@@ -479,7 +479,7 @@ def test_a_redis_server_killed_mid_stage_reruns_the_stage_or_fails_the_run_namin
         assert code == 0, err
         (stage,) = status["variants"][0]["stages"]
         (retry,) = stage["retries"]
-        assert retry["cause"].startswith(f"{lost} after ") and stage["attempts"] == 2
+        assert retry["reason"] == "RedisLost" and retry["cause"].startswith(f"{lost} after ") and stage["attempts"] == 2
         assert stage["failures"] == 0 and stage["redisPeakConnections"] > 0     # a new redis-server served it
     else:
         assert code == 1 and status["phase"] == "Failed" and status["reason"] == "RedisLost"

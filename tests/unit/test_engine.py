@@ -120,6 +120,7 @@ def test_a_disrupted_stage_runs_again_from_scratch_and_records_its_attempts(base
     assert stages[1]["attempts"] == 2
     assert stages[1]["retries"][0]["attempt"] == 1
     assert stages[1]["retries"][0]["cause"] == "the Locust master pod of v1-s2 was evicted"
+    assert stages[1]["retries"][0]["reason"] == "StageDisrupted"
     assert stages[1]["requests"] == 100     # the figures of the attempt that finished, not a sum
     in_flight = [w for w in writes if w["progress"].get("attempt") == 2]
     assert in_flight and all(w["progress"]["stage"] == "2/3" for w in in_flight)

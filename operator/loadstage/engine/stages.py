@@ -258,7 +258,7 @@ class StageEngine:
                 if step.attempt > allowed:
                     raise ExperimentFailed(e.reason, f"{step.label()}: {e.cause}; no retry left "
                                                              f"(spec.stageRetries: {allowed})") from None
-                retries += (Retry(step.attempt, now(), e.cause),)
+                retries += (Retry(step.attempt, now(), e.cause, e.reason),)
                 await self.backend.discard_stage(step)
                 step = step.again()
                 await self._set(status, progress={**progress, "attempt": step.attempt,

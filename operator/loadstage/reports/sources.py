@@ -125,8 +125,8 @@ def load_artifacts(source: str, namespace: str | None = None,
     document = document or load_document(source, namespace)
     if not is_resource(source):
         try:
-            entries = [checked(entry, {"variant": int, "repeat": int, "stages": list}, required=("variant", "stages"))
-                       for entry in read(document.get("artifacts") or [], "artifacts")]
+            entries = [checked(entry, {"variant": int, "repeat": int, "stages": list}, required=("variant", "stages"),
+                               optional=False) for entry in read(document.get("artifacts") or [], "artifacts")]
         except ShapeError as e:
             raise ValidationError([(e.path, f"{e.message} (in {source})")]) from None
         return [(v["variant"], v.get("repeat", 1), number, artifact) for v in entries

@@ -203,17 +203,19 @@ class TaskExceptions:
 
 @dataclass(frozen=True)
 class Retry:
-    """An attempt of a stage that was disrupted, and run again."""
+    """An attempt of a stage that was disrupted, and run again: its Locust pods taken away (StageDisrupted), or
+    the Redis loadstage deployed lost (RedisLost)."""
     attempt: int
     at: str
     cause: str
+    reason: str = "StageDisrupted"
 
     @reads_status
     def from_status(cls, d: dict[str, Any]) -> "Retry":
-        return cls(d["attempt"], d["at"], d["cause"])
+        return cls(d["attempt"], d["at"], d["cause"], d.get("reason", "StageDisrupted"))
 
     def to_status(self) -> dict[str, Any]:
-        return {"attempt": self.attempt, "at": self.at, "cause": self.cause}
+        return {"attempt": self.attempt, "at": self.at, "reason": self.reason, "cause": self.cause}
 
 
 @dataclass(frozen=True)

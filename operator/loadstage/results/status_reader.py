@@ -112,10 +112,10 @@ def _allows(hint: Any, value: Any) -> bool:
     return True
 
 
-def checked(value: Any, entries: dict[str, Any], required: tuple[str, ...] = ()) -> Any:
+def checked(value: Any, entries: dict[str, Any], required: tuple[str, ...] = (), optional: bool = True) -> Any:
     """A mapping whose known entries must be of their types (the rest are kept as they are), the `required` ones
-    present; None stays None where nothing is required."""
-    if value is None and not required:
+    present; None stays None if the mapping is `optional`."""
+    if value is None and optional:
         return None
     if not isinstance(value, Mapping):
         raise ShapeError(_where["path"], f"must be a mapping, got {_shown(value)}")
