@@ -3,7 +3,6 @@
 import ipaddress
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
