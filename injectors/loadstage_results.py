@@ -177,26 +177,28 @@ def _settle_windows(environment):
 def _set_up(environment):
     """What a process needs before its first user starts, once, from whichever of init and test_start fires first:
     Locust's main() fires init only once a worker has connected, and the worker's message loop, which runs
-    meanwhile, may already have handled its master's spawn and fired test_start."""
+    meanwhile, may already have handled its master's spawn and fired test_start (environment.runner is then
+    still None: compat.runner_of finds it)."""
     if getattr(environment, "loadstage_set_up", False):
         return
     environment.loadstage_set_up = True
+    runner = compat.runner_of(environment)
     for user_class in environment.user_classes:
         own = None if user_class.wait_time is User.wait_time else user_class.wait_time
         user_class.wait_time = _waiting(own)
     environment.loadstage = StageRecorder()
     if environment.parsed_options is None:
         return
-    if not compat.is_master(environment.runner):
+    if not compat.is_master(runner):
         environment.events.request.add_listener(environment.loadstage.on_request)
         environment.events.user_error.add_listener(environment.loadstage.on_user_error)
         environment.loadstage_cpu = _CpuSampler(environment.loadstage)
         gevent.spawn(environment.loadstage_cpu.run)
         environment.loadstage_gate = RequestGate()
-    if compat.is_worker(environment.runner):
+    if compat.is_worker(runner):
         environment.events.report_to_master.add_listener(
             lambda client_id, data: data.__setitem__(REPORT_KEY, environment.loadstage.report()))
-        environment.runner.register_message(FLUSH, _flush_worker)
+        runner.register_message(FLUSH, _flush_worker)
 
 
 @events.init.add_listener
@@ -290,7 +292,7 @@ def _before_users(environment, options):
     gate = environment.loadstage_gate
     gate.on_done = lambda: _share_done(environment)
     gate.configure(goal=options.stage_requests, injectors=options.expect_workers or 1,
-                   index=compat.worker_index(environment.runner), keep_alive=bool(options.keep_alive))
+                   index=compat.worker_index(compat.runner_of(environment)), keep_alive=bool(options.keep_alive))
     if gate.needed:
         install(compat.http_sessions(), gate)
         environment.events.request.add_listener(gate.note_completed)
@@ -305,9 +307,10 @@ def _on_test_start(environment, **_kwargs):
     options = environment.parsed_options
     if options is None:
         return
-    if not compat.is_master(environment.runner):   # a worker has the master's options by now
+    runner = compat.runner_of(environment)
+    if not compat.is_master(runner):   # a worker has the master's options by now
         _before_users(environment, options)
-    if compat.is_worker(environment.runner):
+    if compat.is_worker(runner):
         return
     environment.loadstage_started = time.time()
     if options.target_metrics:

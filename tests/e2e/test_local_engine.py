@@ -392,7 +392,8 @@ HOLD_INIT = """
 import time
 
 import gevent
-from locust import HttpUser, events, task
+from locust import HttpUser, task
+from locust.runners import WorkerRunner
 
 
 class Reader(HttpUser):
@@ -401,23 +402,27 @@ class Reader(HttpUser):
         self.client.post("/surveys", allow_redirects=False)
 
 
-def hold_until_spawned(environment, **_kwargs):
-    # main() fires init only once the worker has connected; its message loop runs meanwhile, and a busy worker's
-    # loop may handle the master's spawn (and fire test_start) first. This makes it so, every time.
-    if type(environment.runner).__name__ != "WorkerRunner":
-        return
+connected = WorkerRunner.connect_to_master
+
+
+def connect_until_spawned(self):
+    # WorkerRunner's constructor starts its message loop, then waits here for the master's ack; a busy worker's
+    # loop may handle the master's spawn (and fire test_start) before the constructor returns, so before
+    # Environment holds the runner and main() fires init. This makes it so, every time.
+    connected(self)
     deadline = time.monotonic() + 20
-    while environment.runner.worker_state not in ("spawning", "running") and time.monotonic() < deadline:
+    while self.worker_state not in ("spawning", "running") and time.monotonic() < deadline:
         gevent.sleep(0.01)
 
 
-events.init._handlers.insert(0, hold_until_spawned)   # before the results extension's own init
+WorkerRunner.connect_to_master = connect_until_spawned
 """
 
 
 def test_a_worker_that_handles_its_spawn_before_it_fires_init_runs_its_stage(write_experiment, tmp_path):
-    """Locust's start race (issue 35): its test_start came before its init, and the extension's set-up was in
-    init. The held init above makes the race happen in every run."""
+    """Locust's start race (issue 35): its test_start came before its init (the extension's set-up was in init),
+    and before Environment held the runner (so the set-up took the worker for a standalone process: its
+    requests never reached the master). The held constructor above makes the race happen in every run."""
     (tmp_path / "held.py").write_text(HOLD_INIT)
     path = write_experiment(spec_doc(
         injectors={"usersPerInjector": 3, "locustfile": {"path": "held.py"},

@@ -1,5 +1,6 @@
 """`loadstage run`'s own options follow the rules of the fields they stand for, and -o and --workdir are checked
-before anything starts: each mistake exits 2 naming the option, with no traceback and nothing left behind."""
+before anything starts (their missing directories are made, as by mkdir -p): each mistake exits 2 naming the
+option, with no traceback and nothing left behind."""
 
 import tempfile
 
@@ -36,8 +37,8 @@ def test_a_duration_option_follows_its_fields_rule(experiment, capsys, option, v
 
 
 @pytest.mark.parametrize("args, said", [
-    (["-o", "{tmp}/no-such-dir/r.json"], "-o: the directory {tmp}/no-such-dir does not exist"),
-    (["-o", "{tmp}/a-file/r.json"], "-o: {tmp}/a-file is not a directory"),
+    (["-o", "{tmp}/a-file/r.json"], "-o: {tmp}/a-file is a file, not a directory"),
+    (["-o", "{tmp}/a-file/below/r.json"], "-o: {tmp}/a-file is a file, not a directory"),
     (["-o", "{tmp}"], "-o: {tmp} is a directory; name a .json or .yaml file"),
     (["--workdir", "{tmp}/a-file"], "--workdir: {tmp}/a-file is a file, not a directory"),
     (["--workdir", "{tmp}/a-file/below"], "--workdir: {tmp}/a-file is a file, not a directory"),

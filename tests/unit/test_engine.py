@@ -2,6 +2,7 @@
 
 import asyncio
 import copy
+import dataclasses
 import json
 
 import looptime
@@ -148,6 +149,25 @@ def test_a_stage_disrupted_more_often_than_spec_stage_retries_fails_naming_the_c
                              "the Locust master pod of v1-s1-a2 was evicted; no retry left (spec.stageRetries: 1)")
     else:
         raise AssertionError("a stage disrupted twice ran on")
+
+
+class UnreportedBackend(RecordingBackend):
+    """Its injectors' requests reached Locust's stats, but none of their histograms reached the master (as when a
+    worker took itself for a standalone process: issue 35's start race)."""
+
+    def run_stage(self, step):
+        measured = super().run_stage(step)
+        return dataclasses.replace(measured, summary={**measured.summary, "latencyMs": {
+            **dict.fromkeys(("p50", "p90", "p95", "p99", "p999", "max")), "n": 0}})
+
+
+def test_a_stage_whose_histograms_never_reached_the_master_fails_the_run_instead_of_passing_without_percentiles(
+        base_doc):
+    with pytest.raises(ExperimentFailed) as failed:
+        run(experiment(base_doc), backend=UnreportedBackend())
+    assert failed.value.reason == "ResultsLost"
+    assert failed.value.message == ("variant 1/1 (gunicorn pods=1 workers=2 threads=2 gthread), stage 1/3: Locust "
+                                    "counted 100 requests, but no injector's histograms reached its master")
 
 
 def test_a_variants_headline_row_is_written_after_its_last_stage_and_a_failed_run_keeps_the_finished_ones(base_doc):

@@ -126,24 +126,24 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
+def _directory_problem(path: Path) -> str | None:
+    """Why `path` cannot be a directory of the run's (made if missing, as mkdir -p would)."""
+    existing = _nearest_existing(path)
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    return None if os.access(existing, os.W_OK) else f"cannot write in {existing}"
+
+
 def path_problems(output: str | None, workdir: str | None) -> list[tuple[str, str]]:
-    """-o and --workdir, checked before anything starts: a run that cannot write its result is refused."""
+    """-o and --workdir, checked before anything starts: a run that cannot write its result is refused. Their
+    missing directories are made."""
     problems = []
-    if output:
-        path, parent = Path(output), Path(output).parent
-        if path.is_dir():
-            problems.append(("-o", f"{output} is a directory; name a .json or .yaml file"))
-        elif not parent.is_dir():
-            problems.append(("-o", f"{parent} is not a directory" if parent.exists()
-                                   else f"the directory {parent} does not exist"))
-        elif not os.access(parent, os.W_OK):
-            problems.append(("-o", f"cannot write in {parent}"))
-    if workdir:
-        existing = _nearest_existing(Path(workdir))
-        if not existing.is_dir():
-            problems.append(("--workdir", f"{existing} is a file, not a directory"))
-        elif not os.access(existing, os.W_OK):
-            problems.append(("--workdir", f"cannot write in {existing}"))
+    if output and Path(output).is_dir():
+        problems.append(("-o", f"{output} is a directory; name a .json or .yaml file"))
+    elif output and (why := _directory_problem(Path(output).parent)):
+        problems.append(("-o", why))
+    if workdir and (why := _directory_problem(Path(workdir))):
+        problems.append(("--workdir", why))
     return problems
 
 
@@ -165,6 +165,8 @@ def cmd_run(args) -> int:
             raise ValidationError([("--metrics-port", f"cannot listen on 127.0.0.1:{args.metrics_port}: "
                                                       f"{e.strerror}")]) from None
     output = Path(args.output) if args.output else None
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix=f"loadstage-{experiment.name}-"))
     workdir.mkdir(parents=True, exist_ok=True)
     cancel = threading.Event()

@@ -188,6 +188,9 @@ class StageEngine:
         # the intervals' bootstrap takes a second or two of CPU: off the event loop
         result = replace(await asyncio.to_thread(stage_result, self.experiment, step.number, step.stage,
                                                  measurement), retries=retries)
+        if result.requests and result.latency.n == 0:   # never again quietly: see compat.runner_of
+            raise ExperimentFailed("ResultsLost", f"{step.label()}: Locust counted {result.requests:,} requests, but "
+                                                  f"no injector's histograms reached its master")
         self.artifacts[step.key] = measurement.artifact
         variant, number = step.variant, step.number
         before = next((s for s in record.stages if s.stage == number), None)

@@ -5,9 +5,26 @@ installed Locust)."""
 
 from __future__ import annotations
 
+import sys
+
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 REPORT_INTERVAL_SECONDS = WORKER_REPORT_INTERVAL   # how often a worker reports to its master
+
+
+def runner_of(environment):
+    """environment.runner; or, while a WorkerRunner is still being built, that runner. Its constructor starts
+    its message loop, then waits for the master's ack; the loop may handle the master's spawn (and fire
+    test_start) before the constructor returns and Environment assigns the runner. The loop's frame holds it."""
+    if environment.runner is not None:
+        return environment.runner
+    frame = sys._getframe(1)
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, WorkerRunner) and candidate.environment is environment:
+            return candidate
+        frame = frame.f_back
+    return None
 
 
 def is_master(runner) -> bool:

@@ -1,5 +1,6 @@
 """What a server's own log says of its worker processes (gunicorn and uWSGI log it): how many it started, and
-each that died. Read from where a stage began, a boot is a worker started again; the deaths say why."""
+each that died. Read from where a stage began, each death is a restart of its instance. A boot alone is not:
+a server that passed its readiness probe may still be booting its other workers."""
 
 from __future__ import annotations
 
@@ -51,17 +52,15 @@ class Logged(Protocol):
 
 
 def worker_restarts(server: str, pods: list[Logged], offsets: list[int]) -> tuple[TargetPodHealth, ...] | None:
-    """Each server instance whose workers died or were started again since its log's `offsets`; None for a
-    server whose log does not tell."""
+    """Each server instance whose workers died since its log's `offsets`; None for a server whose log does
+    not tell."""
     if server not in BOOT_LINES:
         return None
     health = []
     for pod, offset in zip(pods, offsets):
         log = log_since(pod.log_path, offset)
-        deaths = worker_deaths(server, log)
-        restarts = max(len(deaths), workers_started(server, log) or 0)
-        if restarts:
+        if deaths := worker_deaths(server, log):
             kinds = {death: deaths.count(death) for death in deaths}
             causes = tuple(f"{death} ({n} times)" if n > 1 else death for death, n in kinds.items())
-            health.append(TargetPodHealth(pod.name, restarts, 0.0, causes[:3]))
+            health.append(TargetPodHealth(pod.name, len(deaths), 0.0, causes[:3]))
     return tuple(health)
