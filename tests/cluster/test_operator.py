@@ -657,7 +657,7 @@ def test_a_stage_whose_master_is_deleted_runs_again_and_records_both_attempts(cl
     assert apply(cluster, namespace, doc).returncode == 0
     play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 2, real_stage)
     running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-workers", 2)
-    budget = budget_of(cluster, namespace, "v1-s2")
+    budget = wait_for(lambda: budget_of(cluster, namespace, "v1-s2"))    # made just after the Jobs
     assert budget.spec.max_unavailable == 0
     assert budget.spec.selector.match_labels == {"loadstage.io/experiment": "cluster-ladder",
                                                  "loadstage.io/run": "v1-s2"}
