@@ -79,20 +79,25 @@ def places(node, path=()):
             yield from places(value, (*path, i))
 
 
-@given(st.sampled_from(sorted(STORED)), st.data(), json_values, st.booleans())
-@example("quickstart.yaml", None, None, True)
-def test_a_result_file_changed_anywhere_is_reported_or_refused_never_a_traceback(tmp_path_factory, name, data,
-                                                                                  value, remove):
-    document = copy.deepcopy(STORED[name])
-    spots = list(places(document["status"]))
+def changed(root, data, value, remove):
+    """`root` with one place below it (drawn from `data`; the first without) removed, or set to `value`."""
+    spots = list(places(root))
     where = spots[0] if data is None else data.draw(st.sampled_from(spots))
-    parent = document["status"]
+    parent = root
     for step in where[:-1]:
         parent = parent[step]
     if remove and isinstance(parent, dict):
         del parent[where[-1]]
     else:
         parent[where[-1]] = value
+
+
+@given(st.sampled_from(sorted(STORED)), st.data(), json_values, st.booleans())
+@example("quickstart.yaml", None, None, True)
+def test_a_result_file_changed_anywhere_is_reported_or_refused_never_a_traceback(tmp_path_factory, name, data,
+                                                                                  value, remove):
+    document = copy.deepcopy(STORED[name])
+    changed(document["status"], data, value, remove)
     path = written(tmp_path_factory.mktemp("fuzz"), document)
     for args in (["report", path], ["report", path, "--format", "csv"], ["report", path, "--format", "markdown"]):
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
@@ -118,14 +123,7 @@ def test_an_artifact_changed_anywhere_is_read_or_refused_never_a_traceback(tmp_p
                                                                          remove):
     """What `loadstage artifacts` and the HTML report read; test_a_damaged_artifact_… below runs them whole."""
     document = copy.deepcopy(STORED[name])
-    where = data.draw(st.sampled_from(list(places(document["artifacts"]))))
-    parent = document["artifacts"]
-    for step in where[:-1]:
-        parent = parent[step]
-    if remove and isinstance(parent, dict):
-        del parent[where[-1]]
-    else:
-        parent[where[-1]] = value
+    changed(document["artifacts"], data, value, remove)
     path = written(tmp_path_factory.mktemp("fuzz"), document)
     try:
         for v, r, n, raw in sources.load_artifacts(path, document=document):
