@@ -16,7 +16,7 @@ from support.documents import BASE
 from support.processes import start_redis
 from support.waiting import ROOT
 
-pytest_plugins = ["support.scheduling", "support.timing"]   # how scripts/test divides a run, and times it
+pytest_plugins = ["support.timing", "support.scheduling"]   # how scripts/test times a run, and divides it
 
 
 @pytest.fixture

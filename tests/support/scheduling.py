@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from loadstage.local.ports import PORTS_ENV
+from support.timing import TIERS
 
-TIERS = ("unit", "e2e", "cluster", "realnode")
 ORDER = {"realnode": 0, "cluster": 1, "e2e": 2, "unit": 3}
 # Below kwokctl's ports (from 32767 downwards) and above the stoppable clusters' (tests/support/kube.py), and
 # below the kernel's own (ip_local_port_range starts at 32768), so that no client's port is ever among them.

@@ -63,7 +63,7 @@ def summary(tests: list[dict], wall: float | None = None, setup: float | None = 
     lines = ["tier     | tests | busy     | wall", "---------+-------+----------+---------"]
     for tier in sorted(by_tier, key=lambda t: TIERS.index(t) if t in TIERS else len(TIERS)):
         rows = by_tier[tier]
-        span = max(t["stop"] for t in rows) - min(t["start"] for t in rows)
+        span = tier_wall(rows, tier)
         lines.append(f"{tier:<8} | {len(rows):>5} | {clock(sum(t['seconds'] for t in rows)):>8} | {clock(span):>7}")
     if wall is not None:
         prepared = f" (set-up and the import check: {clock(setup)})" if setup is not None else ""
