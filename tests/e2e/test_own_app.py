@@ -90,8 +90,12 @@ def test_a_third_party_app_serves_a_stage_with_its_own_readiness_path_no_redis_a
     assert servers and all(re.search(r"cpu:/.*loadstage-\d+/v[12]-pod-1", p.cgroups) for p in servers), \
         [(p.argv, p.cgroups) for p in servers]
     assert {p.memory_limit for p in servers} == {256 * 2**20}      # what the kernel holds each server to
-    # every cgroup of the run is gone (they sit beside the ones this test process would get)
-    assert not [d for base in Cgroups.plan().bases.values() for d in base.parent.glob("loadstage-*")]
+    # every cgroup of the run is gone (they sit beside the ones this test process would get, and beside those of
+    # the runs of tests alongside: only this run's are looked for)
+    runs = {name for p in servers for name in re.findall(r"loadstage-\d+", p.cgroups)}
+    assert len(runs) == 1
+    assert not [base.parent / name for base in Cgroups.plan().bases.values() for name in runs
+                if (base.parent / name).exists()]
     lines = out.splitlines()
     header = lines[lines.index(next(line for line in lines if line.startswith("Variant  | Injectors | Users | "
                                                                              "Requests")))].split("|")
