@@ -24,6 +24,9 @@
   sends exactly its share (loadstage.locust.request_gate) and tells the master when its share is in;
   --stage-seconds is then the stage's time limit. --keep-alive 0 closes the connection after every request.
 - --injector-bound-percent: the injector CPU above which a stage measured its injectors, not the target.
+- With --slo, the master looks at the stage's intervals on a fixed schedule (loadstage.results.sequential) and
+  ends it once its verdict is decided (not before --decide-min), or at once when it breaks an objective by far;
+  the headline says how it ended (endedBy: Decided, Breached or MaxDuration) after how many looks.
 - With --start-file, the master (or a standalone runner) waits for that file before it starts the
   test; its workers can connect meanwhile. A stage's processes can so be started while the previous
   stage is still ending, and its load begins the moment the file appears.
@@ -46,8 +49,11 @@ from loadstage.locust import compat, live, summary
 from loadstage.locust.recorder import REPORT_KEY, WINDOW_SECONDS, WINDOW_SETTLE_SECONDS, StageRecorder
 from loadstage.locust.request_gate import RequestGate, install
 from loadstage.locust.served_count import REQUEST_METRIC, scrape_served_requests, served_between
-from loadstage.results import live_series
+from loadstage.api.types import PERCENTILES, Slo
+from loadstage.results import intervals, live_series
 from loadstage.results.artifact import artifact_line, encode
+from loadstage.results.sequential import LOOK_DELAY_SECONDS, LOOK_RESAMPLES, Looks, breached
+from loadstage.results.thresholds import held, outcome_of
 
 CPU_SAMPLE_SECONDS = 2.0
 
@@ -78,6 +84,9 @@ def _add_options(parser):
     option("--metrics-labels", "the labels of every series, as a JSON object", default="")
     option("--injector-bound-percent", "injector CPU above which the stage measured its injectors", type=float,
            default=summary.INJECTOR_BOUND_PERCENT)
+    option("--slo", "end the stage once its verdict by these objectives is decided (JSON; seconds, fractions)",
+           default="")
+    option("--decide-min", "with --slo: no stage ends as decided before this many seconds", type=float, default=0)
 
 
 def _waiting(own_wait_time):
@@ -320,6 +329,36 @@ def _on_test_start(environment, **_kwargs):
     gevent.spawn(_settle_windows, environment)
     if options.stage_seconds:
         gevent.spawn(_end_stage, environment, options.stage_seconds)
+        if options.slo:
+            gevent.spawn(_decide, environment, options)
+
+
+def _decide(environment, options):
+    """At each look of the schedule (loadstage.results.sequential) before the stage's last: its intervals so far,
+    held against the objectives; a breach, or a verdict decided from --decide-min on, ends the stage."""
+    raw = json.loads(options.slo)
+    slo = Slo(*(raw.get(p) for p in PERCENTILES), raw.get("errorRate"), min_rps=raw.get("minRps"))
+    looks = Looks.schedule(options.stage_seconds)
+    started, recorder = environment.loadstage_started, environment.loadstage
+    for number, at in enumerate(looks.times[:-1], 1):
+        gevent.sleep(max(0.0, started + at + LOOK_DELAY_SECONDS - time.time()))
+        if getattr(environment, "loadstage_ending", False):
+            return
+        section = recorder.blocks_before(started + at, at)
+        # the bootstrap takes a share of a second: in a thread, so that the master keeps merging reports
+        found = section and gevent.get_hub().threadpool.apply(
+            intervals.of_artifacts, ([section],), {"seed": f"look {number}", "confidence": looks.confidence,
+                                                   "resamples": LOOK_RESAMPLES})
+        environment.loadstage_looks = number
+        objectives = held(slo, {}, found)
+        if breached(objectives):
+            environment.loadstage_ended_by = "Breached"
+        elif time.time() - started >= options.decide_min and outcome_of(objectives) != "Undecided":
+            environment.loadstage_ended_by = "Decided"
+        else:
+            continue
+        gevent.spawn(_end_stage, environment, 0)
+        return
 
 
 def _write_artifact(path, artifact):
@@ -357,6 +396,9 @@ def _write_results(environment):
     workers = compat.workers_seen(environment.runner)
     headline, artifact = summary.build(environment.stats, recorder, injectors=workers, served_requests=served,
                                        bound_percent=options.injector_bound_percent)
+    if options.slo:
+        headline.update(endedBy=getattr(environment, "loadstage_ended_by", "MaxDuration"),
+                        looks=getattr(environment, "loadstage_looks", 0))
     if options.artifact_file:
         _write_artifact(options.artifact_file, artifact)
     _write_atomically(options.summary_file, encode(headline))

@@ -396,6 +396,39 @@ def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(c
     assert not stages[0]["target"].get("restarts") and stages[1]["target"]["restarts"] == 1, stages[1]["target"]
 
 
+def test_a_search_in_the_operator_steps_its_workers_up_and_resumes_after_a_restart_repeating_no_stage(
+        cluster, namespace, operator, real_stage):
+    """The stored stage (p99 52 ms, intervals from 10 one-second blocks) passes p99 <= 1s at any load, so the
+    search doubles its injectors up to its ceiling: 1, 2, then 4, each stage's worker Job that wide."""
+    first = operator()
+    doc = _search(search={"load": "injectors", "from": 1, "max": 4, "duration": "30s"}, slo={"p99": "1s"},
+                  cleanup="Keep")
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 1, real_stage)
+    wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == 1)
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s2-workers", 2)
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["variants"][0]["search"]["reason"] == "Searching"
+    assert status["progress"]["stage"] == "2" and status["progress"]["injectors"] == 2
+    assert status["latest"]["bracket"].startswith(">= 1 injectors")
+    table = cluster.kubectl("get", "lx", "-n", namespace).stdout
+    assert "BRACKET" in table and ">= 1 injectors" in table, table
+    first.kill(signal.SIGKILL)
+    operator()
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s2", 2, real_stage)
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s3", 4, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    variant = cluster.status(namespace, "cluster-ladder")["variants"][0]
+    assert [(s["stage"], s["injectors"], s["verdict"]["outcome"]) for s in variant["stages"]] == [
+        (1, 1, "Pass"), (2, 2, "Pass"), (3, 4, "Pass")]
+    search = variant["search"]
+    assert (search["reason"], search["pass"], search.get("fail"), search["stages"]) == ("CeilingPassed", 4, None, 3)
+    assert search["loadSeconds"] == 90
+    jobs = sorted(j.metadata.name for j in cluster.batch.list_namespaced_job(namespace).items)
+    assert jobs == [f"cluster-ladder-v1-s{n}-{kind}" for n in (1, 2, 3) for kind in ("master", "workers")]
+    assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 3
+
+
 def restart_while_no_operator_watches(cluster, namespace):
     """Plays the kubelet: one runner container ends (OOMKilled) and is restarted now."""
     victim = pods(cluster, namespace, "loadstage.io/role=runner,loadstage.io/experiment=cluster-ladder")[0]
@@ -969,6 +1002,20 @@ def test_problems_the_schema_cannot_see_end_failed_with_a_message(cluster, names
         "spec.injectors.locustfile.path works only with the local engine")
 
 
+def _search(**spec_changes):
+    """The cluster ladder as a capacity search, then changed; a change to None removes the field."""
+    doc = _variant(**{k: v for k, v in spec_changes.items() if v is not None})
+    doc["spec"].setdefault("slo", {"p99": "300ms"})
+    search = {"load": "users", "from": 10, "max": 200, "duration": "30s"}
+    doc["spec"]["search"] = {k: v for k, v in {**search, **doc["spec"].get("search", {})}.items() if v is not None}
+    for key in ("stages", "thresholds"):   # the ladder's, and its objective: slo is the search's
+        if key not in spec_changes:
+            del doc["spec"][key]
+    for key in [k for k, v in spec_changes.items() if v is None]:
+        del doc["spec"][key]
+    return doc
+
+
 def _variant(**spec_changes):
     doc = example("cluster-ladder")
     for path, value in spec_changes.items():
@@ -1060,6 +1107,30 @@ INVALID = [
     (_variant(target__command=["hypercorn", "--bind", "{bind}", "{prot}"]),
      "spec: Invalid value: \"object\": spec.target.command must listen on {port} or {bind}, and use only the "
      "placeholders"),
+    (_search(stages=[{"injectors": 1, "duration": "1m"}]),
+     "spec: Invalid value: \"object\": give spec.stages (a ladder) or spec.search (a capacity search): exactly one"),
+    (_search(search=None), "spec: Invalid value: \"object\": give spec.stages (a ladder) or spec.search"),
+    (_search(slo=None), "spec: Invalid value: \"object\": spec.search needs spec.slo"),
+    (_search(thresholds={"p99": "1s"}),
+     "spec: Invalid value: \"object\": spec.slo and spec.thresholds are both objectives"),
+    (_search(slo={}), "spec.slo: Invalid value: \"object\": give at least one objective"),
+    (_search(repeats=3), "spec: Invalid value: \"object\": spec.search runs each variant's own search once"),
+    (_search(order="Interleaved"), "spec: Invalid value: \"object\": spec.search decides each variant's next stage"),
+    (_search(search__max=10), "spec.search.max: Invalid value: \"object\": max must be above from"),
+    (_search(search__resolution="0.0%"),
+     "spec.search.resolution: Invalid value: \"object\": resolution must be above 0%"),
+    (_search(search__load="rps"), "spec.search.load: Unsupported value: \"rps\""),
+    (_search(search__load="injectors", search__max=1001),
+     "spec.search.max: Invalid value: \"object\": a search over injectors goes up to at most 1000"),
+    (_search(stageEnd={"when": "Decided"}, search={"duration": None}),
+     "spec: Invalid value: \"object\": spec.search.duration is required, unless spec.stageEnd (when: Decided) "
+     "gives a max"),
+    (_variant(stageEnd={"when": "Decided"}),
+     "spec: Invalid value: \"object\": spec.stageEnd.when: Decided needs spec.slo"),
+    (_search(stageEnd={"when": "Decided", "min": "2m", "max": "1m"}),
+     "spec.stageEnd.min: Invalid value: \"object\": min must be at most max"),
+    (_search(search__max=2001, injectors__maxUsersPerInjector=2),
+     "spec: Invalid value: \"object\": a stage given in users needs at most 1000 injectors"),
 ]
 
 

@@ -1,6 +1,7 @@
 """Every study in examples/studies/, run scaled down with real processes: the file as it is, but its first stage
-only, one repeat, a few seconds and a few users (and the ONS study's 50 pods of 7 workers as 2 of 2). Each
-variant must serve its stage without an error, and the target's own count must agree with Locust's."""
+only, one repeat, a few seconds and a few users (and the ONS study's 50 pods of 7 workers as 2 of 2); a search
+from 2 injectors to 4, 10 s a stage. Each variant must serve its (last) stage without an error, and the target's
+own count must agree with Locust's."""
 
 import json
 import os
@@ -25,22 +26,29 @@ def test_a_study_runs_scaled_down(path, tmp_path):
     if "resources" in doc["spec"]["target"] and os.geteuid() != 0:
         pytest.skip("the local engine enforces limits through the cgroup filesystem, which needs root")
     spec = doc["spec"]
-    first = spec["stages"][0]
-    spec["stages"] = [{**first, "injectors": 2} if "injectors" in first else first]
-    spec["repeats"] = 1
-    spec["target"].update(ON_A_LAPTOP.get(path.stem, {}))
+    if "search" in spec:   # two stages of 10 s, long enough for intervals: 2 injectors, then 4
+        spec["search"].update({"from": 2, "max": 4})
+    else:
+        first = spec["stages"][0]
+        spec["stages"] = [{**first, "injectors": 2} if "injectors" in first else first]
+        spec["repeats"] = 1
+    spec["target"].update(ON_A_LAPTOP.get(path.stem.removesuffix("-search"), {}))
     if closed_to_apache_workers() and "mod_wsgi" in spec.get("matrix", {}).get("server", []):
         spec["matrix"]["server"].remove("mod_wsgi")     # Apache's workers, as nobody, could not enter the checkout
     small = tmp_path / path.name
     small.write_text(yaml.safe_dump(doc))
     done = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(small), "-o", str(tmp_path / "r.json"),
-                           "--stage-duration", "3s", "--warmup-duration", "2s", "--users-scale", "0.05"],
+                           "--stage-duration", "10s" if "search" in spec else "3s", "--warmup-duration", "2s",
+                           "--users-scale", "0.05"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     variants = json.loads((tmp_path / "r.json").read_text())["status"]["variants"]
     assert len(variants) == len(load_experiment_file(small).variants()) > 1
     for variant in variants:
-        (stage,) = variant["stages"]
+        if "search" in spec:   # at 10 users an injector, the runner app serves 2 and 4 injectors well under 1 s
+            assert variant["search"]["reason"] == "CeilingPassed", variant["search"]
+            assert [s["injectors"] for s in variant["stages"]] == [2, 4]
+        stage = variant["stages"][-1]
         # flup's threaded class closes a connection it has no free thread for (the study's finding at -c 500): on
         # a busy machine (the suite runs tests side by side) a few of its requests fail so, even at one user
         settings = variant["settings"]

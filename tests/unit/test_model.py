@@ -179,6 +179,8 @@ def test_format_duration_round_trips():
         assert parse_duration(format_duration(s)) == s
 
 
+SEARCH = {"load": "users", "from": 10, "max": 2000, "resolution": "5%", "duration": "1m"}
+
 BAD = [
     ({"stages": [{"injectors": 1, "duration": "10s"}, {"injectors": 2, "duration": "10s"},
                  {"injectors": 0, "duration": "10s"}]},
@@ -348,6 +350,46 @@ BAD = [
     ({"target": {"deployment": {"name": "shop"}, "server": "gunicorn"}, "redis": {"deploy": False},
       "matrix": {"server": ["gunicorn", "uwsgi"]}},
      "spec: spec.target.deployment runs one container, with one server: spec.matrix.server cannot vary it"),
+    ({"search": SEARCH, "slo": {"p99": "300ms"}},
+     "spec: give spec.stages (a ladder) or spec.search (a capacity search): exactly one of them"),
+    ({"stages": None}, "spec: give spec.stages (a ladder) or spec.search (a capacity search): exactly one of them"),
+    ({"stages": None, "search": SEARCH},
+     "spec: spec.search needs spec.slo: a search looks for the load at which the objective breaks"),
+    ({"slo": {"p99": "300ms"}, "thresholds": {"p99": "300ms"}},
+     "spec: spec.slo and spec.thresholds are both objectives: give one of them"),
+    ({"slo": {}}, "spec.slo: give at least one objective"),
+    ({"slo": {"p99": "300ms", "minRps": 0}}, "spec.slo.minRps: must be >= 1, got 0"),
+    ({"stages": None, "search": SEARCH, "slo": {"p99": "300ms"}, "repeats": 3},
+     "spec: spec.search runs each variant's own search once, its intervals from each stage's blocks: spec.repeats "
+     "must be 1 with it"),
+    ({"stages": None, "search": SEARCH, "slo": {"p99": "300ms"}, "order": "Interleaved"},
+     "spec: spec.search decides each variant's next stage from its last: order Interleaved cannot take turns "
+     "between searches (use Sequential or Random)"),
+    ({"stages": None, "search": {**SEARCH, "max": 10}, "slo": {"p99": "300ms"}},
+     "spec.search.max: max must be above from"),
+    ({"stages": None, "search": {**SEARCH, "resolution": "0%"}, "slo": {"p99": "300ms"}},
+     "spec.search.resolution: resolution must be above 0%"),
+    ({"stages": None, "search": {**SEARCH, "load": "rps"}, "slo": {"p99": "300ms"}},
+     "spec.search.load: must be one of users, injectors, got 'rps'"),
+    ({"stages": None, "search": {**SEARCH, "load": "injectors", "max": 1001}, "slo": {"p99": "300ms"}},
+     "spec.search.max: a search over injectors goes up to at most 1000"),
+    ({"stages": None, "search": {**SEARCH, "max": 2001}, "slo": {"p99": "300ms"},
+      "injectors": {"maxUsersPerInjector": 2}},
+     "spec: a stage given in users needs at most 1000 injectors: users / injectors.maxUsersPerInjector must be "
+     "<= 1000"),
+    ({"stages": None, "search": {k: v for k, v in SEARCH.items() if k != "duration"}, "slo": {"p99": "300ms"}},
+     "spec: spec.search.duration is required, unless spec.stageEnd (when: Decided) gives a max"),
+    ({"stageEnd": {"when": "Decided"}},
+     "spec: spec.stageEnd.when: Decided needs spec.slo: a stage ends once its verdict by the objective is decided"),
+    ({"stageEnd": {"when": "Decided", "min": "2m", "max": "1m"}, "slo": {"p99": "1s"}},
+     "spec.stageEnd.min: min must be at most max"),
+    ({"stageEnd": {"when": "Early"}}, "spec.stageEnd.when: must be one of Duration, Decided, got 'Early'"),
+    ({"stageEnd": {"when": "Decided", "min": "2s"}, "slo": {"p99": "1s"}},
+     "spec.stageEnd.min: must be at least 8s, got 2s"),
+    ({"stages": None, "search": {**SEARCH, "resolution": "1%"}, "slo": {"p99": "300ms"},
+      "matrix": {"threads": list(range(1, 11)), "workers": [1, 2]}},
+     "spec: at most 500 stages in all, so that the status stays small: variants x the most stages one search can "
+     "run (2 x (log2(max / from) + 1 + log2(1 / resolution)), rounded up)"),
 ]
 
 

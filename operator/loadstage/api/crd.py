@@ -46,7 +46,8 @@ def status_schema() -> dict[str, Any]:
             "progress": {"type": "object", "description": "Where the experiment is.", "properties": {
                 "variant": _string("Current variant, e.g. 1/3."),
                 "repeat": _string("Current repeat, e.g. 2/5 (with spec.repeats above 1)."),
-                "stage": _string("Current stage, e.g. 3/5; during a warm-up, the stages finished before it."),
+                "stage": _string("Current stage, e.g. 3/5 (a search's: 3); during a warm-up, the stages finished "
+                                 "before it."),
                 "warmup": {"type": "boolean", "description": "A warm-up is running."},
                 "injectors": {"type": "integer", "description": "Injectors of the current stage."},
                 "attempt": {"type": "integer", "description": "The current stage's attempt, from 2 once it was "
@@ -64,6 +65,8 @@ def status_schema() -> dict[str, Any]:
             "latest": {"type": "object", "description": "The last finished stage.", "properties": {
                 "p99Ms": {"type": "number", "description": "Its p99 latency, ms."},
                 "redisPeakConnections": {"type": "integer", "description": "Its peak Redis connections."},
+                "bracket": _string("With spec.search: the current variant's capacity bracket so far, e.g. "
+                                   "40-48 users (612-690 req/s)."),
             }},
             "conditions": {
                 "type": "array", "description": "TargetReady, Running, Succeeded and Failed.",
@@ -114,6 +117,7 @@ PRINTER_COLUMNS = [
     {"name": "Remaining", "type": "string", "jsonPath": ".status.progress.remaining"},
     {"name": "P99 (ms)", "type": "number", "jsonPath": ".status.latest.p99Ms"},
     {"name": "Redis peak", "type": "integer", "jsonPath": ".status.latest.redisPeakConnections"},
+    {"name": "Bracket", "type": "string", "jsonPath": ".status.latest.bracket"},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import keyword
 import re
 from typing import Any, Callable
 
@@ -243,6 +244,8 @@ class Obj(Node):
 
 
 def _attr(name: str) -> str:
+    if keyword.iskeyword(name):
+        return name + "_"
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 

@@ -31,6 +31,8 @@ from loadstage.api.types import (
     ON_LOST,
     ORDERS,
     PERCENTILES,
+    SEARCH_LOADS,
+    STAGE_ENDS,
     SERVERS,
     SINGLE_PROCESS_SERVERS,
     SINGLE_THREAD_SERVERS,
@@ -51,10 +53,13 @@ from loadstage.api.types import (
     Proxy,
     Redis,
     ResourceList,
+    Search,
     Resources,
     SecretKey,
     Spec,
+    Slo,
     Stage,
+    StageEnd,
     Target,
     TargetMetrics,
     TcpSocket,
@@ -66,8 +71,8 @@ from loadstage.api.types import (
 
 _CEL_MAX_USERS = ("(has(self.injectors) && has(self.injectors.maxUsersPerInjector) ? "
                   f"self.injectors.maxUsersPerInjector : {DEFAULT_MAX_USERS_PER_INJECTOR})")
-_CEL_USERS_FIT = "!has({s}.users) || ({s}.users + %s - 1) / %s <= %d" % (_CEL_MAX_USERS, _CEL_MAX_USERS,
-                                                                          MAX_INJECTORS)
+_CEL_FITS = "({users} + %s - 1) / %s <= %d" % (_CEL_MAX_USERS, _CEL_MAX_USERS, MAX_INJECTORS)
+_CEL_USERS_FIT = "!has({s}.users) || " + _CEL_FITS.format(users="{s}.users")
 _CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1) * (has(self.{m}threads) ? size(self.{m}threads) : 1)"
                  " * (has(self.{m}pods) ? size(self.{m}pods) : 1) * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)"
                  " * (has(self.{m}server) ? size(self.{m}server) : 1) * (has(self.{m}cpu) ? size(self.{m}cpu) : 1)"
@@ -356,10 +361,64 @@ MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these va
                cel=f"{_CEL_VARIANTS.format(m='')} <= {MAX_VARIANTS}")])
 
 _latency = "Highest acceptable {} latency, e.g. 1000ms."
+_LATENCY_LIMITS = {p: Duration(_latency.format(p), maximum="1h") for p in PERCENTILES}
 THRESHOLDS = Obj(Thresholds, "Optional: pass/fail limits checked for every stage.", {
-    **{p: Duration(_latency.format(p), maximum="1h") for p in PERCENTILES},
+    **_LATENCY_LIMITS,
     "errorRate": Percent("Highest acceptable share of failed requests, e.g. '1%'."),
 })
+
+SLO = Obj(Slo, "Optional: the service level objective. A stage passes when every figure's 95% interval lies wholly "
+               "within its objective, fails when one lies wholly beyond it, and is undecided otherwise. Set this "
+               "or thresholds, not both.", {
+    **_LATENCY_LIMITS,
+    "errorRate": Percent("Highest acceptable share of failed requests, e.g. '1%'."),
+    "minRps": Int("Lowest acceptable rate of requests a second that the stage served.", minimum=1,
+                  maximum=10_000_000),
+}, rules=[Rule(lambda o: any(getattr(o, p) is not None for p in (*PERCENTILES, "error_rate", "min_rps")),
+               "give at least one objective",
+               cel=" || ".join(f"has(self.{name})" for name in (*PERCENTILES, "errorRate", "minRps")))])
+
+SEARCH = Obj(Search, "A capacity search instead of a ladder: stages from `from` up, doubling the load until a stage "
+                     "fails spec.slo, then bisecting between the last pass and the first fail until the bracket's "
+                     "width is at most `resolution` of its low end. An undecided stage runs once more, twice as "
+                     "long; undecided again, it counts as a fail.", {
+    "load": Str("What the search varies: users (spread over ceil(users / injectors.maxUsersPerInjector) "
+                "injectors) or injectors (each running injectors.usersPerInjector users).", enum=SEARCH_LOADS),
+    "from": Int("The load of the first stage.", minimum=1, maximum=MAX_STAGE_USERS),
+    "max": Int("The ceiling: the search never asks for more.", minimum=1, maximum=MAX_STAGE_USERS),
+    "resolution": Percent("How fine the answer is: the search ends once (fail - pass) / pass is at most this.",
+                          default="5%"),
+    "duration": Duration("How long each stage runs (with stageEnd.when Decided: at most; stageEnd.max, where "
+                         "given, takes its place).", minimum="1s", maximum="24h"),
+}, required=["load", "from", "max"], rules=[
+    Rule(lambda s: s.max > s.from_, "max must be above from", cel="self.max > self.from", field="max"),
+    Rule(lambda s: s.resolution > 0, "resolution must be above 0%", cel="!self.resolution.matches('^0*[.]?0*%$')",
+         field="resolution"),
+    Rule(lambda s: s.load != "injectors" or s.max <= MAX_INJECTORS,
+         f"a search over injectors goes up to at most {MAX_INJECTORS}",
+         cel=f"self.load != 'injectors' || self.max <= {MAX_INJECTORS}", field="max"),
+])
+
+
+STAGE_END = Obj(StageEnd, "When a stage ends: at its duration (Duration), or once its verdict by spec.slo is decided "
+                          "(Decided): the stage's intervals are looked at on a fixed schedule, each look at a "
+                          "confidence that keeps the stage's error within 5% over all its looks. A stage that breaks "
+                          "the objective by far (a latency's interval above 3 x its objective, the error rate's above "
+                          "10 x) ends at once, as failed.", {
+    "when": Str("Duration or Decided.", enum=STAGE_ENDS, default="Duration"),
+    "min": Duration("With Decided: no stage ends as decided before this (a breach ends it at once).",
+                    minimum="8s", maximum="24h", default="30s"),
+    "max": Duration("With Decided: every stage's longest, in place of its own duration; undecided then, it ends "
+                    "as undecided.", minimum="8s", maximum="24h"),
+}, rules=[Rule(lambda e: e.max is None or e.min <= e.max, "min must be at most max",
+               cel="!has(self.max) || !has(self.min) || duration(self.min) <= duration(self.max)", field="min")],
+    default={})
+
+
+def _ladder_or_search(s: Spec) -> list[Stage]:
+    """The ladder's stages, or a search's largest."""
+    return s.stages or ([s.search.stage(s.search.max)] if s.search else [])
+
 
 SPEC = Obj(Spec, "What to deploy and how to load it.", {
     "target": TARGET,
@@ -367,9 +426,12 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     "injectors": INJECTORS,
     "warmup": Obj(Stage, "Optional stage run before each variant's stages; excluded from results.",
                   STAGE.fields, required=["duration"], rules=STAGE.rules),
-    "stages": ListOf("The ladder of stages, run in order.", STAGE, min_items=1, max_items=50),
+    "stages": ListOf("The ladder of stages, run in order. Set this or search.", STAGE, min_items=1, max_items=50),
+    "search": SEARCH,
     "matrix": MATRIX,
     "thresholds": THRESHOLDS,
+    "slo": SLO,
+    "stageEnd": STAGE_END,
     "cleanup": Str("What happens to the target and the injector Jobs when the experiment ends: Delete them, "
                    "Keep them, or KeepOnFailure.", enum=CLEANUP_POLICIES, default="Delete"),
     "repeats": Int("How many times each variant's ladder runs. With 3 or more, every figure's interval comes from "
@@ -397,19 +459,46 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
                                   "enough for a cluster autoscaler to add a node. A Locust master waits this long, "
                                   "plus 2 minutes to pull an image, for its workers.",
                                   minimum="1s", maximum="1h", default="5m"),
-}, required=["stages"], rules=[
+}, rules=[
     Rule(None, "spec is immutable once created; delete the experiment and create it again",
          cel="self == oldSelf"),
+    Rule(lambda s: (s.stages is None) != (s.search is None),
+         "give spec.stages (a ladder) or spec.search (a capacity search): exactly one of them",
+         cel="has(self.stages) != has(self.search)"),
+    Rule(lambda s: s.search is None or s.slo is not None,
+         "spec.search needs spec.slo: a search looks for the load at which the objective breaks",
+         cel="!has(self.search) || has(self.slo)"),
+    Rule(lambda s: s.slo is None or s.thresholds is None,
+         "spec.slo and spec.thresholds are both objectives: give one of them",
+         cel="!has(self.slo) || !has(self.thresholds)"),
+    Rule(lambda s: not s.stage_end.decided or s.slo is not None,
+         "spec.stageEnd.when: Decided needs spec.slo: a stage ends once its verdict by the objective is decided",
+         cel="!has(self.stageEnd) || !has(self.stageEnd.when) || self.stageEnd.when != 'Decided' || has(self.slo)"),
+    Rule(lambda s: s.search is None or s.search.duration is not None or (s.stage_end.decided and s.stage_end.max),
+         "spec.search.duration is required, unless spec.stageEnd (when: Decided) gives a max",
+         cel="!has(self.search) || has(self.search.duration) || (has(self.stageEnd) && has(self.stageEnd.when) && "
+             "self.stageEnd.when == 'Decided' && has(self.stageEnd.max))"),
+    Rule(lambda s: s.search is None or s.repeats == 1,
+         "spec.search runs each variant's own search once, its intervals from each stage's blocks: spec.repeats "
+         "must be 1 with it", cel="!has(self.search) || !has(self.repeats) || self.repeats == 1"),
+    Rule(lambda s: s.search is None or s.order != "Interleaved",
+         "spec.search decides each variant's next stage from its last: order Interleaved cannot take turns "
+         "between searches (use Sequential or Random)",
+         cel="!has(self.search) || !has(self.order) || self.order != 'Interleaved'"),
     Rule(lambda s: all(injectors_of(stage, s.injectors) <= MAX_INJECTORS
-                       for stage in [*s.stages, *([s.warmup] if s.warmup else [])]),
+                       for stage in [*_ladder_or_search(s), *([s.warmup] if s.warmup else [])]),
          f"a stage given in users needs at most {MAX_INJECTORS} injectors: users / injectors.maxUsersPerInjector "
          f"must be <= {MAX_INJECTORS}",
-         cel=f"self.stages.all(s, {_CEL_USERS_FIT.format(s='s')}) && "
-             f"(!has(self.warmup) || {_CEL_USERS_FIT.format(s='self.warmup')})"),
-    Rule(lambda s: variant_count(s.matrix) * len(s.stages) * s.repeats <= MAX_VARIANT_STAGES,
+         cel=f"(!has(self.stages) || self.stages.all(s, {_CEL_USERS_FIT.format(s='s')})) && "
+             f"(!has(self.warmup) || {_CEL_USERS_FIT.format(s='self.warmup')}) && (!has(self.search) || "
+             f"self.search.load != 'users' || {_CEL_FITS.format(users='self.search.max')})"),
+    Rule(lambda s: variant_count(s.matrix) * len(s.stages or ()) * s.repeats <= MAX_VARIANT_STAGES,
          f"at most {MAX_VARIANT_STAGES} stages in all (variants x stages x repeats), so that the status stays small",
-         cel=f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * size(self.stages) * "
-             f"(has(self.repeats) ? self.repeats : 1) <= {MAX_VARIANT_STAGES}"),
+         cel=f"!has(self.stages) || (has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * "
+             f"size(self.stages) * (has(self.repeats) ? self.repeats : 1) <= {MAX_VARIANT_STAGES}"),
+    Rule(lambda s: s.search is None or variant_count(s.matrix) * s.search.most_stages() <= MAX_VARIANT_STAGES,
+         f"at most {MAX_VARIANT_STAGES} stages in all, so that the status stays small: variants x the most stages "
+         f"one search can run (2 x (log2(max / from) + 1 + log2(1 / resolution)), rounded up)"),
     Rule(None, "the bundled runner app keeps its sessions in Redis: spec.redis.deploy: false without a url is for "
                "an app of your own (spec.target.app)",
          cel=f"!has(self.redis) || !has(self.redis.deploy) || self.redis.deploy || has(self.redis.url) || "

@@ -43,6 +43,8 @@ CLEANUP_POLICIES = ("Delete", "Keep", "KeepOnFailure")
 DEPLOYMENT_MODES = ("Copy", "InPlace")
 DEFAULT_THREADS = 2
 ON_LOST = ("Fail", "Continue")
+SEARCH_LOADS = ("users", "injectors")
+STAGE_ENDS = ("Duration", "Decided")
 
 
 @dataclass(frozen=True)
@@ -337,7 +339,55 @@ class Thresholds:
     error_rate: float | None
 
     def latency_limits_ms(self) -> dict[str, float]:
-        return {p: getattr(self, p) * 1000 for p in PERCENTILES if getattr(self, p) is not None}
+        # rounded: 0.125625 s is 125.625 ms, not 125.62499999999999, so that a bound equal to its limit holds it
+        return {p: round(getattr(self, p) * 1000, 9) for p in PERCENTILES if getattr(self, p) is not None}
+
+    def describe(self) -> str:
+        """'p99 <= 300ms, errorRate <= 1%, minRps >= 100'."""
+        rps = getattr(self, "min_rps", None)
+        return ", ".join([*(f"{p} <= {ms:g}ms" for p, ms in self.latency_limits_ms().items()),
+                          *([f"errorRate <= {self.error_rate * 100:g}%"] if self.error_rate is not None else []),
+                          *([f"minRps >= {rps:g}"] if rps is not None else [])])
+
+
+@dataclass(frozen=True)
+class Slo(Thresholds):
+    """The service level objective: each figure's whole interval must hold it for a stage to pass."""
+    min_rps: float | None = None
+
+
+@dataclass(frozen=True)
+class Search:
+    """A capacity search: stages from `from_` up, doubling until one fails, then bisecting down to `resolution`
+    (the bracket's width over its low end)."""
+    load: str            # SEARCH_LOADS
+    from_: int
+    max: int
+    resolution: float    # a fraction
+    duration: float | None   # each stage's (stageEnd.max's, where given); an undecided one runs again, twice as long
+
+    def stage(self, load: int, duration: float | None = None) -> Stage:
+        duration = duration or self.duration
+        return Stage(load, duration) if self.load == "injectors" else Stage(None, duration, users=load)
+
+    def most_stages(self) -> int:
+        """The most stages one variant's search can run: doubling up to `max`, bisecting down to the
+        resolution, and each stage run twice (undecided once)."""
+        rising = math.ceil(math.log2(self.max / self.from_)) + 1
+        return 2 * (rising + max(0, math.ceil(math.log2(1 / self.resolution))))
+
+
+@dataclass(frozen=True)
+class StageEnd:
+    """When a stage ends: at its duration, or (Decided) once its verdict by spec.slo is decided, not before
+    `min`; `max`, where given, is every stage's longest, in place of its own duration."""
+    when: str = "Duration"
+    min: float = 30.0
+    max: float | None = None
+
+    @property
+    def decided(self) -> bool:
+        return self.when == "Decided"
 
 
 @dataclass(frozen=True)
@@ -356,6 +406,14 @@ class Spec:
     repeats: int = 1
     order: str = "Sequential"
     seed: int | None = None
+    slo: Slo | None = None
+    search: Search | None = None
+    stage_end: StageEnd = StageEnd()
+
+    @property
+    def objective(self) -> Thresholds | None:
+        """What a stage is judged by: spec.slo, or spec.thresholds (never both)."""
+        return self.slo or self.thresholds
 
 
 @dataclass(frozen=True)
@@ -451,7 +509,15 @@ class Experiment:
         written = source.setdefault("spec", {})
         if stage_duration is not None:
             spec = replace(spec, stages=[replace(s, duration=stage_duration) for s in spec.stages])
-            written["stages"] = [{**s, "duration": format_duration(stage_duration)} for s in written["stages"]]
+            written["stages"] = [{**s, "duration": format_duration(stage_duration)} for s in written.get("stages", [])]
+            if spec.search is not None:
+                spec = replace(spec, search=replace(spec.search, duration=stage_duration))
+                written["search"]["duration"] = format_duration(stage_duration)
+            if spec.stage_end.max is not None:   # the stages' longest: what the option sets
+                spec = replace(spec, stage_end=replace(spec.stage_end, max=stage_duration,
+                                                       min=min(spec.stage_end.min, stage_duration)))
+                written["stageEnd"].update(max=format_duration(stage_duration),
+                                           min=format_duration(spec.stage_end.min))
         if warmup_duration is not None and spec.warmup is not None:
             spec = replace(spec, warmup=replace(spec.warmup, duration=warmup_duration))
             written["warmup"]["duration"] = format_duration(warmup_duration)
@@ -467,7 +533,7 @@ class Experiment:
             spec = resolve_stages(replace(spec, stages=[
                 s if s.users is None else replace(s, users=max(1, round(s.users * users_scale)), injectors=None)
                 for s in spec.stages]))
-            for stage, scaled_stage in zip(written["stages"], spec.stages):
+            for stage, scaled_stage in zip(written.get("stages", []), spec.stages):
                 if "users" in stage:
                     stage["users"] = scaled_stage.users
         return replace(self, spec=spec, source=source)
@@ -478,15 +544,21 @@ def injectors_of(stage: Stage, injectors: Injectors) -> int:
         math.ceil(stage.users / injectors.max_users_per_injector)
 
 
+def resolve_stage(stage: Stage, injectors: Injectors) -> Stage:
+    """A stage given in users gets its injectors, and one given in requests alone its time limit."""
+    if stage.duration is None:
+        stage = replace(stage, duration=REQUESTS_TIME_LIMIT)
+    return stage if stage.injectors is not None else replace(stage, injectors=injectors_of(stage, injectors))
+
+
 def resolve_stages(spec: Spec) -> Spec:
-    """Every stage given in users gets its injectors, and every stage given in requests alone its time limit."""
-    def resolved(stage: Stage | None) -> Stage | None:
-        if stage is None:
-            return None
-        if stage.duration is None:
-            stage = replace(stage, duration=REQUESTS_TIME_LIMIT)
-        return stage if stage.injectors is not None else replace(stage, injectors=injectors_of(stage, spec.injectors))
-    return replace(spec, stages=[resolved(s) for s in spec.stages], warmup=resolved(spec.warmup))
+    """Also: stageEnd.max, where given, is every stage's length (a search's too)."""
+    longest = spec.stage_end.max if spec.stage_end.decided else None
+    stages = [resolve_stage(s, spec.injectors) for s in spec.stages or []]
+    if longest is not None:
+        stages = [replace(s, duration=longest) for s in stages]
+        spec = replace(spec, search=spec.search and replace(spec.search, duration=longest))
+    return replace(spec, stages=stages, warmup=spec.warmup and resolve_stage(spec.warmup, spec.injectors))
 
 
 def variant_count(m: Matrix | None) -> int:

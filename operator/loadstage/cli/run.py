@@ -42,12 +42,15 @@ def _document(experiment: Experiment, status: dict[str, Any],
     endpoint and error rows, time series) under `artifacts`, as ConfigMaps hold them in a cluster: one
     entry per variant and repeat ("repeat" from 2 on), its stages in order ({} for one not run yet)."""
     runs = sorted({(v, r) for v, r, _ in artifacts})
-    last = len(experiment.spec.stages)
+
+    def last(v: int, r: int) -> int:   # a search's stages are as many as it ran
+        return len(experiment.spec.stages) or max(n for run_v, run_r, n in artifacts if (run_v, run_r) == (v, r))
     return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND,
             "metadata": {"name": experiment.name}, "spec": experiment.source.get("spec", {}),
             "status": status,
             "artifacts": [{"variant": v + 1, **({"repeat": r} if r > 1 else {}),
-                           "stages": [artifacts.get((v, r, n), {}) for n in range(1, last + 1)]} for v, r in runs]}
+                           "stages": [artifacts.get((v, r, n), {}) for n in range(1, last(v, r) + 1)]}
+                          for v, r in runs]}
 
 
 def replace_file(path: Path, text: str) -> None:
@@ -94,8 +97,26 @@ class ProgressPrinter:
         self.stream.flush()
 
 
+def _print_search(experiment: Experiment, out) -> None:
+    spec, search = experiment.spec, experiment.spec.search
+    variants = experiment.variants()
+    typical, most = search.most_stages() // 2, search.most_stages()
+    warmup = spec.warmup.duration if spec.warmup else 0.0
+    length = format_duration(search.duration) + " a stage"
+    if spec.stage_end.decided:
+        length = f"{format_duration(spec.stage_end.min)} to {length}, ending once decided"
+    out.write(f"{experiment.name}: {len(variants)} variant(s), a capacity search each: {search.load} from "
+              f"{search.from_:,} up to {search.max:,}, to {search.resolution:.0%}, {length}; about {typical} "
+              f"stages a variant (at most {most}), {'at most' if spec.stage_end.decided else 'about'} "
+              f"{format_duration(int(len(variants) * (typical * search.duration + warmup)))} of load\n")
+    for v in variants:
+        out.write(f"  variant {v.index + 1}: {v.label()}\n")
+
+
 def _print_plan(experiment: Experiment, out) -> None:
     spec = experiment.spec
+    if spec.search is not None:
+        return _print_search(experiment, out)
     variants = experiment.variants()
     steps = plan(experiment, spec.seed)
     starts = sum(starts_block(steps, i) for i in range(len(steps)))

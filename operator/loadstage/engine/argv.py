@@ -8,7 +8,16 @@ from __future__ import annotations
 import json
 import math
 
-from loadstage.api.types import DEFAULT_RUNNER_APP, FASTCGI_SERVERS, Experiment, Proxy, Stage, Variant
+from loadstage.api.types import (
+    DEFAULT_RUNNER_APP,
+    FASTCGI_SERVERS,
+    PERCENTILES,
+    Experiment,
+    Proxy,
+    Slo,
+    Stage,
+    Variant,
+)
 
 RUNNER_PORT = 8000
 REDIS_PORT = 6379
@@ -196,14 +205,21 @@ def flat_out(experiment: Experiment, stage: Stage) -> bool:
     return bool(stage.requests) or not injectors.keep_alive or (not injectors.pacing and injectors.wait_time.max == 0)
 
 
+def slo_option(slo: Slo) -> str:
+    """spec.slo for the master's --slo: JSON of the objectives, latencies in seconds, the error rate a fraction."""
+    fields = {**{p: getattr(slo, p) for p in PERCENTILES}, "errorRate": slo.error_rate, "minRps": slo.min_rps}
+    return json.dumps({k: v for k, v in fields.items() if v is not None}, separators=(",", ":"))
+
+
 def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, summary_file: str,
                           artifact_file: str, target_metrics: list[str], progress_file: str | None = None,
                           bind_host: str = "*", bind_port: int = LOCUST_MASTER_PORT,
                           custom_locustfile: str | None = None, start_file: str | None = None,
                           workers_wait: int = EXPECT_WORKERS_MAX_WAIT_SECONDS,
                           metrics_labels: dict[str, str] | None = None, metrics_address: str = "127.0.0.1",
-                          metrics_port: int = MASTER_METRICS_PORT) -> list[str]:
+                          metrics_port: int = MASTER_METRICS_PORT, decide: bool = False) -> list[str]:
     """`summary_file` gets the stage's headline, `artifact_file` its histograms and rows (`-`: stdout);
+    `decide`: a stage (not a warm-up) that ends once its verdict is decided, with spec.stageEnd.when Decided;
     `metrics_labels`: serve the stage's live series on metrics_address:metrics_port, with these labels;
     `workers_wait`: how long the master waits for all its workers to connect;
     `target_metrics`: the target's metrics URLs (spec.target.metrics.path), for its own count of the stage's
@@ -232,6 +248,8 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
         argv += ["--keep-alive", "0"]
     if flat_out(experiment, stage):
         argv += ["--injector-bound-percent", f"{FLAT_OUT_INJECTOR_BOUND_PERCENT:g}"]
+    if decide and experiment.spec.stage_end.decided:
+        argv += ["--slo", slo_option(experiment.spec.slo), "--decide-min", f"{experiment.spec.stage_end.min:g}"]
     if progress_file:
         argv += ["--progress-file", progress_file]
     if start_file:

@@ -20,9 +20,18 @@ from loadstage.engine.backend import Backend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed, StageDisrupted
 from loadstage.engine.eta import estimate
-from loadstage.engine.steps import Step, plan, stage_step, starts_block, warmup_before
+from loadstage.engine.search import NextStage, load_of, progress
+from loadstage.engine.steps import (
+    Step,
+    plan,
+    search_order,
+    search_step,
+    stage_step,
+    starts_block,
+    warmup_before,
+)
 from loadstage.results.measurement import StageMeasurement
-from loadstage.results.model import Artifact, Retry, StageResult, VariantRecord
+from loadstage.results.model import Artifact, Retry, SearchResult, StageResult, VariantRecord
 from loadstage.results.stage_results import (
     ladder_headline,
     merged_repeats,
@@ -100,18 +109,21 @@ class StageEngine:
         spec = self.experiment.spec
         if spec.order == "Random" and "seed" not in status:
             status["seed"] = spec.seed if spec.seed is not None else random.randrange(MAX_SEED + 1)
-        steps = plan(self.experiment, status.get("seed"))
+        steps = [] if spec.search else plan(self.experiment, status.get("seed"))
         self.clock = RunClock(steps, status["startedAt"], asyncio.get_running_loop().time)
-        records = [VariantRecord.from_status(v) for v in status["variants"]]
+        records = self.records = [VariantRecord.from_status(v) for v in status["variants"]]
         # A run picked up after a restart keeps its phase and progress while the target is re-checked:
         # the stage in flight goes on, and the status must not go backwards.
         resuming = status.get("phase") == "Running"
         try:
-            await self._run_steps(steps, status, records, resuming)
+            if spec.search:
+                await self._run_searches(status, records, resuming)
+            else:
+                await self._run_steps(steps, status, records, resuming)
         except (ExperimentFailed, Cancelled):
             await self._headlines_so_far(records, status)
             raise
-        self.clock.at(len(steps))
+        self.clock.at(len(self.clock.steps))
         await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now(),
                         progress={**status.get("progress", {}), **self.clock.progress()})
         return status
@@ -120,51 +132,103 @@ class StageEngine:
                          resuming: bool) -> None:
         prepared = None
         for index, step in enumerate(steps):
-            variant, record = step.variant, records[step.variant.index]
+            record = records[step.variant.index]
             if record.done(step.repeat, step.number):
                 continue
             self.clock.at(index)
-            progress = self._progress(step)
-            if prepared != variant:
-                if prepared is not None:
-                    await self.backend.finish_variant(prepared)
-                which = f"variant {variant.index + 1}/{step.variants} ({variant.label()})"
-                if resuming:
-                    await self._set(status, message=f"resuming {which}: checking the target")
-                else:
-                    await self._set(status, phase="Deploying", progress=progress,
-                                    message=f"deploying the target for {which}")
-                await self.backend.prepare_variant(variant)
-                prepared = variant
-                warmup = warmup_before(self.experiment, step) if starts_block(steps, index) else None
-                if warmup is not None and not self._warmed_up(status, record, warmup):
-                    await self._set(status, phase="Running", message=f"running {warmup.label()}",
-                                    progress=_with_attempts(status, self._progress(warmup)))
-                    await self._run_step(warmup, status)
-                    status["warmedUp"] = warmup.run_id
-                    await self.on_update(status)
+            prepared = await self._prepare(prepared, step, status, record, resuming, starts_block(steps, index))
             resuming = False
-            await self._set(status, phase="Running", progress=_with_attempts(status, progress),
-                            message=f"running {step.label()}")
-            measurement, retries = await self._run_step(step, status)
-            result = await self._record(step, record, measurement, retries)
-            if not any(later.variant == variant for later in steps[index + 1:]):
-                await self._headline(record, variant)
-            status["variants"][variant.index] = record.to_status()
-            status["p99ByStage"] = [row.to_status() for row in p99_pivot(records)]
-            p99 = result.latency.p99
-            status["latest"] = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
-                                "redisPeakConnections": measurement.redis_peak_connections}
-            await self.on_update(status)
+            last = not any(later.variant == step.variant for later in steps[index + 1:])
+            await self._run_and_record(step, status, records, lambda: last)
         if prepared is not None:
             await self.backend.finish_variant(prepared)
+
+    async def _run_searches(self, status: dict[str, Any], records: list[VariantRecord], resuming: bool) -> None:
+        """Each variant's capacity search in turn: its next stage is decided from the stages it ran (engine.search),
+        so a search resumed after a restart repeats none of them."""
+        prepared = None
+        order = search_order(self.experiment, status.get("seed"))
+        for variant in order:
+            record, first = records[variant.index], True
+            while True:
+                record.search, following = self._searched(record)
+                if following is None:
+                    break
+                step = search_step(self.experiment, variant, len(record.stages) + 1, following.load, following.duration)
+                self._clock_search(order, records, step)
+                prepared = await self._prepare(prepared, step, status, record, resuming, first)
+                first = resuming = False
+                await self._run_and_record(step, status, records, lambda: self._searched(record)[1] is None)
+        if prepared is not None:
+            await self.backend.finish_variant(prepared)
+
+    def _searched(self, record: VariantRecord) -> tuple[SearchResult, NextStage | None]:
+        warmup = self.experiment.spec.warmup
+        warmed = warmup.duration if warmup is not None and record.stages else 0.0
+        return progress(self.experiment.spec.search, record.stages, warmed)
+
+    def _clock_search(self, order: list[Variant], records: list[VariantRecord], step: Step) -> None:
+        """The time left of a search, as steps: each stage run so far, then the current variant's stages to its
+        typical count (doubling, then bisecting, none undecided), and as many for every variant after it."""
+        search = self.experiment.spec.search
+        typical = search.most_stages() // 2
+        done = [search_step(self.experiment, v, s.stage, load_of(search, s), s.duration_seconds)
+                for v in order for s in records[v.index].stages]
+        position = order.index(step.variant)
+        ahead = [step] * max(1, typical - len(records[step.variant.index].stages)) + \
+            [replace(step, variant=v) for v in order[position + 1:] for _ in range(typical)]
+        self.clock.steps = done + ahead
+        self.clock.at(len(done))
+
+    async def _prepare(self, prepared: Variant | None, step: Step, status: dict[str, Any], record: VariantRecord,
+                       resuming: bool, fresh: bool) -> Variant:
+        """Deploys the step's variant unless it is the one prepared, then its warm-up where its target is `fresh`."""
+        variant = step.variant
+        if prepared == variant:
+            return variant
+        if prepared is not None:
+            await self.backend.finish_variant(prepared)
+        which = f"variant {variant.index + 1}/{step.variants} ({variant.label()})"
+        if resuming:
+            await self._set(status, message=f"resuming {which}: checking the target")
+        else:
+            await self._set(status, phase="Deploying", progress=self._progress(step),
+                            message=f"deploying the target for {which}")
+        await self.backend.prepare_variant(variant)
+        warmup = warmup_before(self.experiment, step) if fresh else None
+        if warmup is not None and not self._warmed_up(status, record, warmup):
+            await self._set(status, phase="Running", message=f"running {warmup.label()}",
+                            progress=_with_attempts(status, self._progress(warmup)))
+            await self._run_step(warmup, status)
+            status["warmedUp"] = warmup.run_id
+            await self.on_update(status)
+        return variant
+
+    async def _run_and_record(self, step: Step, status: dict[str, Any], records: list[VariantRecord],
+                              last: Callable[[], bool]) -> None:
+        """Runs the step and writes its figures; after the variant's `last` step, also its headline row."""
+        variant, record = step.variant, records[step.variant.index]
+        await self._set(status, phase="Running", progress=_with_attempts(status, self._progress(step)),
+                        message=f"running {step.label()}")
+        measurement, retries = await self._run_step(step, status)
+        result = await self._record(step, record, measurement, retries)
+        if last():
+            await self._headline(record, variant)
+        status["variants"][variant.index] = record.to_status()
+        if not step.searching:   # a search's stage numbers are of its own order, at loads of its own
+            status["p99ByStage"] = [row.to_status() for row in p99_pivot(records)]
+        p99 = result.latency.p99
+        status["latest"] = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
+                            "redisPeakConnections": measurement.redis_peak_connections,
+                            **({"bracket": record.search.bracket()} if record.search else {})}
+        await self.on_update(status)
 
     def _progress(self, step: Step) -> dict[str, Any]:
         """A warm-up's stage is the one finished before it, as the count of finished stages."""
         number = step.precedes - 1 if step.warmup else step.number
         return {"variant": f"{step.variant.index + 1}/{step.variants}",
                 **({"repeat": f"{step.repeat}/{step.repeats}"} if step.repeats > 1 else {}),
-                "stage": f"{number}/{step.stages}", **({"warmup": True} if step.warmup else {}),
+                "stage": str(number) if step.searching else f"{number}/{step.stages}", **({"warmup": True} if step.warmup else {}),
                 "injectors": step.stage.injectors, **self.clock.progress()}
 
     @staticmethod
@@ -173,9 +237,16 @@ class StageEngine:
         return status.get("warmedUp") == warmup.run_id or (record.warmed_up and warmup.repeat == 1
                                                             and warmup.precedes == 1)
 
+    def _finished_step(self, variant: Variant, repeat: int, number: int) -> Step:
+        search = self.experiment.spec.search
+        if search is None:
+            return stage_step(self.experiment, variant, repeat, number)
+        stage = next(s for s in self.records[variant.index].stages if s.stage == number)
+        return search_step(self.experiment, variant, number, load_of(search, stage), stage.duration_seconds)
+
     async def _artifacts(self, variant: Variant, number: int, repeats: list[int]) -> list[Artifact]:
         """The artifacts of the variant's stage `number` in each of `repeats`: kept since they ran, or read back."""
-        missing = [stage_step(self.experiment, variant, r, number) for r in repeats
+        missing = [self._finished_step(variant, r, number) for r in repeats
                    if (variant.index, r, number) not in self.artifacts]
         for done, artifact in zip(missing, await self.backend.saved_artifacts(missing) if missing else []):
             self.artifacts[done.key] = artifact
@@ -209,7 +280,10 @@ class StageEngine:
                 [h for r in runs for h in record.repeats[r - 1].stages if h.stage == number])
             record.stages = [merged if s.stage == number else s for s in record.stages]
         record.aggregate = None   # until the variant's last step (_headline): its cost grows with every stage
-        if self.experiment.spec.thresholds is not None:
+        spec = self.experiment.spec
+        if spec.search is not None:
+            record.search = self._searched(record)[0]
+        elif spec.objective is not None:
             record.judged, record.capacity = True, capacity(record.stages)
         return result
 

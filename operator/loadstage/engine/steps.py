@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-from loadstage.api.types import Experiment, Stage, Variant
+from loadstage.api.types import Experiment, Stage, Variant, resolve_stage
 from loadstage.results.live_series import stage_labels
 
 
@@ -23,6 +23,7 @@ class Step:
     repeats: int = 1
     precedes: int = 1       # a warm-up's: the number of the stage it runs before
     following: Step | None = field(default=None, compare=False, repr=False)   # the next step on the same target
+    searching: bool = False  # a capacity search's stage: `stages` is 0 (not known), and more may follow on its target
 
     @property
     def warmup(self) -> bool:
@@ -47,8 +48,13 @@ class Step:
     def again(self) -> Step:
         return replace(self, attempt=self.attempt + 1)
 
+    @property
+    def last_on_target(self) -> bool:
+        """Whether the target can stop once this step's load ends."""
+        return self.following is None and not self.searching
+
     def label(self) -> str:
-        which = "warm-up" if self.warmup else f"stage {self.number}/{self.stages}"
+        which = "warm-up" if self.warmup else f"stage {self.number}" + ("" if self.searching else f"/{self.stages}")
         which += f", repeat {self.repeat}/{self.repeats}" if self.repeats > 1 else ""
         which += f", attempt {self.attempt}" if self.attempt > 1 else ""
         return f"variant {self.variant.index + 1}/{self.variants} ({self.variant.label()}), {which}"
@@ -65,6 +71,21 @@ def stage_step(experiment: Experiment, variant: Variant, repeat: int, number: in
     stages = experiment.spec.stages
     return Step(variant, len(experiment.variants()), stages[number - 1], number, len(stages),
                 repeat=repeat, repeats=experiment.spec.repeats)
+
+
+def search_step(experiment: Experiment, variant: Variant, number: int, load: int, duration: float) -> Step:
+    """Stage `number` of the variant's capacity search, at `load` (users or injectors) for `duration`."""
+    spec = experiment.spec
+    stage = resolve_stage(spec.search.stage(load, duration), spec.injectors)
+    return Step(variant, len(experiment.variants()), stage, number, 0, searching=True)
+
+
+def search_order(experiment: Experiment, seed: int | None = None) -> list[Variant]:
+    """The variants in the order their searches run: as listed, or shuffled by the seed (order Random)."""
+    variants = experiment.variants()
+    if experiment.spec.order == "Random":
+        random.Random(seed).shuffle(variants)
+    return variants
 
 
 def warmup_before(experiment: Experiment, step: Step) -> Step | None:

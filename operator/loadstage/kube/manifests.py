@@ -377,7 +377,7 @@ def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ip
         summary_file=TERMINATION_LOG, artifact_file="-",
         target_metrics=runner_metrics_urls(experiment, runner_ips, server_port),
         custom_locustfile=custom, workers_wait=workers_wait(experiment),
-        metrics_labels=series_labels(experiment, step), metrics_address="0.0.0.0")
+        metrics_labels=series_labels(experiment, step), metrics_address="0.0.0.0", decide=not step.warmup)
     container = _container(
         "locust-master", experiment.spec.injectors.image or defaults.injector, args, mounts=mounts,
         ports=[{"name": "master", "containerPort": argv.LOCUST_MASTER_PORT, "protocol": "TCP"},

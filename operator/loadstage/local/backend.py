@@ -144,7 +144,7 @@ class LocalBackend:
                 progress_file=str(sdir / "progress.json"),
                 target_metrics=[f"{url}{self.experiment.spec.target.metrics.path}" for url in target.admin_urls],
                 bind_host=LOOPBACK, bind_port=master_port, custom_locustfile=custom_path,
-                start_file=str(start_file)),
+                start_file=str(start_file), decide=not step.warmup),
             log_path=sdir / "master.log", cwd=self.root, warm=True,
             cgroup=pod_cgroup(self.cgroups, f"{step.run_id}-master", injectors.master_resources))
         workers = [self.supervisor.start(
@@ -202,7 +202,7 @@ class LocalBackend:
         if not summary_file.is_file():
             raise LocalRunError(f"the Locust master wrote no summary (exit code "
                                 f"{master.process.returncode}); end of {master.log_path}:\n{master.tail()}")
-        if step.following is None:   # the target's last stage: it shuts down while the engine records the results
+        if step.last_on_target:   # the target's last stage: it shuts down while the engine records the results
             self.supervisor.terminate(target.every_process)
             self._stop_retired(at_once=True)
         summary = json.loads(summary_file.read_text())

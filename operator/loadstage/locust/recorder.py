@@ -203,22 +203,42 @@ class StageRecorder:
         {seconds: the block length, correlationSeconds, histograms, failures, durations}; None for a stage
         too short for them. `elapsed`: how long the load really ran; the first and last seconds are partial,
         so the durations are scaled to add up to it."""
-        chosen = intervals.block_seconds([c[1] for c in self._closed], [c[2] for c in self._closed])
-        if chosen is None:
-            return None
-        length, lag = chosen
-        result: dict = {"seconds": length, "correlationSeconds": lag, "histograms": [], "failures": [],
-                        "durations": []}
-        for start in range(0, len(self._closed), length):
-            seconds = self._closed[start:start + length]
-            merged = histograms.merge_encoded(c[0] for c in seconds if c[0])
-            result["histograms"].append(histograms.encode(merged))
-            result["failures"].append(sum(c[3] for c in seconds))
-            result["durations"].append(len(seconds) * WINDOW_SECONDS)
-        if elapsed:
-            scale = elapsed / sum(result["durations"])
-            result["durations"] = [round(d * scale, 3) for d in result["durations"]]
-        return result
+        return _blocks(self._closed, elapsed)
+
+    def blocks_before(self, before: float, elapsed: float | None = None) -> dict | None:
+        """A look at a running stage: the blocks of every second that ended before `before` (epoch seconds),
+        the settling ones too, none of them closed."""
+        seconds = list(self._closed)
+        last = int(round(self.series[-1]["start"] / WINDOW_SECONDS)) if self.series else None
+        for window in sorted(self._windows):
+            if (window + 1) * WINDOW_SECONDS > before:
+                break
+            for empty in range(last + 1, window) if last is not None else ():
+                seconds.append([None, 0.0, 0, self._window_failures.get(empty, 0)])
+            histogram = self._windows[window]
+            seconds.append([histograms.encode(histogram), histograms.mean_ns(histogram), histogram.get_total_count(),
+                            self._window_failures.get(window, 0)])
+            last = window
+        return _blocks(seconds, elapsed)
+
+
+def _blocks(closed: list[list], elapsed: float | None) -> dict | None:
+    chosen = intervals.block_seconds([c[1] for c in closed], [c[2] for c in closed])
+    if chosen is None:
+        return None
+    length, lag = chosen
+    result: dict = {"seconds": length, "correlationSeconds": lag, "histograms": [], "failures": [],
+                    "durations": []}
+    for start in range(0, len(closed), length):
+        seconds = closed[start:start + length]
+        merged = histograms.merge_encoded(c[0] for c in seconds if c[0])
+        result["histograms"].append(histograms.encode(merged))
+        result["failures"].append(sum(c[3] for c in seconds))
+        result["durations"].append(len(seconds) * WINDOW_SECONDS)
+    if elapsed:
+        scale = elapsed / sum(result["durations"])
+        result["durations"] = [round(d * scale, 3) for d in result["durations"]]
+    return result
 
 
 def _row(window: int, histogram: HdrHistogram) -> dict:

@@ -58,7 +58,7 @@ def _per_variant(axes, chart_id: str, run: RunResults, figure_of: Callable[[Stag
     the stages' 95% intervals of `interval` as error bars where they have them."""
     axes.set_xticks(sorted({s.load(by_users) for v in run.variants for s in v.stages}))
     for i, variant in enumerate(run.variants):
-        stages = variant.stages
+        stages = sorted(variant.stages, key=lambda s: s.load(by_users))   # a search's run in no order of load
         if stages:
             xs = [s.load(by_users) for s in stages]
             axes.plot(xs, [_number(figure_of(s)) for s in stages], marker="o",

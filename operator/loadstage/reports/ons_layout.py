@@ -57,7 +57,8 @@ def methods(run: RunResults) -> list[str]:
 
 def by_users(experiment: Experiment) -> bool:
     """The ladder climbs by users (stages given in users) rather than by injectors."""
-    return any(s.users is not None for s in experiment.spec.stages)
+    spec = experiment.spec
+    return spec.search.load == "users" if spec.search else any(s.users is not None for s in spec.stages)
 
 
 def breakdown_rows(run: RunResults, variant: VariantRecord, users: bool = False) -> Table:
@@ -96,7 +97,7 @@ def profile(experiment: Experiment, run: RunResults) -> list[Option]:
     """The benchmark profile, as values (what `compare` compares) with their text (what a page shows)."""
     spec = experiment.spec
     target, injectors = spec.target, spec.injectors
-    durations = tuple(dict.fromkeys(s.duration for s in spec.stages))
+    durations = (spec.search.duration,) if spec.search else tuple(dict.fromkeys(s.duration for s in spec.stages))
     options = [Option("Target app", (target.app, target.image),
                       target.app + (f" ({target.image})" if target.image else "")),
                *(Option(name, _values(run, key), _shown(_values(run, key))) for key, name in PROFILE_SETTINGS.items()
@@ -117,12 +118,19 @@ def profile(experiment: Experiment, run: RunResults) -> list[Option]:
     if by_users(experiment):
         options.append(Option("Most users per injector (stages given in users)", injectors.max_users_per_injector,
                               f"{injectors.max_users_per_injector:,}"))
-    ladder = tuple(s.injectors for s in spec.stages)
-    users = tuple(injectors.users_for(s) for s in spec.stages)
+    if spec.search:
+        search = spec.search
+        searched = (search.load, search.from_, search.max, search.resolution)
+        options.append(Option("Capacity search", searched, f"{search.load} from {search.from_:,} up to "
+                                                           f"{search.max:,}, to {search.resolution:.0%}"))
+        options.append(Option("Objective (slo)", spec.slo, spec.slo.describe()))
+    else:
+        ladder = tuple(s.injectors for s in spec.stages)
+        users = tuple(injectors.users_for(s) for s in spec.stages)
+        options += [Option("Load injector ladder", ladder, ", ".join(map(str, ladder))),
+                    Option("Users per stage", users, ", ".join(f"{u:,}" for u in users))]
     warmup = (spec.warmup.injectors, spec.warmup.duration) if spec.warmup else None
-    options += [Option("Load injector ladder", ladder, ", ".join(map(str, ladder))),
-                Option("Users per stage", users, ", ".join(f"{u:,}" for u in users)),
-                Option("Warm-up", warmup, f"{spec.warmup.injectors} injector(s) for "
+    options += [Option("Warm-up", warmup, f"{spec.warmup.injectors} injector(s) for "
                                           f"{format_duration(spec.warmup.duration)}, not counted" if warmup else "none"),
                 Option("Redis", _redis(spec.redis), _redis(spec.redis))]
     if target.env:

@@ -148,7 +148,8 @@ def _target_health(stage: StageResult) -> list[str]:
 
 def _verdict(stage: StageResult) -> str:
     v = stage.verdict
-    text = "-" if v is None else ("pass" if v.passed else "FAIL: " + "; ".join(v.violations))
+    text = "-" if v is None else "pass" if v.passed else \
+        "FAIL: " + "; ".join(v.violations) if v.violations else "undecided: " + "; ".join(v.undecided)
     return text + (" (injector-bound)" if stage.injector_bound else "") + (" (master behind)" if stage.master_bound else "")
 
 
@@ -160,19 +161,28 @@ def _per_stage(run: RunResults, columns: list[str], cells: Callable[[VariantReco
     return (["Variant"] if labelled else []) + columns, rows
 
 
+def _ended(stage: StageResult) -> str:
+    """How a stage that could end once decided ended, and when: 'Decided 12s'."""
+    return f"{stage.ended_by} {stage.duration_seconds:.0f}s" if stage.ended_by in LOOKED_AT else "-"
+
+
+LOOKED_AT = ("Decided", "Breached", "MaxDuration")   # the ends of a stage under stageEnd: Decided
+
+
 def stage_rows(run: RunResults) -> Table:
     has_verdicts = any(s.verdict is not None or s.injector_bound or s.master_bound
                        for v in run.variants for s in v.stages)
     health = unsteady(run)
+    ends = any(s.ended_by in LOOKED_AT for v in run.variants for s in v.stages)
 
     def cells(variant: VariantRecord, s: StageResult) -> list[str]:
         return [flagged(str(s.injectors), [s]), count(s.users), *percentiles(s.latency, stage_marks(run, variant, s)),
                 method_cell(s.by_method, "GET", "mean"), method_cell(s.by_method, "GET", "p99"),
                 method_cell(s.by_method, "POST", "mean"), method_cell(s.by_method, "POST", "p99"),
                 count(s.requests), count(s.redis_peak_connections), *(_target_health(s) if health else []),
-                *([_verdict(s)] if has_verdicts else [])]
-    return _per_stage(run, STAGE_COLUMNS + (["Target"] if health else []) + (["Verdict"] if has_verdicts else []),
-                      cells)
+                *([_ended(s)] if ends else []), *([_verdict(s)] if has_verdicts else [])]
+    return _per_stage(run, STAGE_COLUMNS + (["Target"] if health else []) + (["Ended"] if ends else [])
+                      + (["Verdict"] if has_verdicts else []), cells)
 
 
 def resource_rows(run: RunResults) -> Table:

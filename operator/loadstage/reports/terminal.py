@@ -57,12 +57,22 @@ def render_report(run: RunResults) -> str:
     return "\n".join(parts)
 
 
+SEARCH_ENDS = {"Found": "found to its resolution", "CeilingPassed": "passed even at search.max",
+               "FloorFailed": "failed already at search.from", "Searching": "still searching",
+               "InjectorBound": "stopped: the injectors, not the target, ran out of CPU"}
+
+
 def render_capacity(run: RunResults) -> list[str]:
     lines = []
     for variant in run.variants:
+        settings = ", ".join(f"{k}={v}" for k, v in variant.settings.items() if v is not None)
+        if (search := variant.search) is not None:
+            width = f", width {search.resolution:.1%}" if search.resolution is not None else ""
+            lines.append(f"Capacity ({settings}): {search.bracket()}; {SEARCH_ENDS[search.reason]}{width}, "
+                         f"{search.stages} stages, {format_duration(int(search.load_seconds))} of load")
+            continue
         if not variant.judged:
             continue
-        settings = ", ".join(f"{k}={v}" for k, v in variant.settings.items() if v is not None)
         cap = variant.capacity
         if cap is None:
             passed = [s for s in variant.stages if s.verdict and s.verdict.passed]

@@ -130,12 +130,13 @@ def blocks_from_artifact(section: dict[str, Any] | None) -> list[Block]:
 
 
 def of_artifacts(sections: Sequence[dict[str, Any] | None], *, seed: str,
-                 confidence: float = CONFIDENCE) -> dict[str, Any] | None:
+                 confidence: float = CONFIDENCE, resamples: int = RESAMPLES) -> dict[str, Any] | None:
     """Intervals from the blocks of one stage's artifact, or of several stages (a variant's row); None when a
     stage has no blocks (too short, or its artifact had to leave them out)."""
     if not sections or not all(sections):
         return None
-    found = bootstrap([blocks_from_artifact(s) for s in sections], seed=seed, confidence=confidence)
+    found = bootstrap([blocks_from_artifact(s) for s in sections], seed=seed, confidence=confidence,
+                      resamples=resamples)
     if found is None:
         return None
     if len(sections) == 1:

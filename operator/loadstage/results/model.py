@@ -151,16 +151,52 @@ class TargetFigures:
 
 
 @dataclass(frozen=True)
+class Objective:
+    """One objective of spec.slo held against a stage: its figure, that figure's interval, and whether the
+    whole interval holds it (True), breaks it (False) or straddles it (None: undecided)."""
+    name: str                     # p99, errorRate, minRps
+    limit: float                  # ms, a fraction, or req/s
+    value: float | None
+    interval: tuple[float, float] | None
+    holds: bool | None
+
+    @reads_status
+    def from_status(cls, d: dict[str, Any]) -> "Objective":
+        interval = d.get("interval")
+        return cls(d["name"], d["limit"], d.get("value"), tuple(interval) if interval else None, d.get("holds"))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"name": self.name, "limit": self.limit, "value": self.value,
+                "interval": list(self.interval) if self.interval else None, "holds": self.holds}
+
+
+OUTCOMES = ("Pass", "Fail", "Undecided")
+
+
+@dataclass(frozen=True)
 class Verdict:
+    """A stage held against spec.thresholds (pass or fail by its figures) or spec.slo (by their intervals, so
+    that a stage may also be undecided: `undecided` names the objectives its intervals straddle)."""
     passed: bool
     violations: tuple[str, ...] = ()
+    undecided: tuple[str, ...] = ()
+    objectives: tuple[Objective, ...] = ()
+
+    @property
+    def outcome(self) -> str:
+        return "Pass" if self.passed else "Fail" if self.violations or not self.undecided else "Undecided"
 
     @reads_status
     def from_status(cls, d: dict[str, Any]) -> "Verdict":
-        return cls(d["passed"], tuple(d.get("violations", ())))
+        return cls(d["passed"], tuple(d.get("violations", ())), tuple(d.get("undecided", ())),
+                   tuple(Objective.from_status(o) for o in d.get("objectives", ())))
 
     def to_status(self) -> dict[str, Any]:
-        return {"passed": self.passed, "violations": list(self.violations)}
+        result: dict[str, Any] = {"passed": self.passed, "violations": list(self.violations)}
+        if self.objectives:
+            result.update(outcome=self.outcome, undecided=list(self.undecided),
+                          objectives=[o.to_status() for o in self.objectives])
+        return result
 
 
 @dataclass(frozen=True)
@@ -254,6 +290,8 @@ class StageResult:
     master_lag_seconds: float | None = None   # the latest the Locust master merged a worker's report
     master_bound: bool = False                # ... later than a report interval: the master fell behind
     exceptions: TaskExceptions | None = None  # what its tasks raised; each counts as a failed request
+    ended_by: str | None = None   # Decided, Breached, MaxDuration (stageEnd: Decided), Duration or Requests
+    looks: int | None = None      # with stageEnd Decided: how often its intervals were looked at before its end
 
     @property
     def attempts(self) -> int:
@@ -291,7 +329,8 @@ class StageResult:
             request_goal=d.get("requestGoal"),
             host_cpu_per_core=tuple(d["hostCpuPerCore"]) if d.get("hostCpuPerCore") else None,
             master_lag_seconds=d.get("masterLagSeconds"), master_bound=bool(d.get("masterBound")),
-            exceptions=TaskExceptions.from_status(d["exceptions"]) if d.get("exceptions") else None)
+            exceptions=TaskExceptions.from_status(d["exceptions"]) if d.get("exceptions") else None,
+            ended_by=d.get("endedBy"), looks=d.get("looks"))
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -306,6 +345,10 @@ class StageResult:
             "injectorPeakCpuPercent": self.injector_peak_cpu_percent,
             "injectorBound": self.injector_bound,
         }
+        if self.ended_by is not None:
+            result["endedBy"] = self.ended_by
+        if self.looks is not None:
+            result["looks"] = self.looks
         if self.master_lag_seconds is not None:
             result["masterLagSeconds"] = self.master_lag_seconds
         if self.master_bound:
@@ -457,6 +500,48 @@ class Capacity:
                 "firstFailedStage": self.first_failed_stage}
 
 
+SEARCH_REASONS = ("Searching", "Found", "CeilingPassed", "FloorFailed", "InjectorBound")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A variant's capacity search so far: the bracket [passed, failed] in the unit of `load`, with the req/s
+    measured at each end; `reason` says why it ended, or Searching."""
+    load: str
+    passed: int | None
+    failed: int | None
+    passed_rps: float | None
+    failed_rps: float | None
+    resolution: float | None    # (failed - passed) / passed, once both are known
+    stages: int
+    load_seconds: float         # the load time it spent, warm-up included
+    reason: str
+
+    @property
+    def done(self) -> bool:
+        return self.reason != "Searching"
+
+    def bracket(self) -> str:
+        """'40-48 users (612-690 req/s)', '>= 2000 users', '< 10 users'."""
+        def rps(value: float | None) -> str:
+            return "?" if value is None else f"{value:,.0f}"
+        if self.passed is None:
+            return "none passed" if self.failed is None else f"< {self.failed:,} {self.load}"
+        if self.failed is None:
+            return f">= {self.passed:,} {self.load} ({rps(self.passed_rps)} req/s)"
+        return f"{self.passed:,}-{self.failed:,} {self.load} ({rps(self.passed_rps)}-{rps(self.failed_rps)} req/s)"
+
+    @reads_status
+    def from_status(cls, d: dict[str, Any]) -> "SearchResult":
+        return cls(d["load"], d.get("pass"), d.get("fail"), d.get("passRps"), d.get("failRps"), d.get("resolution"),
+                   d["stages"], d["loadSeconds"], d["reason"])
+
+    def to_status(self) -> dict[str, Any]:
+        return {"load": self.load, "pass": self.passed, "fail": self.failed, "passRps": self.passed_rps,
+                "failRps": self.failed_rps, "resolution": self.resolution, "stages": self.stages,
+                "loadSeconds": self.load_seconds, "reason": self.reason}
+
+
 @dataclass
 class VariantRecord:
     """One variant in the status: its settings, its finished stages, and what they add up to. `judged`:
@@ -469,6 +554,7 @@ class VariantRecord:
     judged: bool = False
     capacity: Capacity | None = None
     repeats: list[RepeatRecord] = field(default_factory=list)   # with spec.repeats > 1: each repeat's own
+    search: SearchResult | None = None    # with spec.search
 
     @reads_status
     def from_status(cls, d: dict[str, Any]) -> "VariantRecord":
@@ -476,7 +562,8 @@ class VariantRecord:
                    bool(d.get("warmedUp")),
                    VariantAggregate.from_status(d["aggregate"]) if d.get("aggregate") else None,
                    "capacity" in d, Capacity.from_status(d["capacity"]) if d.get("capacity") else None,
-                   [RepeatRecord.from_status(r) for r in d.get("repeats", [])])
+                   [RepeatRecord.from_status(r) for r in d.get("repeats", [])],
+                   SearchResult.from_status(d["search"]) if d.get("search") else None)
 
     def repeat(self, number: int) -> RepeatRecord:
         while len(self.repeats) < number:
@@ -503,6 +590,8 @@ class VariantRecord:
             result["capacity"] = None if self.capacity is None else self.capacity.to_status()
         if self.repeats:
             result["repeats"] = [r.to_status() for r in self.repeats]
+        if self.search is not None:
+            result["search"] = self.search.to_status()
         return result
 
 

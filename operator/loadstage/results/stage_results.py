@@ -20,18 +20,21 @@ from loadstage.results.model import (
     TaskExceptions,
     VariantAggregate,
     VariantRecord,
+    Verdict,
 )
 from loadstage.results.repeats import between_repeats, trimmed_mean
-from loadstage.results.thresholds import verdict
+from loadstage.results.sequential import LOOK_RESAMPLES, Looks
+from loadstage.results.thresholds import judged, slo_verdict
 
 
 def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeasurement) -> StageResult:
     s = m.summary
     requests = s["requests"]
     raised = TaskExceptions.from_status(s["exceptions"]) if s.get("exceptions") else None
+    ended_by = s.get("endedBy") or ("Requests" if stage.requests and requests >= stage.requests else "Duration")
     result = StageResult(
         stage=number, injectors=stage.injectors, users=experiment.spec.injectors.users_for(stage),
-        duration_seconds=s["elapsedSeconds"] if stage.requests else stage.duration,
+        duration_seconds=s["elapsedSeconds"] if stage.requests or ended_by in EARLY else stage.duration,
         started_at=m.started_at, finished_at=m.finished_at,
         requests=requests, failures=s["failures"],
         error_rate=_error_rate(s["failures"], requests, _count(raised)),
@@ -51,10 +54,27 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         intervals=_without_error_rate(intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}"),
                                       _count(raised)),
         request_goal=stage.requests, host_cpu_per_core=m.host_cpu_per_core or None,
-        master_lag_seconds=s.get("masterLagSeconds"), master_bound=bool(s.get("masterBound")), exceptions=raised)
-    if experiment.spec.thresholds is not None:
-        result = replace(result, verdict=verdict(result, experiment.spec.thresholds))
-    return result
+        master_lag_seconds=s.get("masterLagSeconds"), master_bound=bool(s.get("masterBound")), exceptions=raised,
+        ended_by=ended_by, looks=s.get("looks"))
+    return replace(result, verdict=_judged(experiment, stage, result, m.artifact.get("blocks")))
+
+
+EARLY = ("Decided", "Breached")   # a stage that ended before its duration
+
+
+def _judged(experiment: Experiment, stage: Stage, result: StageResult, blocks: dict | None) -> Verdict | None:
+    """The stage's verdict; a stage that could end once decided is judged at its looks' confidence (its last
+    look is its end), and one that ended on a breach has failed."""
+    spec = experiment.spec
+    if not (spec.stage_end.decided and spec.slo and result.ended_by in (*EARLY, "MaxDuration")):
+        return judged(result, spec)
+    looks = Looks.schedule(stage.duration)
+    found = intervals.of_artifacts([blocks], seed=f"stage {result.stage}", confidence=looks.confidence,
+                                   resamples=LOOK_RESAMPLES)
+    verdict = slo_verdict(result, spec.slo, _without_error_rate(found, _count(result.exceptions)) or {})
+    if result.ended_by == "Breached" and not verdict.violations:   # its last seconds cannot undo the breach
+        verdict = replace(verdict, passed=False, violations=("broke the objective by far at a look",))
+    return verdict
 
 
 def _count(raised: TaskExceptions | None) -> int:
@@ -192,9 +212,7 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
         intervals=_without_error_rate(_intervals(repeats, artifacts, f"stage {new.stage}"), _count(raised)),
         repeats=count,
         trimmed_mean=trimmed_mean(repeats))
-    if experiment.spec.thresholds is not None:
-        merged = replace(merged, verdict=verdict(merged, experiment.spec.thresholds))
-    return merged
+    return replace(merged, verdict=judged(merged, experiment.spec))
 
 
 def ladder_headline(experiment: Experiment, stages: list[Headline], artifacts: list[Artifact]) -> Headline:

@@ -1,0 +1,97 @@
+"""The capacity search (spec.search): which load a variant's next stage runs at, decided from the stages it has
+run so far, and nothing else, so that an operator restarted mid-search goes on where it was.
+
+From `from`, the load doubles (up to `max`) until a stage fails spec.slo; then the bracket between the highest
+pass below the lowest fail and that fail is bisected until (fail - pass) / pass is at most `resolution`, or
+the two are one apart. A stage is:
+- a pass when its verdict passes and its target stayed steady;
+- a fail when its verdict fails, or its target restarted or lost pods (it broke under the load);
+- undecided when an interval straddles its objective: it runs once more at the same load, twice as long; if
+  it is undecided again, it counts as a fail, so that the bracket's low end is always a pass;
+- injector-bound when the injectors ran out of CPU: the target was not what was measured, and the search
+  ends (InjectorBound) with the bracket it had."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadstage.api.types import Search
+from loadstage.results.model import SearchResult, StageResult
+
+
+@dataclass(frozen=True)
+class NextStage:
+    load: int
+    duration: float
+
+
+def load_of(search: Search, stage: StageResult) -> int:
+    return stage.users if search.load == "users" else stage.injectors
+
+
+def outcome(stage: StageResult) -> str:
+    """Pass, Fail, Undecided or InjectorBound."""
+    if stage.injector_bound:
+        return "InjectorBound"
+    verdict = stage.verdict
+    if verdict is None:
+        return "Undecided"
+    if verdict.outcome == "Pass" and stage.target.unsteady():
+        return "Fail"
+    return verdict.outcome
+
+
+def _decided(search: Search, stages: list[StageResult]) -> tuple[dict[int, StageResult], dict[int, StageResult],
+                                                                   StageResult | None, bool]:
+    """The passes and fails by load (the latest stage at each), the stage to run again (undecided once), and
+    whether an injector-bound stage ended the search."""
+    passes: dict[int, StageResult] = {}
+    fails: dict[int, StageResult] = {}
+    undecided: dict[int, int] = {}
+    again = None
+    for stage in sorted(stages, key=lambda s: s.stage):
+        load, found = load_of(search, stage), outcome(stage)
+        again = None
+        if found == "InjectorBound":
+            return passes, fails, None, True
+        if found == "Undecided":
+            undecided[load] = undecided.get(load, 0) + 1
+            if undecided[load] == 1:
+                again = stage
+                continue
+            found = "Fail"
+        (passes if found == "Pass" else fails)[load] = stage
+        (fails if found == "Pass" else passes).pop(load, None)
+    return passes, fails, again, False
+
+
+def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 0.0
+             ) -> tuple[SearchResult, NextStage | None]:
+    """The search's result so far and its next stage; None once it has ended (the result's reason says why)."""
+    passes, fails, again, bound = _decided(search, stages)
+    failed = min(fails) if fails else None
+    passed = max((load for load in passes if failed is None or load < failed), default=None)
+    reason, following = "Searching", None
+    if bound:
+        reason = "InjectorBound"
+    elif again is not None:
+        following = NextStage(load_of(search, again), 2 * search.duration)
+    elif not stages:
+        following = NextStage(search.from_, search.duration)
+    elif passed is None:
+        reason = "FloorFailed"
+    elif failed is None:
+        if passed >= search.max:
+            reason = "CeilingPassed"
+        else:
+            following = NextStage(min(2 * passed, search.max), search.duration)
+    elif failed - passed <= 1 or (failed - passed) / passed <= search.resolution:
+        reason = "Found"
+    else:
+        following = NextStage((passed + failed) // 2, search.duration)
+    result = SearchResult(
+        search.load, passed, failed, passes[passed].rps if passed is not None else None,
+        fails[failed].rps if failed is not None else None,
+        round((failed - passed) / passed, 4) if passed is not None and failed is not None else None,
+        len(stages), round(warmup_seconds + sum(s.duration_seconds for s in stages), 3), reason)
+    return result, following

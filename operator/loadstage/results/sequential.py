@@ -1,0 +1,51 @@
+"""Stages that end once decided (spec.stageEnd: Decided): when a stage's intervals are looked at, at which
+confidence, and what a look decides.
+
+The looks follow a fixed schedule, set before the stage starts: the stage's first FIRST_LOOK_SECONDS (the
+shortest stage with enough blocks for an interval), then every LOOK_GROWTH times longer, each looked at once
+every worker has reported it, and a last one at the stage's maximum. The
+stage's error (5%) is split evenly between its looks (Bonferroni): each look's intervals are at confidence
+1 - 0.05 / looks, so that the chance that any look decides wrongly stays within 5% however the stage ends.
+Each interval is the block bootstrap of results.intervals over the seconds so far, so latencies that are not
+independent from one second to the next keep their blocks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadstage.results.intervals import CONFIDENCE, MIN_BLOCKS
+from loadstage.results.model import Objective
+
+FIRST_LOOK_SECONDS = float(MIN_BLOCKS)
+LOOK_GROWTH = 1.5
+LOOK_DELAY_SECONDS = 4.0   # a look at a stage's first t seconds waits until every worker has reported them (3 s)
+BREACH_LATENCY, BREACH_ERROR_RATE, BREACH_RPS = 3.0, 10.0, 1 / 3
+LOOK_RESAMPLES = 2000     # the tails of a 99.5% interval need more draws than a 95% one
+
+
+@dataclass(frozen=True)
+class Looks:
+    times: tuple[float, ...]   # of the stage's seconds, each looked at LOOK_DELAY_SECONDS later; the last is its end
+    confidence: float          # of each look's intervals
+
+    @classmethod
+    def schedule(cls, longest: float) -> "Looks":
+        times, at = [], FIRST_LOOK_SECONDS
+        while at + LOOK_DELAY_SECONDS < longest:
+            times.append(round(at, 3))
+            at *= LOOK_GROWTH
+        times.append(longest)
+        return cls(tuple(times), round(1 - (1 - CONFIDENCE) / len(times), 6))
+
+
+def breached(objectives: list[Objective]) -> bool:
+    """Broken by far: a latency's interval wholly above 3 x its objective, the error rate's above 10 x (any
+    failure at all, for an objective of 0%), or the rate's wholly under a third of minRps."""
+    def far(o: Objective) -> bool:
+        if o.interval is None:
+            return False
+        low, high = o.interval
+        if o.name == "minRps":
+            return high < o.limit * BREACH_RPS
+        return low > o.limit * (BREACH_ERROR_RATE if o.name == "errorRate" else BREACH_LATENCY)
+    return any(far(o) for o in objectives)

@@ -1,0 +1,69 @@
+"""A capacity search, and stages that end once decided, end to end on the local engine: real gunicorn,
+redis-server and Locust processes. The target's capacity is its own design: one gthread worker of 2 threads,
+each request held ~18 ms (the runner app's `fast` delay), serves at most ~110 req/s, so that a closed model's
+p99 climbs with every user past 2."""
+
+import json
+
+import pytest
+
+from support.documents import BASE
+from test_local_engine import finish, start_cli
+
+pytestmark = pytest.mark.e2e
+
+SLO_MS = 100
+TARGET = {"pods": 1, "workers": 1, "threads": 2, "env": {"RUNNER_DELAY": "fast"}}
+INJECTORS = {"scenario": "hello", "maxUsersPerInjector": 20, "waitTime": {"min": "0s", "max": "0s"}}
+
+
+def run(write_experiment, tmp_path, spec, timeout):
+    path = write_experiment({**BASE, "spec": {"target": TARGET, "injectors": INJECTORS, **spec}})
+    out_file = tmp_path / "result.json"
+    code, out, err, _ = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), timeout)
+    assert code == 0, err
+    return json.loads(out_file.read_text())["status"]["variants"][0], out, err
+
+
+def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_breaks(write_experiment, tmp_path):
+    variant, out, err = run(write_experiment, tmp_path, {
+        "slo": {"p99": f"{SLO_MS}ms", "errorRate": "1%"},
+        "search": {"load": "users", "from": 2, "max": 64, "resolution": "30%"},
+        "stageEnd": {"when": "Decided", "min": "8s", "max": "30s"}}, 600)
+    assert "a capacity search each: users from 2 up to 64, to 30%, 8s to 30s a stage, ending once decided" in err
+    search, stages = variant["search"], variant["stages"]
+    assert search["reason"] == "Found", search
+    assert search["stages"] == len(stages) and [s["stage"] for s in stages] == list(range(1, len(stages) + 1))
+    loads = [s["users"] for s in stages]
+    assert loads[:2] == [2, 4], loads     # doubling from `from`
+    outcome = {}
+    for s in stages:
+        assert s["endedBy"] in ("Decided", "Breached", "MaxDuration"), s["endedBy"]
+        if s["endedBy"] == "Decided":   # not before min, and well before max
+            assert 8 <= s["durationSeconds"] < 29 and s["verdict"]["outcome"] in ("Pass", "Fail")
+        p99 = next(o for o in s["verdict"]["objectives"] if o["name"] == "p99")
+        low, high = p99["interval"]   # at the looks' confidence: at least as wide as the stage's 95% interval
+        assert low <= s["intervals"]["p99"][0] <= s["intervals"]["p99"][1] <= high
+        outcome[s["users"]] = s["verdict"]["outcome"]
+    # 2 users are far under the objective (~40 ms): decided at the first look from min on
+    assert stages[0]["endedBy"] == "Decided" and stages[0]["durationSeconds"] < 20, stages[0]
+    assert outcome[search["pass"]] == "Pass" and outcome[search["fail"]] != "Pass"
+    assert (search["fail"] - search["pass"]) / search["pass"] <= 0.3
+    # one request holds a thread ~18 ms: 2 threads serve ~110 req/s, and the p99 breaks 100 ms well before 40 users
+    assert 2 <= search["pass"] < search["fail"] <= 40
+    assert search["loadSeconds"] == pytest.approx(sum(s["durationSeconds"] for s in stages))
+    assert search["loadSeconds"] < 30 * len(stages) * 0.8, "stages that were decided ran to their max"
+    capacity = next(line for line in out.splitlines() if line.startswith("Capacity ("))
+    assert f"{search['pass']}-{search['fail']} users" in capacity and "found to its resolution" in capacity
+
+
+def test_a_ladder_stage_that_breaks_the_objective_by_far_ends_at_its_first_look(write_experiment, tmp_path):
+    variant, out, _ = run(write_experiment, tmp_path, {
+        "slo": {"p99": "50ms"}, "stageEnd": {"when": "Decided", "min": "20s"},
+        "stages": [{"users": 60, "duration": "40s"}]}, 240)
+    (stage,) = variant["stages"]
+    # 60 users queue for 2 threads of ~18 ms: a p99 of half a second and more, 10 times the objective
+    assert (stage["endedBy"], stage["looks"], stage["verdict"]["outcome"]) == ("Breached", 1, "Fail"), stage
+    # its first look, of 8 s, waits 4 s for the reports: it ends at 12 s, not at min (20 s) nor max (40 s)
+    assert stage["durationSeconds"] < 16 and stage["latencyMs"]["p99"] > 3 * 50
+    assert "FAIL" in out

@@ -1,0 +1,303 @@
+"""The capacity search (spec.search) and the SLO's verdicts, through the stage engine: a backend plays a target
+whose latency climbs past a known knee, so that where the search must land is known."""
+
+import copy
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from locust.stats import RequestStats
+from test_engine import in_virtual_time
+
+from loadstage.api.load import parse_experiment
+from loadstage.api.types import Search, Slo
+from loadstage.engine.backend import BlockingBackend
+from loadstage.engine.search import load_of, progress
+from loadstage.engine.stages import StageEngine
+from loadstage.locust.recorder import StageRecorder
+from loadstage.locust.summary import build
+from loadstage.results import histograms
+from loadstage.results.measurement import StageMeasurement
+from loadstage.results.model import Latency, RunResults, StageResult, TargetFigures, Verdict
+from loadstage.results.sequential import Looks
+from loadstage.results.thresholds import slo_verdict
+
+SECONDS, PER_SECOND = 20, 60
+SLO_MS = 30.0
+
+
+def p99_at(load, knee):
+    """The p99 the played target answers with at `load`: 10 ms up to the knee, then climbing steeply."""
+    return 10.0 * max(1.0, load / knee) ** 3
+
+
+class KneeBackend:
+    """A target whose requests take p99_at(load) at the p99 (spread from half of it to its whole), over
+    SECONDS seconds, so that the stage has blocks and intervals; `noisy` loads answer across the objective."""
+
+    def __init__(self, knee, load="users", noisy=(), bound_at=None, ended_by=None):
+        self.knee, self.load, self.noisy, self.bound_at = knee, load, set(noisy), bound_at
+        self.ended_by = ended_by
+        self.calls = []
+
+    def prepare_variant(self, variant):
+        self.calls.append(("prepare", variant.index))
+
+    def finish_variant(self, variant):
+        self.calls.append(("finish", variant.index))
+
+    def discard_stage(self, step):
+        pass
+
+    def saved_artifacts(self, steps):
+        return [{} for _ in steps]
+
+    def run_stage(self, step):
+        load = step.stage.users if self.load == "users" else step.stage.injectors
+        self.calls.append(("stage", step.variant.index, step.number, load, step.stage.duration))
+        knee = self.knee[step.variant.index] if isinstance(self.knee, list) else self.knee
+        stats, recorder = RequestStats(), StageRecorder()
+        for second in range(SECONDS):
+            # a noisy load is under the objective but for one slow second: whether a resample holds that second
+            # decides its p99, so the interval straddles the objective
+            top = (40.0 if second == 7 else 28.0) if load in self.noisy else p99_at(load, knee)
+            for i in range(PER_SECOND):
+                ms = top * (0.5 + 0.5 * i / (PER_SECOND - 1))
+                stats.log_request("GET", "/", ms, 10)
+                recorder.record("GET", "/", ms, at=1_000_000.0 + second + i / PER_SECOND)
+        recorder.keep_unsent()
+        recorder.close_windows()
+        headline, artifact = build(stats, recorder, injectors=step.stage.injectors)
+        if self.bound_at is not None and load >= self.bound_at:
+            headline["injectorBound"] = True
+        if self.ended_by:   # as the master writes it with --slo
+            headline.update(endedBy=self.ended_by, looks=2, elapsedSeconds=float(SECONDS))
+        return StageMeasurement(summary=headline, artifact=artifact, started_at="t0", finished_at="t1")
+
+
+def search_experiment(base_doc, search, slo=None, matrix=None, **spec):
+    doc = copy.deepcopy(base_doc)
+    del doc["spec"]["stages"]
+    doc["spec"].update(search=search, slo=slo or {"p99": f"{SLO_MS:g}ms"}, **spec)
+    if matrix:
+        doc["spec"]["matrix"] = matrix
+    return parse_experiment(doc)
+
+
+def run(exp, backend, status=None):
+    writes = []
+
+    async def record(s):
+        writes.append(copy.deepcopy(s))
+    in_virtual_time(StageEngine(exp, BlockingBackend(backend), on_update=record).run(status))
+    return writes
+
+
+def stages_run(backend):
+    return [(c[3], c[4]) for c in backend.calls if c[0] == "stage"]
+
+
+def test_a_search_doubles_until_a_stage_fails_then_bisects_to_its_resolution(base_doc):
+    exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 2000, "resolution": "10%",
+                                       "duration": "20s"})
+    backend = KneeBackend(knee=100)
+    writes = run(exp, backend)
+    # p99 = 1.0 x p99_at: passes up to 30 ms, i.e. load <= 100 x 3^(1/3) = 144.2
+    assert [load for load, _ in stages_run(backend)] == [10, 20, 40, 80, 160, 120, 140, 150]
+    final = writes[-1]
+    assert final["phase"] == "Succeeded"
+    search = final["variants"][0]["search"]
+    assert search["reason"] == "Found"
+    assert (search["pass"], search["fail"]) == (140, 150)
+    assert search["resolution"] == round(10 / 140, 4) and search["stages"] == 8
+    assert search["loadSeconds"] == 8 * 20
+    outcomes = [s["verdict"]["outcome"] for s in final["variants"][0]["stages"]]
+    assert outcomes == ["Pass"] * 4 + ["Fail", "Pass", "Pass", "Fail"]
+    p99 = next(o for o in final["variants"][0]["stages"][4]["verdict"]["objectives"] if o["name"] == "p99")
+    assert p99["holds"] is False and p99["interval"][0] > SLO_MS
+    assert final["latest"]["bracket"].startswith("140-150 users")
+    assert "p99ByStage" not in final
+    assert [w["progress"]["stage"] for w in writes if w["phase"] == "Running"][-1] == "8"
+    run_results = RunResults.read(final)
+    assert run_results.variants[0].search.bracket().startswith("140-150 users")
+
+
+def test_a_search_resumed_after_a_restart_runs_none_of_its_decided_stages_again(base_doc):
+    exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 2000, "resolution": "10%",
+                                       "duration": "20s"})
+    whole = KneeBackend(knee=100)
+    writes = run(exp, whole)
+    in_flight = next(copy.deepcopy(w) for w in writes if w["phase"] == "Running" and w["progress"]["stage"] == "6")
+    assert len(in_flight["variants"][0]["stages"]) == 5
+    resumed = KneeBackend(knee=100)
+    again = run(exp, resumed, in_flight)
+    assert stages_run(resumed) == stages_run(whole)[5:]
+    def bracket(status):   # its req/s are the played stages' own, timed on the real clock
+        return {k: v for k, v in status["variants"][0]["search"].items() if not k.endswith("Rps")}
+    assert bracket(again[-1]) == bracket(writes[-1])
+
+
+def test_an_undecided_stage_runs_once_more_twice_as_long_and_undecided_twice_counts_as_a_fail(base_doc):
+    exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 2000, "resolution": "10%",
+                                       "duration": "20s"})
+    backend = KneeBackend(knee=100, noisy={40})
+    writes = run(exp, backend)
+    assert stages_run(backend)[:4] == [(10, 20), (20, 20), (40, 20), (40, 40)]
+    stages = writes[-1]["variants"][0]["stages"]
+    assert [s["verdict"]["outcome"] for s in stages[2:4]] == ["Undecided", "Undecided"]
+    assert stages[2]["verdict"]["undecided"] and not stages[2]["verdict"]["passed"]
+    search = writes[-1]["variants"][0]["search"]
+    assert (search["pass"], search["fail"], search["reason"]) == (30, 40, "Found") or search["fail"] == 40
+    assert all(load < 40 for load, _ in stages_run(backend)[4:])
+
+
+def test_the_ends_of_a_search_say_why_it_stopped(base_doc):
+    search = {"load": "injectors", "from": 2, "max": 16, "resolution": "5%", "duration": "20s"}
+    floor = KneeBackend(knee=1, load="injectors")
+    assert run(search_experiment(base_doc, search), floor)[-1]["variants"][0]["search"]["reason"] == "FloorFailed"
+    assert stages_run(floor) == [(2, 20)]
+    ceiling = KneeBackend(knee=100, load="injectors")
+    found = run(search_experiment(base_doc, search), ceiling)[-1]["variants"][0]["search"]
+    assert [load for load, _ in stages_run(ceiling)] == [2, 4, 8, 16]
+    assert (found["reason"], found["pass"], found["fail"]) == ("CeilingPassed", 16, None)
+    bound = KneeBackend(knee=100, load="injectors", bound_at=8)
+    found = run(search_experiment(base_doc, search), bound)[-1]["variants"][0]["search"]
+    assert (found["reason"], found["pass"], found["stages"]) == ("InjectorBound", 4, 3)
+
+
+def test_each_variant_of_a_matrix_gets_its_own_search_each_on_its_own_target(base_doc):
+    exp = search_experiment(base_doc, {"load": "users", "from": 50, "max": 400, "resolution": "10%",
+                                       "duration": "20s"}, matrix={"threads": [1, 2]})
+    backend = KneeBackend(knee=[50, 200])
+    writes = run(exp, backend)
+    prepares = [c for c in backend.calls if c[0] in ("prepare", "finish")]
+    assert prepares == [("prepare", 0), ("finish", 0), ("prepare", 1), ("finish", 1)]
+    brackets = [(v["search"]["pass"], v["search"]["fail"]) for v in writes[-1]["variants"]]
+    assert brackets[0][0] < 50 * 3 ** (1 / 3) <= brackets[0][1]
+    assert brackets[1][0] < 200 * 3 ** (1 / 3) <= brackets[1][1]
+    assert all(v["aggregate"] for v in writes[-1]["variants"])
+
+
+def played(number, load, outcome, search_load="users"):
+    """A stage result with just what the search reads: its load, its verdict's outcome, its length."""
+    verdict = {"Pass": Verdict(True), "Fail": Verdict(False, ("p99 breaks",)),
+               "Undecided": Verdict(False, (), ("p99 undecided",))}[outcome]
+    return StageResult(stage=number, injectors=load if search_load == "injectors" else 1,
+                       users=load if search_load == "users" else None, duration_seconds=10.0, started_at=None,
+                       finished_at=None, requests=100, failures=0, error_rate=0.0, rps=float(load), mean_ms=1.0,
+                       latency=Latency(p99=1.0, n=100), by_method={}, redis_peak_connections=None,
+                       redis_connections_received=None, target=TargetFigures(), injector_peak_cpu_percent=None,
+                       injector_bound=False, verdict=verdict)
+
+
+@settings(deadline=None)
+@given(start=st.integers(1, 500), span=st.integers(2, 2000), percent=st.integers(1, 100), knee=st.integers(1, 5000),
+       undecided=st.sets(st.integers(1, 5000), max_size=5), data=st.data())
+def test_a_search_ends_in_a_bracket_around_any_knee_at_its_resolution_within_its_most_stages(
+        start, span, percent, knee, undecided, data):
+    """Loads up to `knee` pass and above it fail; loads in `undecided` answer undecided once (or, drawn, twice)."""
+    search = Search("users", start, start + span, percent / 100, 10.0)
+    twice = data.draw(st.sets(st.sampled_from(sorted(undecided)), max_size=len(undecided))) if undecided else set()
+    stages, seen = [], {}
+    while True:
+        result, following = progress(search, stages)
+        if following is None:
+            break
+        load = following.load
+        assert search.from_ <= load <= search.max
+        seen[load] = seen.get(load, 0) + 1
+        answer = "Undecided" if load in undecided and seen[load] <= (2 if load in twice else 1) else \
+            "Pass" if load <= knee else "Fail"
+        stages.append(played(len(stages) + 1, load, answer))
+        assert len(stages) <= search.most_stages()
+    assert result.stages == len(stages)
+    if result.reason == "FloorFailed":
+        assert result.passed is None and (knee < search.from_ or search.from_ in twice)
+    elif result.reason == "CeilingPassed":
+        assert result.passed == search.max and result.failed is None and knee >= search.max
+    else:
+        assert result.reason == "Found"
+        assert result.passed <= knee < result.failed or result.failed in twice
+        assert result.failed - result.passed <= 1 or (result.failed - result.passed) / result.passed \
+            <= search.resolution
+    last = {load_of(search, s): s.verdict.outcome for s in stages}
+    if result.passed is not None:
+        assert last[result.passed] == "Pass"
+    if result.failed is not None:
+        assert last[result.failed] != "Pass"
+
+
+bounds = st.tuples(st.floats(0.1, 2000), st.floats(0, 1000)).map(lambda b: [b[0], b[0] + b[1]])
+
+
+@given(p99=bounds, rps=bounds, p99_limit=st.integers(1000, 1_000_000).map(lambda us: us / 1000),
+       rps_floor=st.integers(1, 3000))
+def test_an_slo_verdict_passes_only_whole_intervals_inside_and_fails_any_wholly_outside(p99, rps, p99_limit,
+                                                                                          rps_floor):
+    stage = dataclasses.replace(played(1, 10, "Pass"), verdict=None, latency=Latency(p99=sum(p99) / 2, n=100),
+                                rps=sum(rps) / 2, intervals={"confidence": 0.95, "method": "bootstrap",
+                                                             "p99": p99, "rps": rps})
+    slo = Slo(None, None, None, p99_limit / 1000, None, None, min_rps=rps_floor)
+    verdict = slo_verdict(stage, slo)
+    p99_holds = True if p99[1] <= p99_limit else False if p99[0] > p99_limit else None
+    rps_holds = True if rps[0] >= rps_floor else False if rps[1] < rps_floor else None
+    assert [o.holds for o in verdict.objectives] == [p99_holds, rps_holds]
+    expected = "Fail" if False in (p99_holds, rps_holds) else "Pass" if p99_holds and rps_holds else "Undecided"
+    assert verdict.outcome == expected and verdict.passed == (expected == "Pass")
+    assert Verdict.from_status(verdict.to_status()) == verdict
+    assert len(verdict.violations) == [p99_holds, rps_holds].count(False)
+
+
+def test_a_stage_too_short_for_an_interval_is_undecided_and_says_why():
+    stage = dataclasses.replace(played(1, 10, "Pass"), verdict=None, intervals=None)
+    verdict = slo_verdict(stage, Slo(None, None, None, 0.3, None, 0.01))
+    assert verdict.outcome == "Undecided"
+    assert verdict.undecided == ("p99 1ms (no interval) undecided against <= 300ms",
+                                 "errorRate 0.00% (no interval) undecided against <= 1.00%")
+
+
+def test_looks_follow_a_fixed_schedule_and_split_the_stages_error_between_them():
+    looks = Looks.schedule(60.0)
+    assert looks.times == (8.0, 12.0, 18.0, 27.0, 40.5, 60.0)
+    assert looks.confidence == round(1 - 0.05 / 6, 6)
+    assert Looks.schedule(8.0).times == (8.0,) and Looks.schedule(8.0).confidence == 0.95
+
+
+def test_a_stage_that_ended_once_decided_keeps_its_length_and_is_judged_at_its_looks_confidence(base_doc):
+    exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 20, "resolution": "10%"},
+                            stageEnd={"when": "Decided", "min": "10s", "max": "2m"})
+    assert exp.spec.search.duration == 120.0   # stageEnd.max is every stage's longest
+    backend = KneeBackend(knee=100, ended_by="Decided", noisy={10})   # noisy: its blocks differ
+    stages = run(exp, backend)[-1]["variants"][0]["stages"]
+    assert stages_run(backend) == [(10, 120.0), (10, 240.0)]
+    first = stages[0]
+    assert (first["endedBy"], first["looks"], first["durationSeconds"]) == ("Decided", 2, SECONDS)
+    p99 = next(o for o in first["verdict"]["objectives"] if o["name"] == "p99")
+    narrow, wide = first["intervals"]["p99"], p99["interval"]   # 95%, and 1 - 0.05 / 8 looks of a 2-minute stage
+    assert wide[0] <= narrow[0] and narrow[1] <= wide[1] and wide != narrow
+
+
+def test_a_stage_that_breached_fails_whatever_its_last_seconds_say(base_doc):
+    exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 20, "resolution": "10%"},
+                            stageEnd={"when": "Decided", "max": "1m"})
+    writes = run(exp, KneeBackend(knee=100, ended_by="Breached"))
+    stage = writes[-1]["variants"][0]["stages"][0]
+    assert stage["endedBy"] == "Breached" and stage["verdict"]["outcome"] == "Fail"
+    assert stage["verdict"]["violations"] == ["broke the objective by far at a look"]
+    assert writes[-1]["variants"][0]["search"]["reason"] == "FloorFailed"
+
+
+def test_a_look_at_a_running_stage_reads_its_settling_seconds_without_closing_them():
+    recorder = StageRecorder()
+    for second in range(20):
+        for i in range(10):
+            recorder.record("GET", "/", 5.0 + i, at=1_000.0 + second + i / 10, failed=i == 0 and second == 11)
+    recorder.keep_unsent()
+    recorder.close_windows(1_004.0)   # seconds 0-3 closed; 4-19 still settling
+    assert recorder.blocks() is None   # 4 closed seconds: too few for blocks
+    looked = recorder.blocks_before(1_012.0, 12.0)
+    assert sum(looked["durations"]) == pytest.approx(12.0) and sum(looked["failures"]) == 1
+    assert sum(histograms.decode(h).get_total_count() for h in looked["histograms"]) == 120
+    recorder.close_windows()
+    assert len(recorder.series) == 20, "a look closed seconds that were still settling"
