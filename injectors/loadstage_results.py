@@ -26,7 +26,8 @@
 - --injector-bound-percent: the injector CPU above which a stage measured its injectors, not the target.
 - With --slo, the master looks at the stage's intervals on a fixed schedule (loadstage.results.sequential) and
   ends it once its verdict is decided (not before --decide-min), or at once when it breaks an objective by far;
-  the headline says how it ended (endedBy: Decided, Breached or MaxDuration) after how many looks.
+  the headline says how it ended (endedBy: Decided, Breached or MaxDuration) after how many looks, and the
+  deciding look's objectives (decision), which are the stage's verdict.
 - With --start-file, the master (or a standalone runner) waits for that file before it starts the
   test; its workers can connect meanwhile. A stage's processes can so be started while the previous
   stage is still ending, and its load begins the moment the file appears.
@@ -52,7 +53,7 @@ from loadstage.locust.served_count import REQUEST_METRIC, scrape_served_requests
 from loadstage.api.types import PERCENTILES, Slo
 from loadstage.results import intervals, live_series
 from loadstage.results.artifact import artifact_line, encode
-from loadstage.results.sequential import LOOK_DELAY_SECONDS, LOOK_RESAMPLES, Looks, breached
+from loadstage.results.sequential import LOOK_DELAY_SECONDS, LOOK_RESAMPLES, Looks, breached, figures_of
 from loadstage.results.thresholds import held, outcome_of
 
 CPU_SAMPLE_SECONDS = 2.0
@@ -344,19 +345,24 @@ def _decide(environment, options):
         gevent.sleep(max(0.0, started + at + LOOK_DELAY_SECONDS - time.time()))
         if getattr(environment, "loadstage_ending", False):
             return
-        section = recorder.blocks_before(started + at, at)
+        section = recorder.blocks_before(started + at, started)
         # the bootstrap takes a share of a second: in a thread, so that the master keeps merging reports
         found = section and gevent.get_hub().threadpool.apply(
             intervals.of_artifacts, ([section],), {"seed": f"look {number}", "confidence": looks.confidence,
                                                    "resamples": LOOK_RESAMPLES})
         environment.loadstage_looks = number
-        objectives = held(slo, {}, found)
+        raised = sum(recorder.exceptions.values())
+        objectives = held(slo, figures_of(section) if section else {},
+                          intervals.with_exceptions(found, raised, environment.stats.total.num_requests))
         if breached(objectives):
             environment.loadstage_ended_by = "Breached"
         elif time.time() - started >= options.decide_min and outcome_of(objectives) != "Undecided":
             environment.loadstage_ended_by = "Decided"
         else:
             continue
+        # the verdict of record is this look's: the seconds after it (the stop) are not what it decided on
+        environment.loadstage_decision = {"atSeconds": at, "confidence": looks.confidence,
+                                          "objectives": [o.to_status() for o in objectives]}
         gevent.spawn(_end_stage, environment, 0)
         return
 
@@ -399,6 +405,8 @@ def _write_results(environment):
     if options.slo:
         headline.update(endedBy=getattr(environment, "loadstage_ended_by", "MaxDuration"),
                         looks=getattr(environment, "loadstage_looks", 0))
+        if hasattr(environment, "loadstage_decision"):
+            headline["decision"] = environment.loadstage_decision
     if options.artifact_file:
         _write_artifact(options.artifact_file, artifact)
     _write_atomically(options.summary_file, encode(headline))

@@ -1127,6 +1127,8 @@ INVALID = [
      "gives a max"),
     (_variant(stageEnd={"when": "Decided"}),
      "spec: Invalid value: \"object\": spec.stageEnd.when: Decided needs spec.slo"),
+    (_variant(stageEnd={"when": "Decided"}, slo={"p99": "1s"}, thresholds=None, repeats=2),
+     "spec: Invalid value: \"object\": spec.stageEnd.when: Decided judges each stage at its own looks"),
     (_search(stageEnd={"when": "Decided", "min": "2m", "max": "1m"}),
      "spec.stageEnd.min: Invalid value: \"object\": min must be at most max"),
     (_search(search__max=2001, injectors__maxUsersPerInjector=2),

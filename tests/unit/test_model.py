@@ -383,6 +383,8 @@ BAD = [
      "spec: spec.stageEnd.when: Decided needs spec.slo: a stage ends once its verdict by the objective is decided"),
     ({"stageEnd": {"when": "Decided", "min": "2m", "max": "1m"}, "slo": {"p99": "1s"}},
      "spec.stageEnd.min: min must be at most max"),
+    ({"stageEnd": {"when": "Decided"}, "slo": {"p99": "1s"}, "repeats": 3},
+     "spec: spec.stageEnd.when: Decided judges each stage at its own looks: spec.repeats must be 1 with it"),
     ({"stageEnd": {"when": "Early"}}, "spec.stageEnd.when: must be one of Duration, Decided, got 'Early'"),
     ({"stageEnd": {"when": "Decided", "min": "2s"}, "slo": {"p99": "1s"}},
      "spec.stageEnd.min: must be at least 8s, got 2s"),

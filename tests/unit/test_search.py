@@ -13,15 +13,15 @@ from test_engine import in_virtual_time
 from loadstage.api.load import parse_experiment
 from loadstage.api.types import Search, Slo
 from loadstage.engine.backend import BlockingBackend
-from loadstage.engine.search import load_of, progress
+from loadstage.engine.search import load_of, outcome, progress
 from loadstage.engine.stages import StageEngine
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
-from loadstage.results import histograms
+from loadstage.results import histograms, intervals
 from loadstage.results.measurement import StageMeasurement
-from loadstage.results.model import Latency, RunResults, StageResult, TargetFigures, Verdict
-from loadstage.results.sequential import Looks
-from loadstage.results.thresholds import slo_verdict
+from loadstage.results.model import Latency, RunResults, StageResult, TargetFigures, TargetPodHealth, Verdict
+from loadstage.results.sequential import Looks, figures_of
+from loadstage.results.thresholds import held, slo_verdict
 
 SECONDS, PER_SECOND = 20, 60
 SLO_MS = 30.0
@@ -38,7 +38,7 @@ class KneeBackend:
 
     def __init__(self, knee, load="users", noisy=(), bound_at=None, ended_by=None):
         self.knee, self.load, self.noisy, self.bound_at = knee, load, set(noisy), bound_at
-        self.ended_by = ended_by
+        self.ended_by, self.decisions = ended_by, []
         self.calls = []
 
     def prepare_variant(self, variant):
@@ -54,7 +54,7 @@ class KneeBackend:
         return [{} for _ in steps]
 
     def run_stage(self, step):
-        load = step.stage.users if self.load == "users" else step.stage.injectors
+        load = (step.stage.users if self.load == "users" else step.stage.injectors) or 1   # a warm-up: injectors
         self.calls.append(("stage", step.variant.index, step.number, load, step.stage.duration))
         knee = self.knee[step.variant.index] if isinstance(self.knee, list) else self.knee
         stats, recorder = RequestStats(), StageRecorder()
@@ -71,8 +71,14 @@ class KneeBackend:
         headline, artifact = build(stats, recorder, injectors=step.stage.injectors)
         if self.bound_at is not None and load >= self.bound_at:
             headline["injectorBound"] = True
-        if self.ended_by:   # as the master writes it with --slo
-            headline.update(endedBy=self.ended_by, looks=2, elapsedSeconds=float(SECONDS))
+        if self.ended_by:   # as the master writes it with --slo: the look that ended the stage is its verdict
+            looks = Looks.schedule(step.stage.duration)
+            found = intervals.of_artifacts([artifact["blocks"]], seed="look", confidence=looks.confidence)
+            objectives = held(Slo(None, None, None, SLO_MS / 1000, None, None), figures_of(artifact["blocks"]), found)
+            headline.update(endedBy=self.ended_by, looks=2, elapsedSeconds=float(SECONDS),
+                            decision={"atSeconds": 12.0, "confidence": looks.confidence,
+                                      "objectives": [o.to_status() for o in objectives]})
+            self.decisions.append(headline["decision"])
         return StageMeasurement(summary=headline, artifact=artifact, started_at="t0", finished_at="t1")
 
 
@@ -276,6 +282,7 @@ def test_a_stage_that_ended_once_decided_keeps_its_length_and_is_judged_at_its_l
     p99 = next(o for o in first["verdict"]["objectives"] if o["name"] == "p99")
     narrow, wide = first["intervals"]["p99"], p99["interval"]   # 95%, and 1 - 0.05 / 8 looks of a 2-minute stage
     assert wide[0] <= narrow[0] and narrow[1] <= wide[1] and wide != narrow
+    assert first["verdict"]["objectives"] == backend.decisions[0]["objectives"]   # the deciding look's, as it was
 
 
 def test_a_stage_that_breached_fails_whatever_its_last_seconds_say(base_doc):
@@ -296,8 +303,41 @@ def test_a_look_at_a_running_stage_reads_its_settling_seconds_without_closing_th
     recorder.keep_unsent()
     recorder.close_windows(1_004.0)   # seconds 0-3 closed; 4-19 still settling
     assert recorder.blocks() is None   # 4 closed seconds: too few for blocks
-    looked = recorder.blocks_before(1_012.0, 12.0)
+    looked = recorder.blocks_before(1_012.0, 1_000.0)
     assert sum(looked["durations"]) == pytest.approx(12.0) and sum(looked["failures"]) == 1
     assert sum(histograms.decode(h).get_total_count() for h in looked["histograms"]) == 120
     recorder.close_windows()
     assert len(recorder.series) == 20, "a look closed seconds that were still settling"
+
+
+def test_a_search_resumed_mid_way_goes_on_on_its_target_without_a_second_warm_up(base_doc):
+    exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 2000, "resolution": "10%",
+                                       "duration": "20s"}, warmup={"injectors": 1, "duration": "5s"})
+    whole = KneeBackend(knee=100)
+    writes = run(exp, whole)
+    assert [c[2] for c in whole.calls if c[0] == "stage"][:2] == [None, 1]   # one warm-up, before stage 1
+    in_flight = next(copy.deepcopy(w) for w in writes if w["phase"] == "Running" and w["progress"]["stage"] == "3")
+    resumed = KneeBackend(knee=100)
+    run(exp, resumed, in_flight)
+    assert [c[2] for c in resumed.calls if c[0] == "stage"] == list(range(3, 9))
+
+
+def test_a_search_scaled_down_keeps_a_result_file_spec_that_parses(base_doc):
+    exp = search_experiment(base_doc, {"load": "users", "from": 20, "max": 2000, "duration": "20m"})
+    small = exp.scaled(stage_duration=10.0, users_scale=0.05)
+    assert (small.spec.search.from_, small.spec.search.max, small.spec.search.duration) == (1, 100, 10.0)
+    again = parse_experiment(small.source)
+    assert again.spec.search == small.spec.search and "stages" not in small.source["spec"]
+
+
+def test_exceptions_widen_the_error_rate_interval_a_verdict_reads_by_their_count():
+    found = {"confidence": 0.95, "method": "bootstrap", "errorRate": [0.0, 0.01], "p99": [1.0, 2.0]}
+    shifted = intervals.with_exceptions(found, raised=10, requests=990)
+    assert shifted["errorRate"] == [0.01, 0.0199] and shifted["p99"] == [1.0, 2.0]
+    assert intervals.with_exceptions(found, raised=0, requests=990) is found
+
+
+def test_a_stage_whose_target_restarted_fails_the_search_even_undecided():
+    restarted = TargetFigures(pods=(TargetPodHealth("runner-0", restarts=1, unready_seconds=0.0),))
+    undecided = dataclasses.replace(played(1, 10, "Undecided"), target=restarted)
+    assert outcome(undecided) == "Fail"

@@ -478,6 +478,10 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          "spec.search.duration is required, unless spec.stageEnd (when: Decided) gives a max",
          cel="!has(self.search) || has(self.search.duration) || (has(self.stageEnd) && has(self.stageEnd.when) && "
              "self.stageEnd.when == 'Decided' && has(self.stageEnd.max))"),
+    Rule(lambda s: not s.stage_end.decided or s.repeats == 1,
+         "spec.stageEnd.when: Decided judges each stage at its own looks: spec.repeats must be 1 with it",
+         cel="!has(self.stageEnd) || !has(self.stageEnd.when) || self.stageEnd.when != 'Decided' || "
+             "!has(self.repeats) || self.repeats == 1"),
     Rule(lambda s: s.search is None or s.repeats == 1,
          "spec.search runs each variant's own search once, its intervals from each stage's blocks: spec.repeats "
          "must be 1 with it", cel="!has(self.search) || !has(self.repeats) || self.repeats == 1"),

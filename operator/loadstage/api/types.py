@@ -509,7 +509,8 @@ class Experiment:
         written = source.setdefault("spec", {})
         if stage_duration is not None:
             spec = replace(spec, stages=[replace(s, duration=stage_duration) for s in spec.stages])
-            written["stages"] = [{**s, "duration": format_duration(stage_duration)} for s in written.get("stages", [])]
+            if "stages" in written:
+                written["stages"] = [{**s, "duration": format_duration(stage_duration)} for s in written["stages"]]
             if spec.search is not None:
                 spec = replace(spec, search=replace(spec.search, duration=stage_duration))
                 written["search"]["duration"] = format_duration(stage_duration)
@@ -536,6 +537,11 @@ class Experiment:
             for stage, scaled_stage in zip(written.get("stages", []), spec.stages):
                 if "users" in stage:
                     stage["users"] = scaled_stage.users
+            if spec.search is not None and spec.search.load == "users":
+                start = max(1, round(spec.search.from_ * users_scale))
+                spec = replace(spec, search=replace(spec.search, from_=start,
+                                                    max=max(start + 1, round(spec.search.max * users_scale))))
+                written["search"].update({"from": spec.search.from_, "max": spec.search.max})
         return replace(self, spec=spec, source=source)
 
 

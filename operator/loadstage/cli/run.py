@@ -33,7 +33,7 @@ from loadstage.local.live_metrics import LocalSeries
 from loadstage.local.live_metrics import serve as serve_metrics
 from loadstage.local.target import local_problems
 from loadstage.reports.terminal import progress_line, render_status
-from loadstage.results.model import RunResults
+from loadstage.results.model import RunResults, VariantRecord
 
 
 def _document(experiment: Experiment, status: dict[str, Any],
@@ -97,6 +97,14 @@ class ProgressPrinter:
         self.stream.flush()
 
 
+def failed_objective(variant: VariantRecord) -> bool:
+    """A ladder's stage failed its objective; a search's fails by design, so its variant fails only where it
+    failed already at `from` (or its injectors, not the target, ran out)."""
+    if variant.search is not None:
+        return variant.search.reason in ("FloorFailed", "InjectorBound")
+    return any(s.verdict and not s.verdict.passed for s in variant.stages)
+
+
 def _print_search(experiment: Experiment, out) -> None:
     spec, search = experiment.spec, experiment.spec.search
     variants = experiment.variants()
@@ -107,7 +115,7 @@ def _print_search(experiment: Experiment, out) -> None:
         length = f"{format_duration(spec.stage_end.min)} to {length}, ending once decided"
     out.write(f"{experiment.name}: {len(variants)} variant(s), a capacity search each: {search.load} from "
               f"{search.from_:,} up to {search.max:,}, to {search.resolution:.0%}, {length}; about {typical} "
-              f"stages a variant (at most {most}), {'at most' if spec.stage_end.decided else 'about'} "
+              f"stages a variant (at most {most}), {'up to' if spec.stage_end.decided else 'about'} "
               f"{format_duration(int(len(variants) * (typical * search.duration + warmup)))} of load\n")
     for v in variants:
         out.write(f"  variant {v.index + 1}: {v.label()}\n")
@@ -254,7 +262,6 @@ def cmd_run(args) -> int:
         printer.say(f"result written to {output}")
     if code == EXIT_OK and any(s.nothing_succeeded() for v in run.variants for s in v.stages):
         code = EXIT_NOTHING_SUCCEEDED
-    if code == EXIT_OK and args.fail_on_threshold and any(
-            s.verdict and not s.verdict.passed for v in run.variants for s in v.stages):
+    if code == EXIT_OK and args.fail_on_threshold and any(failed_objective(v) for v in run.variants):
         code = EXIT_THRESHOLDS
     return code

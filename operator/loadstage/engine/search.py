@@ -36,7 +36,7 @@ def outcome(stage: StageResult) -> str:
     verdict = stage.verdict
     if verdict is None:
         return "Undecided"
-    if verdict.outcome == "Pass" and stage.target.unsteady():
+    if stage.target.unsteady():
         return "Fail"
     return verdict.outcome
 

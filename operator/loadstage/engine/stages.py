@@ -149,7 +149,8 @@ class StageEngine:
         prepared = None
         order = search_order(self.experiment, status.get("seed"))
         for variant in order:
-            record, first = records[variant.index], True
+            record = records[variant.index]
+            first = not record.stages   # a search resumed mid-way goes on on its target, with no warm-up
             while True:
                 record.search, following = self._searched(record)
                 if following is None:

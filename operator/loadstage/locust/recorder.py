@@ -205,9 +205,10 @@ class StageRecorder:
         so the durations are scaled to add up to it."""
         return _blocks(self._closed, elapsed)
 
-    def blocks_before(self, before: float, elapsed: float | None = None) -> dict | None:
-        """A look at a running stage: the blocks of every second that ended before `before` (epoch seconds),
-        the settling ones too, none of them closed."""
+    def blocks_before(self, before: float, started: float) -> dict | None:
+        """A look at a running stage that started at `started`: the blocks of every second that ended before
+        `before` (epoch seconds), the settling ones too, none of them closed; they last from `started` to the
+        end of the last of them."""
         seconds = list(self._closed)
         last = int(round(self.series[-1]["start"] / WINDOW_SECONDS)) if self.series else None
         for window in sorted(self._windows):
@@ -219,7 +220,7 @@ class StageRecorder:
             seconds.append([histograms.encode(histogram), histograms.mean_ns(histogram), histogram.get_total_count(),
                             self._window_failures.get(window, 0)])
             last = window
-        return _blocks(seconds, elapsed)
+        return _blocks(seconds, (last + 1) * WINDOW_SECONDS - started if last is not None else None)
 
 
 def _blocks(closed: list[list], elapsed: float | None) -> dict | None:

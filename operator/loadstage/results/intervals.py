@@ -264,3 +264,14 @@ def bootstrap(strata: Iterable[Sequence[Block]], *, confidence: float = CONFIDEN
             continue
         result[name] = [four_digits(_quantile(values, alpha)), four_digits(_quantile(values, 1 - alpha))]
     return result
+
+
+def with_exceptions(found: dict[str, Any] | None, raised: int, requests: int) -> dict[str, Any] | None:
+    """The error rate's interval, for a verdict, where tasks raised: the blocks count only requests, so the
+    `raised` exceptions (each a failed request, results.stage_results) are added to both bounds as a fixed
+    count, (bound x requests + raised) / (requests + raised). Where they vary between blocks the interval is a
+    little narrow."""
+    if found is None or not raised or "errorRate" not in found:
+        return found
+    low, high = found["errorRate"]
+    return {**found, "errorRate": [four_digits((b * requests + raised) / (requests + raised)) for b in (low, high)]}

@@ -14,6 +14,7 @@ from loadstage.results.model import (
     Latency,
     LostInjector,
     MethodFigures,
+    Objective,
     PivotRow,
     StageResult,
     TargetFigures,
@@ -24,7 +25,7 @@ from loadstage.results.model import (
 )
 from loadstage.results.repeats import between_repeats, trimmed_mean
 from loadstage.results.sequential import LOOK_RESAMPLES, Looks
-from loadstage.results.thresholds import judged, slo_verdict
+from loadstage.results.thresholds import judged, slo_verdict, verdict_of
 
 
 def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeasurement) -> StageResult:
@@ -32,6 +33,7 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
     requests = s["requests"]
     raised = TaskExceptions.from_status(s["exceptions"]) if s.get("exceptions") else None
     ended_by = s.get("endedBy") or ("Requests" if stage.requests and requests >= stage.requests else "Duration")
+    found = intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}")
     result = StageResult(
         stage=number, injectors=stage.injectors, users=experiment.spec.injectors.users_for(stage),
         duration_seconds=s["elapsedSeconds"] if stage.requests or ended_by in EARLY else stage.duration,
@@ -51,27 +53,33 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         error_kinds=s.get("errorKinds") or None,
         lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in m.lost_injectors),
         endpoints_folded=s.get("endpointsFolded"), artifact_omitted=m.artifact.get("omitted"),
-        intervals=_without_error_rate(intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}"),
-                                      _count(raised)),
+        intervals=_without_error_rate(found, _count(raised)),
         request_goal=stage.requests, host_cpu_per_core=m.host_cpu_per_core or None,
         master_lag_seconds=s.get("masterLagSeconds"), master_bound=bool(s.get("masterBound")), exceptions=raised,
         ended_by=ended_by, looks=s.get("looks"))
-    return replace(result, verdict=_judged(experiment, stage, result, m.artifact.get("blocks")))
+    return replace(result, verdict=_judged(experiment, stage, result, m.artifact.get("blocks"), found,
+                                           s.get("decision")))
 
 
 EARLY = ("Decided", "Breached")   # a stage that ended before its duration
 
 
-def _judged(experiment: Experiment, stage: Stage, result: StageResult, blocks: dict | None) -> Verdict | None:
-    """The stage's verdict; a stage that could end once decided is judged at its looks' confidence (its last
-    look is its end), and one that ended on a breach has failed."""
+def _judged(experiment: Experiment, stage: Stage, result: StageResult, blocks: dict | None,
+            found: dict | None, decision: dict | None) -> Verdict | None:
+    """The stage's verdict, `found` its 95% intervals. A stage that could end once decided is judged at its looks'
+    confidence: by the look that ended it (the master's `decision`), else by its last look, its end; one that
+    ended on a breach has failed."""
     spec = experiment.spec
-    if not (spec.stage_end.decided and spec.slo and result.ended_by in (*EARLY, "MaxDuration")):
+    raised = _count(result.exceptions)
+    if spec.slo is None:
         return judged(result, spec)
-    looks = Looks.schedule(stage.duration)
-    found = intervals.of_artifacts([blocks], seed=f"stage {result.stage}", confidence=looks.confidence,
-                                   resamples=LOOK_RESAMPLES)
-    verdict = slo_verdict(result, spec.slo, _without_error_rate(found, _count(result.exceptions)) or {})
+    if decision is not None:
+        verdict = verdict_of([Objective.from_status(o) for o in decision["objectives"]])
+    else:
+        if spec.stage_end.decided and result.ended_by == "MaxDuration":
+            found = intervals.of_artifacts([blocks], seed=f"stage {result.stage}", resamples=LOOK_RESAMPLES,
+                                           confidence=Looks.schedule(stage.duration).confidence)
+        verdict = slo_verdict(result, spec.slo, intervals.with_exceptions(found, raised, result.requests) or {})
     if result.ended_by == "Breached" and not verdict.violations:   # its last seconds cannot undo the breach
         verdict = replace(verdict, passed=False, violations=("broke the objective by far at a look",))
     return verdict

@@ -68,7 +68,10 @@ def slo_verdict(stage: StageResult, slo: Slo, found: dict[str, Any] | None = Non
         return Verdict(False, ("no requests were made",))
     values = {**{p: stage.latency.percentile(p) for p in PERCENTILES}, "errorRate": stage.error_rate,
               "rps": stage.rps}
-    objectives = held(slo, values, stage.intervals if found is None else found)
+    return verdict_of(held(slo, values, stage.intervals if found is None else found))
+
+
+def verdict_of(objectives: list[Objective]) -> Verdict:
     broken = tuple(_shown(o) for o in objectives if o.holds is False)
     open_ = tuple(_shown(o) for o in objectives if o.holds is None)
     return Verdict(not broken and not open_, broken, open_, tuple(objectives))
