@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from support.kube import apply, crash_pod, example, play_stage, pods, running_pods_of_job, wait_phase
+from support.kube import a_running_pod_of_job, apply, crash_pod, example, play_stage, running_pods_of_job, wait_phase
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -141,7 +141,7 @@ def test_in_place_restores_after_a_failure_and_after_deletion(cluster, namespace
     assert apply(cluster, namespace, targeting_shop(mode="InPlace", workers=3)).returncode == 0
     running_master(cluster, namespace, "shop-test", "v1-s1")
     assert snapshot(cluster, namespace)["replicas"] == 3
-    crash_pod(cluster, namespace, pods(cluster, namespace, "job-name=shop-test-v1-s1-master")[0], 1, "boom")
+    crash_pod(cluster, namespace, a_running_pod_of_job(cluster, namespace, "shop-test-v1-s1-master"), 1, "boom")
     wait_phase(cluster, namespace, "shop-test", "Failed")
     wait_for(lambda: (cluster.status(namespace, "shop-test").get("inPlace") or {}).get("restored"), timeout=30)
     assert snapshot(cluster, namespace)["template"] == before["template"]

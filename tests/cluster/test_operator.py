@@ -26,6 +26,7 @@ from loadstage.api.quantities import parse_duration
 from loadstage.kube.children import Children
 from loadstage.kube.context import ExperimentContext
 from support.kube import (
+    a_running_pod_of_job,
     api_requests,
     apply,
     children,
@@ -934,8 +935,7 @@ def test_an_injector_that_crashes_fails_the_experiment_within_60s_naming_pod_and
                                                                                        operator, job):
     operator()
     assert apply(cluster, namespace, one_stage_ladder()).returncode == 0
-    running_pods_of_job(cluster, namespace, f"cluster-ladder-v1-s1-{job}")
-    pod = pods(cluster, namespace, f"job-name=cluster-ladder-v1-s1-{job}")[0]
+    pod = a_running_pod_of_job(cluster, namespace, f"cluster-ladder-v1-s1-{job}")
     crash_pod(cluster, namespace, pod, 1, "ModuleNotFoundError: No module named 'mylib'")
     assert failed_within(cluster, namespace, "cluster-ladder", 60) < 60
     status = cluster.status(namespace, "cluster-ladder")

@@ -272,6 +272,14 @@ def finish_stage(cluster, namespace, master, workers, stage: RealStage, log_dir:
     finish_job_pods(cluster, namespace, workers)
 
 
+def a_running_pod_of_job(cluster, namespace, job_name, timeout=30):
+    """One of the Job's pods once kwok has made it Running, with its container's status (the worker Job's other
+    pods may not be yet)."""
+    return wait_for(lambda: next((p for p in pods(cluster, namespace, f"job-name={job_name}")
+                                  if p.status.phase == "Running" and p.status.container_statuses), None),
+                    timeout=timeout)
+
+
 def running_pods_of_job(cluster, namespace, job_name, count=1, timeout=30):
     return wait_for(lambda: len([p for p in pods(cluster, namespace, f"job-name={job_name}")
                                  if p.status.phase == "Running"]) >= count, timeout=timeout,
