@@ -26,7 +26,7 @@ def namespaces(cluster, namespace):
     made = []
 
     def make(suffix, labels=None):
-        name = f"{namespace[:40]}-{suffix}"
+        name = f"{namespace[:30]}-{namespace[-6:]}-{suffix}"   # the whole of its unique tail
         cluster.core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
         made.append(name)
         return name
