@@ -5,6 +5,7 @@ import copy
 import subprocess
 
 import pytest
+from gunicorn.config import Keepalive
 
 from loadstage.api.load import parse_experiment
 from loadstage.engine import argv
@@ -118,6 +119,9 @@ def test_nginx_accepts_its_configuration(tmp_path, protocol, upstream):
         assert "keepalive" not in text     # flup would hold a thread per kept connection
     else:
         assert "proxy_pass http://app;" in text and "keepalive 64;" in text
+        # idle kept connections end on nginx's side first: a POST sent on one gunicorn was closing got a 502
+        assert f"keepalive_timeout {proxy.UPSTREAM_IDLE_SECONDS}s;" in text
+        assert proxy.UPSTREAM_IDLE_SECONDS < Keepalive.default
     assert_accepted(text, tmp_path / "nginx.conf", proxy.NGINX, "-t", "-e", "stderr", "-c")
 
 

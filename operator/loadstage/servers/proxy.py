@@ -21,6 +21,7 @@ HTTPD_MODULES = "/usr/lib/apache2/modules"
 HTTPD_THREADS_PER_PROCESS = 25    # the event MPM's default
 NGINX_CONNECTIONS_PER_WORKER = 10240
 UPSTREAM_KEEPALIVE = 64           # idle connections nginx keeps to the upstream, per worker
+UPSTREAM_IDLE_SECONDS = 1         # ... for at most this long: under gunicorn's --keep-alive (2 s)
 MAX_BODY = "16m"
 ROOT_USER = ("nobody", "nogroup")  # whom the workers run as when the proxy is started by root (a local run)
 
@@ -52,7 +53,10 @@ def nginx_config(args: argparse.Namespace, directory: Path, as_root: bool) -> st
                    "            proxy_set_header Connection \"\";\n            proxy_set_header Host $host;\n")
     # a FastCGI connection per request, as both servers' defaults are: flup serves a kept one on a thread
     # of its own until it closes
-    keepalive = f"        keepalive {UPSTREAM_KEEPALIVE};\n" if args.protocol == "http" else ""
+    # an idle kept connection is dropped before the server drops it (gunicorn after 2 s): else nginx may send a
+    # request on a connection the server is closing, and answer a POST, which it does not retry, with 502
+    keepalive = (f"        keepalive {UPSTREAM_KEEPALIVE};\n        keepalive_timeout {UPSTREAM_IDLE_SECONDS}s;\n"
+                 if args.protocol == "http" else "")
     listen = "".join(f"        listen {address} backlog={args.backlog};\n" for address in args.listen)
     temp = "".join(f"    {kind}_temp_path {directory / kind};\n"
                    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
