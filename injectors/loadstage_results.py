@@ -46,11 +46,11 @@ from gevent.pywsgi import WSGIServer
 from locust import User, events
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
+from loadstage.api.types import PERCENTILES, Slo
 from loadstage.locust import compat, live, summary
 from loadstage.locust.recorder import REPORT_KEY, WINDOW_SECONDS, WINDOW_SETTLE_SECONDS, StageRecorder
 from loadstage.locust.request_gate import RequestGate, install
 from loadstage.locust.served_count import REQUEST_METRIC, scrape_served_requests, served_between
-from loadstage.api.types import PERCENTILES, Slo
 from loadstage.results import intervals, live_series
 from loadstage.results.artifact import artifact_line, encode
 from loadstage.results.sequential import LOOK_DELAY_SECONDS, LOOK_RESAMPLES, Looks, breached, figures_of

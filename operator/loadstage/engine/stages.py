@@ -159,7 +159,7 @@ class StageEngine:
                 self._clock_search(order, records, step)
                 prepared = await self._prepare(prepared, step, status, record, resuming, first)
                 first = resuming = False
-                await self._run_and_record(step, status, records, lambda: self._searched(record)[1] is None)
+                await self._run_and_record(step, status, records, lambda: record.search.done)   # _record updated it
         if prepared is not None:
             await self.backend.finish_variant(prepared)
 

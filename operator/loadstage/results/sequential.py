@@ -12,7 +12,6 @@ independent from one second to the next keep their blocks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Any
 
 from loadstage.results import histograms
