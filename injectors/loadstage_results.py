@@ -9,6 +9,9 @@
 - With --pacing, every user starts a task on a fixed schedule (an open model). A request's time
   from its task's intended start is recorded beside its response time, so the queueing that a
   closed model hides (coordinated omission) shows.
+- With --arrival-rate R, the injectors start R tasks a second in all, on schedule (loadstage.locust.arrivals),
+  each on a free user of the injector's pool (--users); an arrival that finds none is dropped and counted. The
+  load, and the stage's clock, begin once every pool is up (Locust's spawning_complete).
 - When the stage ends (or Locust quits), the master (or a standalone runner) writes the stage's headline to
   --summary-file and its artifact (every histogram, endpoint and error row, the time series) to
   --artifact-file; `-` prints the artifact as one line on stdout, for a pod's log.
@@ -48,6 +51,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from loadstage.api.types import PERCENTILES, Slo
 from loadstage.locust import compat, live, summary
+from loadstage.locust.arrivals import Arrivals
 from loadstage.locust.recorder import REPORT_KEY, WINDOW_SECONDS, WINDOW_SETTLE_SECONDS, StageRecorder
 from loadstage.locust.request_gate import RequestGate, install
 from loadstage.locust.served_count import REQUEST_METRIC, scrape_served_requests, served_between
@@ -65,6 +69,8 @@ def _add_options(parser):
     option("--wait-min", "shortest wait between a user's tasks, seconds", type=float, default=1.0)
     option("--wait-max", "longest wait between a user's tasks, seconds", type=float, default=2.0)
     option("--pacing", "start every user's tasks on this fixed schedule, seconds (0: wait between tasks)",
+           type=float, default=0.0)
+    option("--arrival-rate", "start this many tasks a second across the injectors, on free users (0: none)",
            type=float, default=0.0)
     option("--summary-file", "where the master writes the stage's headline (JSON)", default="")
     option("--artifact-file", "where the master writes the stage's histograms and rows (JSON; - for stdout)",
@@ -91,10 +97,14 @@ def _add_options(parser):
 
 
 def _waiting(own_wait_time):
-    """A user's wait: on --pacing the fixed schedule; else the class's own wait_time, if it has one;
-    else --wait-min..--wait-max. Decided at each call: workers get the master's options at spawn."""
+    """A user's wait: with --arrival-rate until its next arrival; on --pacing the fixed schedule; else the class's
+    own wait_time, if it has one; else --wait-min..--wait-max. Decided at each call: workers get the master's
+    options at spawn."""
     def wait_time(user):
         options = user.environment.parsed_options
+        if options.arrival_rate:
+            user.loadstage_intended = user.environment.loadstage_arrivals.take()
+            return 0.0
         if options.pacing:
             # the wait until this user's next intended start; 0 when it runs late (no slot is skipped)
             user.loadstage_intended = getattr(user, "loadstage_intended", time.time()) + options.pacing
@@ -103,6 +113,15 @@ def _waiting(own_wait_time):
             return own_wait_time(user)
         return random.uniform(options.wait_min, options.wait_max)
     return wait_time
+
+
+def _first_on_arrival(on_start):
+    """A user's first task waits for an arrival too (Locust runs it at once after on_start)."""
+    def on_start_on_arrival(user):
+        with compat.waiting(user):
+            user.loadstage_intended = user.environment.loadstage_arrivals.take()
+        on_start(user)
+    return on_start_on_arrival
 
 
 def _with_intended_start(context):
@@ -206,9 +225,15 @@ def _set_up(environment):
         gevent.spawn(environment.loadstage_cpu.run)
         environment.loadstage_gate = RequestGate()
     if compat.is_worker(runner):
-        environment.events.report_to_master.add_listener(
-            lambda client_id, data: data.__setitem__(REPORT_KEY, environment.loadstage.report()))
+        environment.events.report_to_master.add_listener(lambda client_id, data: _report(environment, data))
         runner.register_message(FLUSH, _flush_worker)
+
+
+def _report(environment, data):
+    arrivals = getattr(environment, "loadstage_arrivals", None)
+    if arrivals is not None:
+        environment.loadstage.own_arrivals = (arrivals.arrived, arrivals.dropped)
+    data[REPORT_KEY] = environment.loadstage.report()
 
 
 @events.init.add_listener
@@ -252,8 +277,14 @@ def _share_done(environment):
         gevent.spawn(_end_stage, environment, 0)
 
 
+def _stop_arrivals(environment):
+    if (arrivals := getattr(environment, "loadstage_arrivals", None)) is not None:
+        arrivals.stop()
+
+
 def _flush_worker(environment, msg, **_kwargs):
     runner = environment.runner
+    _stop_arrivals(environment)   # before the users stop: an arrival then would find none free
     runner.stop()          # users finish the request in flight (--stop-timeout), then stop
     environment.loadstage_cpu.sample(CPU_LAST_SAMPLE_SECONDS)
     compat.report_now(runner)
@@ -274,6 +305,7 @@ def _end_stage(environment, seconds):
         while not expected <= flushed and time.monotonic() < deadline:
             gevent.sleep(0.02)
     else:
+        _stop_arrivals(environment)
         runner.stop()
         environment.loadstage_cpu.sample(CPU_LAST_SAMPLE_SECONDS)
     _write_results(environment)   # every sample is in: the stage's results need not wait for Locust to quit
@@ -306,7 +338,14 @@ def _before_users(environment, options):
     if gate.needed:
         install(compat.http_sessions(), gate)
         environment.events.request.add_listener(gate.note_completed)
-    if options.pacing:
+    if options.arrival_rate:
+        arrivals = environment.loadstage_arrivals = Arrivals(
+            options.arrival_rate, options.expect_workers or 1, compat.worker_index(compat.runner_of(environment)))
+        environment.events.spawning_complete.add_listener(lambda **_: arrivals.start())
+        environment.events.test_stopping.add_listener(lambda **_: arrivals.stop())   # whatever stops the users
+        for user_class in environment.user_classes:
+            user_class.on_start = _first_on_arrival(user_class.on_start)
+    if options.pacing or options.arrival_rate:
         for user_class in environment.user_classes:
             user_class.context = _with_intended_start(user_class.context)
 
@@ -328,6 +367,19 @@ def _on_test_start(environment, **_kwargs):
         environment.loadstage_served_before = scrape_served_requests(_target_metrics(options),
                                                                      options.target_counter)
     gevent.spawn(_settle_windows, environment)
+    if options.arrival_rate:   # the arrivals begin once every pool is up
+        environment.events.spawning_complete.add_listener(lambda **_: _begin_load(environment, options))
+    else:
+        _begin_load(environment, options)
+
+
+def _begin_load(environment, options):
+    """The stage's clock starts, once: its end, and its looks."""
+    if getattr(environment, "loadstage_began", False):
+        return
+    environment.loadstage_began = True
+    if options.arrival_rate:
+        environment.loadstage_started = time.time()
     if options.stage_seconds:
         gevent.spawn(_end_stage, environment, options.stage_seconds)
         if options.slo:
@@ -393,6 +445,8 @@ def _write_results(environment):
                                 scrape_served_requests(_target_metrics(options), options.target_counter))
     recorder = environment.loadstage
     if not compat.is_master(environment.runner):
+        if (arrivals := getattr(environment, "loadstage_arrivals", None)) is not None:
+            recorder.own_arrivals = (arrivals.arrived, arrivals.dropped)
         recorder.keep_unsent()
     recorder.close_windows()
     # the final counts, for a last read of the progress file and a last scrape before the master quits
@@ -401,7 +455,8 @@ def _write_results(environment):
         _write_atomically(options.progress_file, json.dumps(environment.loadstage_final).encode())
     workers = compat.workers_seen(environment.runner)
     headline, artifact = summary.build(environment.stats, recorder, injectors=workers, served_requests=served,
-                                       bound_percent=options.injector_bound_percent)
+                                       bound_percent=options.injector_bound_percent,
+                                       started=environment.loadstage_started if options.arrival_rate else None)
     if options.slo:
         headline.update(endedBy=getattr(environment, "loadstage_ended_by", "MaxDuration"),
                         looks=getattr(environment, "loadstage_looks", 0))

@@ -86,3 +86,12 @@ def test_operator_scale_smoke_runs():
     result = run("operator_scale.py")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "5 experiments: all Running" in result.stdout and "20 worker pods Running" in result.stdout, result.stdout
+
+
+def test_search_smoke_runs_a_reference_ladder_a_search_and_the_verdict_check():
+    result = run("search.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("reference ladder: 40/s p99 ")
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("bracket contains the reference knee in ") and " of 1 searches; " in last
+    assert "wrong verdicts " in last and " of 2 " in last

@@ -286,6 +286,37 @@ def test_each_proxy_over_each_socket_serves_real_pods_from_its_own_container(nod
                                           for i, v in enumerate(variants)])
 
 
+def test_a_capacity_search_at_an_arrival_rate_runs_in_real_pods_each_stage_ending_once_decided(node):
+    """One gthread worker of 2 threads, each request held ~18 ms: at most ~110 req/s, so a p99 of 100 ms breaks
+    between 80 and 160 arrivals a second. Each stage's Locust master ends it at its deciding look, in its pod."""
+    namespace = node.restricted_namespace("lx-search")
+    doc = {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": "search"},
+           "spec": {"target": {"pods": 1, "workers": 1, "threads": 2, "env": {"RUNNER_DELAY": "fast"}},
+                    "injectors": {"scenario": "hello", "maxUsersPerInjector": 30, "maxRatePerInjector": 100},
+                    "slo": {"p99": "100ms", "errorRate": "1%"},
+                    "search": {"load": "rps", "from": 20, "max": 320, "resolution": "50%"},
+                    "stageEnd": {"when": "Decided", "min": "8s", "max": "20s"}}}
+    (final,) = run_to_success(node, namespace, doc)
+    variant = final["variants"][0]
+    search, stages = variant["search"], variant["stages"]
+    table = [(s["stage"], s["arrivalRate"], s["injectors"], s["endedBy"], s["durationSeconds"], s["requests"],
+              s["latencyMs"]["p99"], s["droppedArrivals"], s["verdict"]["outcome"]) for s in stages]
+    print("\nsearch on the real node (stage, rps, injectors, ended by, seconds, requests, p99 ms, dropped, verdict):",
+          table, "bracket:", search)
+    assert search["reason"] == "Found" and 20 <= search["pass"] < search["fail"] <= 320, (search, table)
+    assert [s["arrivalRate"] for s in stages][:3] == [20, 40, 80], table     # doubling from `from`
+    assert [s["injectors"] for s in stages] == [-(-s["arrivalRate"] // 100) for s in stages], table
+    low = stages[0]   # far under the objective: decided at its first look from min on, 8 s and 4 s for reports
+    assert (low["endedBy"], low["verdict"]["outcome"], low["droppedArrivals"]) == ("Decided", "Pass", 0), low
+    assert low["durationSeconds"] < 20
+    # every arrival of the first stage reached the target, at the rate asked (the served count is the target's own)
+    assert low["target"]["servedRequests"] == low["requests"], low
+    assert low["requests"] == pytest.approx(20 * low["durationSeconds"], rel=0.02), low
+    assert any(s["verdict"]["outcome"] == "Fail" for s in stages) and all(
+        s["endedBy"] in ("Decided", "Breached", "MaxDuration") for s in stages), table
+    assert final["latest"]["bracket"].startswith(f"{search['pass']}-{search['fail']} rps")
+
+
 def shop(node, namespace, name, args=None):
     """A team's own Deployment of an app this project did not write (httpbin, from the example-app image):
     its own labels, probes and resources, env from a ConfigMap, and an HPA on CPU."""

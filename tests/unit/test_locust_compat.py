@@ -3,6 +3,8 @@ and a real worker runner in this process, talking over loopback. An upgrade that
 extension relies on fails here, naming it."""
 
 import gevent
+import gevent.event
+import gevent.pool
 from locust import User, constant, task
 from locust.env import Environment
 from locust.event import Events
@@ -47,3 +49,25 @@ def test_a_master_and_a_worker_expose_what_the_extension_uses():
     finally:
         worker.quit()
         master.quit()
+
+
+class WaitsBeforeItsFirstTask(User):
+    wait_time = constant(1)
+
+    def on_start(self):
+        with compat.waiting(self):
+            gevent.event.Event().wait()   # an arrival that never comes
+
+    @task
+    def nothing(self):
+        pass
+
+
+def test_a_user_waiting_before_its_first_task_is_stopped_at_once_not_after_the_stop_timeout():
+    group = gevent.pool.Group()
+    user = WaitsBeforeItsFirstTask(Environment(user_classes=[WaitsBeforeItsFirstTask]))
+    greenlet = user.start(group)
+    gevent.sleep(0)
+    assert user.stop() is True     # killed, as in Locust's own wait; a running user would be left to finish
+    gevent.sleep(0)
+    assert greenlet.dead

@@ -5,6 +5,7 @@ import pytest
 from loadstage.api.load import load_experiment_file, parse_experiment
 from loadstage.api.quantities import cpu_cores, format_duration, memory_bytes, parse_duration
 from loadstage.api.schema import ValidationError
+from loadstage.api.types import Stage
 from support.documents import BASE
 from support.waiting import ROOT
 
@@ -158,6 +159,19 @@ def test_quantities():
         cpu_cores("1.5 cores")
 
 
+def test_an_arrival_rate_shares_its_injectors_and_runs_a_pool_of_users_on_each():
+    spec = parse_experiment(with_spec(injectors={"maxUsersPerInjector": 30, "maxRatePerInjector": 50}, stages=[
+        {"arrivalRate": 120, "duration": "10s"}, {"injectors": 4, "arrivalRate": 120, "duration": "10s"},
+        {"injectors": 2, "duration": "10s"}])).spec
+    alone, given, closed = spec.stages
+    assert (alone.injectors, given.injectors) == (3, 4)     # ceil(120 / 50) without injectors
+    assert [spec.injectors.users_for(s) for s in spec.stages] == [90, 120, 2 * spec.injectors.users_per_injector]
+    assert spec.injectors.spawn_rate_for(alone) == 90       # the whole pool at once
+    searched = parse_experiment(with_spec(stages=None, slo={"p99": "300ms"}, search={
+        "load": "rps", "from": 100, "max": 1600, "duration": "20s"})).spec.search
+    assert searched.stage(1200) == Stage(None, 20.0, arrival_rate=1200)
+
+
 def test_pacing_is_an_optional_open_model():
     assert parse_experiment(with_spec()).spec.injectors.pacing is None
     assert parse_experiment(with_spec(injectors={"pacing": "250ms"})).spec.injectors.pacing == 0.25
@@ -238,14 +252,29 @@ BAD = [
       "stages": [{"injectors": n, "duration": "1m"} for n in range(1, 7)]},
      "spec: at most 500 stages in all (variants x stages x repeats), so that the status stays small"),
     ({"stages": [{"injectors": 2, "users": 50, "duration": "1m"}]},
-     "spec.stages[0]: set exactly one of injectors or users"),
-    ({"stages": [{"duration": "1m"}]}, "spec.stages[0]: set exactly one of injectors or users"),
+     "spec.stages[0]: set either injectors or users, not both"),
+    ({"stages": [{"duration": "1m"}]}, "spec.stages[0]: set injectors, users or arrivalRate"),
     ({"warmup": {"users": 5, "injectors": 1, "duration": "5s"}, "stages": [{"users": 5, "duration": "1m"}]},
-     "spec.warmup: set exactly one of injectors or users"),
+     "spec.warmup: set either injectors or users, not both"),
+    ({"stages": [{"users": 5, "arrivalRate": 100, "duration": "1m"}]},
+     "spec.stages[0].arrivalRate: users (a closed model) and arrivalRate (an open model) are two loads: set one of "
+     "them"),
+    ({"stages": [{"arrivalRate": 100, "requests": 1000}]},
+     "spec.stages[0].requests: arrivalRate starts tasks on a schedule for the stage's duration: it cannot also end "
+     "at a count of requests"),
+    ({"stages": [{"arrivalRate": 0, "duration": "1m"}]}, "spec.stages[0].arrivalRate: must be >= 1, got 0"),
+    ({"stages": [{"arrivalRate": 2.5, "duration": "1m"}]}, "spec.stages[0].arrivalRate: must be an integer, got 2.5"),
+    ({"stages": [{"injectors": 2, "arrivalRate": 100, "duration": "1m"}], "injectors": {"pacing": "1s"}},
+     "spec: spec.injectors.pacing and an arrivalRate (a stage's, or spec.search.load: rps) are two open models: "
+     "give one of them"),
+    ({"stages": [{"arrivalRate": 500_001, "duration": "1m"}]},
+     "spec: a stage given in users or in arrivalRate alone needs at most 1000 injectors: users / "
+     "injectors.maxUsersPerInjector and arrivalRate / injectors.maxRatePerInjector must be <= 1000"),
+    ({"injectors": {"maxRatePerInjector": 0}}, "spec.injectors.maxRatePerInjector: must be >= 1, got 0"),
     ({"stages": [{"users": 0, "duration": "1m"}]}, "spec.stages[0].users: must be >= 1, got 0"),
     ({"injectors": {"maxUsersPerInjector": 10}, "stages": [{"users": 10001, "duration": "1m"}]},
-     "spec: a stage given in users needs at most 1000 injectors: users / injectors.maxUsersPerInjector must be "
-     "<= 1000"),
+     "spec: a stage given in users or in arrivalRate alone needs at most 1000 injectors: users / "
+     "injectors.maxUsersPerInjector and arrivalRate / injectors.maxRatePerInjector must be <= 1000"),
     ({"target": {"server": "tornado"}},
      "spec.target.server: must be one of gunicorn, uwsgi, waitress, cheroot, granian, bjoern, meinheld, mod_wsgi, flup, "
      "got 'tornado'"),
@@ -369,14 +398,20 @@ BAD = [
      "spec.search.max: max must be above from"),
     ({"stages": None, "search": {**SEARCH, "resolution": "0%"}, "slo": {"p99": "300ms"}},
      "spec.search.resolution: resolution must be above 0%"),
-    ({"stages": None, "search": {**SEARCH, "load": "rps"}, "slo": {"p99": "300ms"}},
-     "spec.search.load: must be one of users, injectors, got 'rps'"),
+    ({"stages": None, "search": {**SEARCH, "load": "bytes"}, "slo": {"p99": "300ms"}},
+     "spec.search.load: must be one of users, injectors, rps, got 'bytes'"),
+    ({"stages": None, "search": {**SEARCH, "load": "rps", "max": 500_001}, "slo": {"p99": "300ms"}},
+     "spec: a stage given in users or in arrivalRate alone needs at most 1000 injectors: users / "
+     "injectors.maxUsersPerInjector and arrivalRate / injectors.maxRatePerInjector must be <= 1000"),
+    ({"stages": None, "search": {**SEARCH, "load": "rps"}, "slo": {"p99": "300ms"}, "injectors": {"pacing": "1s"}},
+     "spec: spec.injectors.pacing and an arrivalRate (a stage's, or spec.search.load: rps) are two open models: "
+     "give one of them"),
     ({"stages": None, "search": {**SEARCH, "load": "injectors", "max": 1001}, "slo": {"p99": "300ms"}},
      "spec.search.max: a search over injectors goes up to at most 1000"),
     ({"stages": None, "search": {**SEARCH, "max": 2001}, "slo": {"p99": "300ms"},
       "injectors": {"maxUsersPerInjector": 2}},
-     "spec: a stage given in users needs at most 1000 injectors: users / injectors.maxUsersPerInjector must be "
-     "<= 1000"),
+     "spec: a stage given in users or in arrivalRate alone needs at most 1000 injectors: users / "
+     "injectors.maxUsersPerInjector and arrivalRate / injectors.maxRatePerInjector must be <= 1000"),
     ({"stages": None, "search": {k: v for k, v in SEARCH.items() if k != "duration"}, "slo": {"p99": "300ms"}},
      "spec: spec.search.duration is required, unless spec.stageEnd (when: Decided) gives a max"),
     ({"stageEnd": {"when": "Decided"}},

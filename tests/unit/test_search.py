@@ -15,6 +15,7 @@ from loadstage.api.types import Search, Slo
 from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.search import load_of, outcome, progress
 from loadstage.engine.stages import StageEngine
+from loadstage.reports import compare
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
 from loadstage.results import histograms, intervals
@@ -36,8 +37,9 @@ class KneeBackend:
     """A target whose requests take p99_at(load) at the p99 (spread from half of it to its whole), over
     SECONDS seconds, so that the stage has blocks and intervals; `noisy` loads answer across the objective."""
 
-    def __init__(self, knee, load="users", noisy=(), bound_at=None, ended_by=None):
+    def __init__(self, knee, load="users", noisy=(), bound_at=None, ended_by=None, drops_at=None):
         self.knee, self.load, self.noisy, self.bound_at = knee, load, set(noisy), bound_at
+        self.drops_at = drops_at   # an arrival rate from which the injectors' pools drop 2% of the arrivals
         self.ended_by, self.decisions = ended_by, []
         self.calls = []
 
@@ -54,7 +56,8 @@ class KneeBackend:
         return [{} for _ in steps]
 
     def run_stage(self, step):
-        load = (step.stage.users if self.load == "users" else step.stage.injectors) or 1   # a warm-up: injectors
+        load = {"users": step.stage.users, "injectors": step.stage.injectors,
+                "rps": step.stage.arrival_rate}[self.load] or 1   # a warm-up: injectors
         self.calls.append(("stage", step.variant.index, step.number, load, step.stage.duration))
         knee = self.knee[step.variant.index] if isinstance(self.knee, list) else self.knee
         stats, recorder = RequestStats(), StageRecorder()
@@ -68,6 +71,9 @@ class KneeBackend:
                 recorder.record("GET", "/", ms, at=1_000_000.0 + second + i / PER_SECOND)
         recorder.keep_unsent()
         recorder.close_windows()
+        if step.stage.arrival_rate:
+            arrived = step.stage.arrival_rate * SECONDS
+            recorder.own_arrivals = (arrived, arrived // 50 if self.drops_at and load >= self.drops_at else 0)
         headline, artifact = build(stats, recorder, injectors=step.stage.injectors)
         if self.bound_at is not None and load >= self.bound_at:
             headline["injectorBound"] = True
@@ -170,6 +176,9 @@ def test_the_ends_of_a_search_say_why_it_stopped(base_doc):
     bound = KneeBackend(knee=100, load="injectors", bound_at=8)
     found = run(search_experiment(base_doc, search), bound)[-1]["variants"][0]["search"]
     assert (found["reason"], found["pass"], found["stages"]) == ("InjectorBound", 4, 3)
+    cpu_bound_fail = KneeBackend(knee=1, load="injectors", bound_at=2)   # its latencies were the injectors' too
+    found = run(search_experiment(base_doc, search), cpu_bound_fail)[-1]["variants"][0]["search"]
+    assert (found["reason"], found["pass"], found["fail"]) == ("InjectorBound", None, None)
 
 
 def test_each_variant_of_a_matrix_gets_its_own_search_each_on_its_own_target(base_doc):
@@ -341,3 +350,62 @@ def test_a_stage_whose_target_restarted_fails_the_search_even_undecided():
     restarted = TargetFigures(pods=(TargetPodHealth("runner-0", restarts=1, unready_seconds=0.0),))
     undecided = dataclasses.replace(played(1, 10, "Undecided"), target=restarted)
     assert outcome(undecided) == "Fail"
+
+
+def test_a_search_over_an_arrival_rate_brackets_the_rate_on_as_many_injectors_as_it_needs(base_doc):
+    exp = search_experiment(base_doc, {"load": "rps", "from": 50, "max": 5000, "resolution": "10%",
+                                       "duration": "20s"}, injectors={"maxRatePerInjector": 150})
+    backend = KneeBackend(knee=400, load="rps")
+    final = run(exp, backend)[-1]
+    # passes up to 400 x 3^(1/3) = 576.9 rps
+    assert [load for load, _ in stages_run(backend)] == [50, 100, 200, 400, 800, 600, 500, 550]
+    search = final["variants"][0]["search"]
+    assert (search["reason"], search["pass"], search["fail"], search["load"]) == ("Found", 550, 600, "rps")
+    stages = final["variants"][0]["stages"]
+    assert [s["injectors"] for s in stages] == [1, 1, 2, 3, 6, 4, 4, 4]     # ceil(rps / maxRatePerInjector)
+    assert [s["arrivalRate"] for s in stages] == [50, 100, 200, 400, 800, 600, 500, 550]
+    assert all(s["droppedArrivals"] == 0 and s["arrivals"] == s["arrivalRate"] * SECONDS for s in stages)
+    assert final["latest"]["bracket"].startswith("550-600 rps")
+
+
+def test_a_search_whose_injectors_drop_arrivals_ends_injector_bound_with_the_bracket_it_had(base_doc):
+    exp = search_experiment(base_doc, {"load": "rps", "from": 50, "max": 5000, "resolution": "10%",
+                                       "duration": "20s"})
+    backend = KneeBackend(knee=400, load="rps", drops_at=400)
+    final = run(exp, backend)[-1]
+    assert [load for load, _ in stages_run(backend)] == [50, 100, 200, 400]
+    stages = final["variants"][0]["stages"]
+    assert [s["injectorBound"] for s in stages] == [False, False, False, True]
+    assert stages[-1]["droppedArrivals"] == 400 * SECONDS // 50
+    search = final["variants"][0]["search"]
+    assert (search["reason"], search["pass"], search["fail"]) == ("InjectorBound", 200, None)
+
+
+def test_a_stage_that_drops_arrivals_while_it_fails_the_objective_is_a_fail_not_injector_bound(base_doc):
+    """Every user of the pools waited on a target past its knee: the drops are the target's doing."""
+    exp = search_experiment(base_doc, {"load": "rps", "from": 50, "max": 5000, "resolution": "10%",
+                                       "duration": "20s"})
+    backend = KneeBackend(knee=400, load="rps", drops_at=600)
+    final = run(exp, backend)[-1]
+    assert [load for load, _ in stages_run(backend)] == [50, 100, 200, 400, 800, 600, 500, 550]
+    stages = {s["arrivalRate"]: s for s in final["variants"][0]["stages"]}
+    assert (stages[800]["injectorBound"], stages[800]["injectorCpuBound"], stages[800]["verdict"]["outcome"]) == \
+        (True, False, "Fail")
+    search = final["variants"][0]["search"]
+    assert (search["reason"], search["pass"], search["fail"]) == ("Found", 550, 600)
+
+
+def test_compare_sets_two_searches_brackets_side_by_side_and_calls_a_lower_one_a_regression(base_doc):
+    exp = search_experiment(base_doc, {"load": "rps", "from": 50, "max": 5000, "resolution": "10%",
+                                       "duration": "20s"})
+    finals = {knee: RunResults.read(run(exp, KneeBackend(knee=knee, load="rps"))[-1]) for knee in (400, 300, 390)}
+    slower = compare.compare((exp, finals[400]), (exp, finals[300]), 0.1)
+    (capacity,) = slower.capacities
+    assert (capacity.base.bracket()[:11], capacity.new.bracket()[:11], capacity.verdict) == \
+        ("550-600 rps", "425-450 rps", "lower")
+    assert capacity in slower.regressed
+    assert "; 1 of 1 capacities lower" in compare.summary(slower)
+    assert any(line.startswith("Capacity (") and line.endswith(": lower") for line in compare.notes(slower))
+    close = compare.compare((exp, finals[400]), (exp, finals[390]), 0.1)
+    assert [c.verdict for c in close.capacities] == ["the same"] and close.capacities[0] not in close.regressed
+    assert compare.compare((exp, finals[300]), (exp, finals[400]), 0.1).capacities[0].verdict == "higher"

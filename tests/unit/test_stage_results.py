@@ -154,7 +154,14 @@ def test_master_and_worker_command_lines():
     paced = experiment(injectors={"pacing": "250ms"})
     paced_argv = commands.locust_master_command(paced, paced.spec.stages[0], host="h", summary_file="s",
                                                 artifact_file="a", target_metrics=[])
-    assert paced_argv[paced_argv.index("--pacing") + 1] == "0.25"
+    assert paced_argv[paced_argv.index("--pacing") + 1] == "0.25" and "--arrival-rate" not in paced_argv
+    opened = experiment(injectors={"maxUsersPerInjector": 40}, stages=[{"arrivalRate": 1200, "duration": "30s"}])
+    open_argv = commands.locust_master_command(opened, opened.spec.stages[0], host="h", summary_file="s",
+                                               artifact_file="a", target_metrics=[])
+    open_opts = dict(zip(open_argv, open_argv[1:]))
+    # 3 injectors (1200 / 500 a second each at most), each with a pool of 40 users, all started at once
+    assert (open_opts["--arrival-rate"], open_opts["--expect-workers"]) == ("1200", "3")
+    assert (open_opts["--users"], open_opts["--spawn-rate"]) == ("120", "120")
     worker = commands.locust_worker_command(e, master_host="lx-master")
     assert worker[worker.index("--master-host") + 1] == "lx-master" and "--worker" in worker
 

@@ -10,6 +10,7 @@ from loadstage.api.types import (
     CLEANUP_POLICIES,
     COMMAND_PLACEHOLDERS,
     DEFAULT_COUNTER,
+    DEFAULT_MAX_RATE_PER_INJECTOR,
     DEFAULT_MAX_USERS_PER_INJECTOR,
     DEFAULT_POD_RESOURCES,
     DEFAULT_METRICS_PATH,
@@ -20,6 +21,7 @@ from loadstage.api.types import (
     PROXIES,
     SERVER_WORKER_CLASSES,
     SOCKETS,
+    MAX_ARRIVAL_RATE,
     MAX_INJECTORS,
     MAX_REPEATS,
     MAX_SEED,
@@ -71,8 +73,13 @@ from loadstage.api.types import (
 
 _CEL_MAX_USERS = ("(has(self.injectors) && has(self.injectors.maxUsersPerInjector) ? "
                   f"self.injectors.maxUsersPerInjector : {DEFAULT_MAX_USERS_PER_INJECTOR})")
-_CEL_FITS = "({users} + %s - 1) / %s <= %d" % (_CEL_MAX_USERS, _CEL_MAX_USERS, MAX_INJECTORS)
-_CEL_USERS_FIT = "!has({s}.users) || " + _CEL_FITS.format(users="{s}.users")
+_CEL_MAX_RATE = ("(has(self.injectors) && has(self.injectors.maxRatePerInjector) ? "
+                 f"self.injectors.maxRatePerInjector : {DEFAULT_MAX_RATE_PER_INJECTOR})")
+_CEL_FITS = "({load} + %s - 1) / %s <= %d"
+_CEL_USERS_FIT = _CEL_FITS % (_CEL_MAX_USERS, _CEL_MAX_USERS, MAX_INJECTORS)
+_CEL_RATE_FITS = _CEL_FITS % (_CEL_MAX_RATE, _CEL_MAX_RATE, MAX_INJECTORS)
+_CEL_STAGE_FITS = ("(!has({s}.users) || " + _CEL_USERS_FIT.format(load="{s}.users") + ") && (has({s}.injectors) || "
+                   "!has({s}.arrivalRate) || " + _CEL_RATE_FITS.format(load="{s}.arrivalRate") + ")")
 _CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1) * (has(self.{m}threads) ? size(self.{m}threads) : 1)"
                  " * (has(self.{m}pods) ? size(self.{m}pods) : 1) * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)"
                  " * (has(self.{m}server) ? size(self.{m}server) : 1) * (has(self.{m}cpu) ? size(self.{m}cpu) : 1)"
@@ -295,8 +302,12 @@ INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per 
     "image": _image,
     "usersPerInjector": Int("Simulated users per injector.", minimum=1, maximum=100000, default=10),
     "maxUsersPerInjector": Int("Stages given in users: the most users one injector runs; such a stage gets "
-                               "ceil(users / maxUsersPerInjector) injectors.", minimum=1, maximum=100000,
+                               "ceil(users / maxUsersPerInjector) injectors. Stages given in arrivalRate: each "
+                               "injector's pool of users.", minimum=1, maximum=100000,
                                default=DEFAULT_MAX_USERS_PER_INJECTOR),
+    "maxRatePerInjector": Int("Stages given in arrivalRate alone: the most arrivals a second one injector "
+                              "starts; such a stage gets ceil(arrivalRate / maxRatePerInjector) injectors.",
+                              minimum=1, maximum=100000, default=DEFAULT_MAX_RATE_PER_INJECTOR),
     "spawnRatePerInjector": Int("Users started per second per injector; defaults to usersPerInjector.",
                                 minimum=1, maximum=100000),
     "waitTime": WAIT_TIME,
@@ -318,20 +329,35 @@ INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per 
 }, rules=[Rule(lambda i: not (i.scenario and i.locustfile), "set either scenario or locustfile, not both",
                cel="!(has(self.scenario) && has(self.locustfile))")], default={})
 
-STAGE = Obj(Stage, "One step of the ladder: this many injectors, or this many users, for this long or for this many "
-                   "requests.", {
+STAGE = Obj(Stage, "One step of the ladder: this many injectors, this many users, or this arrival rate, for this long "
+                   "or for this many requests.", {
     "injectors": Int("Number of Locust injectors (worker processes or pods), each running usersPerInjector "
-                     "users. Set this or users.", minimum=1, maximum=MAX_INJECTORS),
+                     "users (with arrivalRate: sharing its arrivals). Set this, users, or arrivalRate.",
+                     minimum=1, maximum=MAX_INJECTORS),
     "users": Int("Total simulated users, spread evenly over ceil(users / injectors.maxUsersPerInjector) "
-                 "injectors. Set this or injectors.", minimum=1, maximum=MAX_STAGE_USERS),
+                 "injectors. Set this or injectors; not with arrivalRate.", minimum=1, maximum=MAX_STAGE_USERS),
+    "arrivalRate": Int("An open model: this many tasks start a second across the stage's injectors, on schedule, "
+                       "whatever the answers (one request each in the built-in scenarios). Each injector runs a "
+                       "pool of injectors.maxUsersPerInjector users; an arrival that finds none free is dropped and "
+                       "counted, and a stage that drops over 1% is injector-bound. Latency is also measured from "
+                       "each arrival's intended start. Without injectors: ceil(arrivalRate / "
+                       "injectors.maxRatePerInjector) of them.", minimum=1, maximum=MAX_ARRIVAL_RATE),
     "duration": Duration("How long the stage runs, e.g. 90s or 20m. With requests: its time limit (default "
                          f"{format_duration(REQUESTS_TIME_LIMIT)}).", minimum="1s", maximum="24h"),
     "requests": Int("End the stage once this many requests in all have completed, like ab -n: the injectors "
                     "share them and send exactly this many. The stage records how long they took.",
                     minimum=1, maximum=MAX_STAGE_REQUESTS),
 }, rules=[
-    Rule(lambda s: (s.injectors is None) != (s.users is None), "set exactly one of injectors or users",
-         cel="has(self.injectors) != has(self.users)"),
+    Rule(lambda s: s.injectors is not None or s.users is not None or s.arrival_rate is not None,
+         "set injectors, users or arrivalRate", cel="has(self.injectors) || has(self.users) || has(self.arrivalRate)"),
+    Rule(lambda s: s.injectors is None or s.users is None, "set either injectors or users, not both",
+         cel="!has(self.injectors) || !has(self.users)"),
+    Rule(lambda s: s.users is None or s.arrival_rate is None,
+         "users (a closed model) and arrivalRate (an open model) are two loads: set one of them",
+         cel="!has(self.users) || !has(self.arrivalRate)", field="arrivalRate"),
+    Rule(lambda s: s.requests is None or s.arrival_rate is None,
+         "arrivalRate starts tasks on a schedule for the stage's duration: it cannot also end at a count of requests",
+         cel="!has(self.requests) || !has(self.arrivalRate)", field="requests"),
     Rule(lambda s: s.duration is not None or s.requests is not None,
          "set duration, requests, or both (duration is then the time limit)",
          cel="has(self.duration) || has(self.requests)")])
@@ -383,7 +409,8 @@ SEARCH = Obj(Search, "A capacity search instead of a ladder: stages from `from` 
                      "width is at most `resolution` of its low end. An undecided stage runs once more, twice as "
                      "long; undecided again, it counts as a fail.", {
     "load": Str("What the search varies: users (spread over ceil(users / injectors.maxUsersPerInjector) "
-                "injectors) or injectors (each running injectors.usersPerInjector users).", enum=SEARCH_LOADS),
+                "injectors), injectors (each running injectors.usersPerInjector users) or rps (a stage's "
+                "arrivalRate, over ceil(rps / injectors.maxRatePerInjector) injectors).", enum=SEARCH_LOADS),
     "from": Int("The load of the first stage.", minimum=1, maximum=MAX_STAGE_USERS),
     "max": Int("The ceiling: the search never asks for more.", minimum=1, maximum=MAX_STAGE_USERS),
     "resolution": Percent("How fine the answer is: the search ends once (fail - pass) / pass is at most this.",
@@ -491,11 +518,19 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          cel="!has(self.search) || !has(self.order) || self.order != 'Interleaved'"),
     Rule(lambda s: all(injectors_of(stage, s.injectors) <= MAX_INJECTORS
                        for stage in [*_ladder_or_search(s), *([s.warmup] if s.warmup else [])]),
-         f"a stage given in users needs at most {MAX_INJECTORS} injectors: users / injectors.maxUsersPerInjector "
-         f"must be <= {MAX_INJECTORS}",
-         cel=f"(!has(self.stages) || self.stages.all(s, {_CEL_USERS_FIT.format(s='s')})) && "
-             f"(!has(self.warmup) || {_CEL_USERS_FIT.format(s='self.warmup')}) && (!has(self.search) || "
-             f"self.search.load != 'users' || {_CEL_FITS.format(users='self.search.max')})"),
+         f"a stage given in users or in arrivalRate alone needs at most {MAX_INJECTORS} injectors: users / "
+         f"injectors.maxUsersPerInjector and arrivalRate / injectors.maxRatePerInjector must be <= {MAX_INJECTORS}",
+         cel=f"(!has(self.stages) || self.stages.all(s, {_CEL_STAGE_FITS.format(s='s')})) && "
+             f"(!has(self.warmup) || {_CEL_STAGE_FITS.format(s='self.warmup')}) && (!has(self.search) || "
+             f"(self.search.load != 'users' || {_CEL_USERS_FIT.format(load='self.search.max')}) && "
+             f"(self.search.load != 'rps' || {_CEL_RATE_FITS.format(load='self.search.max')}))"),
+    Rule(lambda s: s.injectors.pacing is None or not any(
+        stage.arrival_rate for stage in [*_ladder_or_search(s), *([s.warmup] if s.warmup else [])]),
+         "spec.injectors.pacing and an arrivalRate (a stage's, or spec.search.load: rps) are two open models: "
+         "give one of them",
+         cel="!has(self.injectors) || !has(self.injectors.pacing) || ((!has(self.stages) || self.stages.all(s, "
+             "!has(s.arrivalRate))) && (!has(self.warmup) || !has(self.warmup.arrivalRate)) && (!has(self.search) "
+             "|| self.search.load != 'rps'))"),
     Rule(lambda s: variant_count(s.matrix) * len(s.stages or ()) * s.repeats <= MAX_VARIANT_STAGES,
          f"at most {MAX_VARIANT_STAGES} stages in all (variants x stages x repeats), so that the status stays small",
          cel=f"!has(self.stages) || (has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * "

@@ -37,13 +37,16 @@ MAX_SEED = 2**31 - 1
 MAX_INJECTORS = 1000
 MAX_STAGE_USERS = 1_000_000
 DEFAULT_MAX_USERS_PER_INJECTOR = 100
+DEFAULT_MAX_RATE_PER_INJECTOR = 500   # arrivals a second one injector starts, for a stage given in arrivalRate alone
+MAX_ARRIVAL_RATE = 10_000_000
+DROPPED_ARRIVALS_BOUND = 0.01   # a stage that drops more of its arrivals measured its injectors' pool
 MAX_STAGE_REQUESTS = 1_000_000_000
 REQUESTS_TIME_LIMIT = 600.0   # seconds: a stage given in requests alone ends here, should they not all complete
 CLEANUP_POLICIES = ("Delete", "Keep", "KeepOnFailure")
 DEPLOYMENT_MODES = ("Copy", "InPlace")
 DEFAULT_THREADS = 2
 ON_LOST = ("Fail", "Continue")
-SEARCH_LOADS = ("users", "injectors")
+SEARCH_LOADS = ("users", "injectors", "rps")
 STAGE_ENDS = ("Duration", "Decided")
 
 
@@ -292,7 +295,8 @@ class Injectors:
     locustfile: Locustfile | None
     on_lost: str = "Fail"
     keep_alive: bool = True
-    max_users_per_injector: int = 100
+    max_users_per_injector: int = DEFAULT_MAX_USERS_PER_INJECTOR
+    max_rate_per_injector: int = DEFAULT_MAX_RATE_PER_INJECTOR
     resources: Resources = NO_RESOURCES          # each injector (Locust worker) pod
     master_resources: Resources = NO_RESOURCES   # each stage's Locust master pod
 
@@ -301,11 +305,15 @@ class Injectors:
         return self.spawn_rate_per_injector or float(self.users_per_injector)
 
     def users_for(self, stage: Stage) -> int:
-        """Total users of a stage: its own, or usersPerInjector on each of its injectors."""
-        return stage.users if stage.users is not None else stage.injectors * self.users_per_injector
+        """Total users of a stage: its own; for an arrival rate, the pool (maxUsersPerInjector on each of its
+        injectors); else usersPerInjector on each."""
+        if stage.users is not None:
+            return stage.users
+        return stage.injectors * (self.max_users_per_injector if stage.arrival_rate else self.users_per_injector)
 
     def spawn_rate_for(self, stage: Stage) -> float:
-        return stage.injectors * self.spawn_rate
+        """An arrival rate's pool starts at once: the first arrival finds it whole."""
+        return float(self.users_for(stage)) if stage.arrival_rate else stage.injectors * self.spawn_rate
 
 
 @dataclass(frozen=True)
@@ -314,6 +322,7 @@ class Stage:
     duration: float           # with requests: the stage's time limit (REQUESTS_TIME_LIMIT unless given)
     users: int | None = None  # a stage given in users: spread evenly over its injectors
     requests: int | None = None   # ends once this many requests in all have completed (ab -n)
+    arrival_rate: int | None = None   # an open model: tasks started a second, across its injectors
 
 
 @dataclass(frozen=True)
@@ -368,6 +377,8 @@ class Search:
 
     def stage(self, load: int, duration: float | None = None) -> Stage:
         duration = duration or self.duration
+        if self.load == "rps":
+            return Stage(None, duration, arrival_rate=load)
         return Stage(load, duration) if self.load == "injectors" else Stage(None, duration, users=load)
 
     def most_stages(self) -> int:
@@ -546,12 +557,16 @@ class Experiment:
 
 
 def injectors_of(stage: Stage, injectors: Injectors) -> int:
-    return stage.injectors if stage.injectors is not None else \
-        math.ceil(stage.users / injectors.max_users_per_injector)
+    if stage.injectors is not None:
+        return stage.injectors
+    if stage.users is not None:
+        return math.ceil(stage.users / injectors.max_users_per_injector)
+    return math.ceil(stage.arrival_rate / injectors.max_rate_per_injector)
 
 
 def resolve_stage(stage: Stage, injectors: Injectors) -> Stage:
-    """A stage given in users gets its injectors, and one given in requests alone its time limit."""
+    """A stage given in users or in arrivalRate alone gets its injectors, and one given in requests alone its time
+    limit."""
     if stage.duration is None:
         stage = replace(stage, duration=REQUESTS_TIME_LIMIT)
     return stage if stage.injectors is not None else replace(stage, injectors=injectors_of(stage, injectors))

@@ -242,6 +242,8 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
             "--target-metrics", ",".join(target_metrics), "--target-counter", experiment.spec.target.metrics.counter]
     if injectors.pacing:
         argv += ["--pacing", f"{injectors.pacing:g}"]
+    if stage.arrival_rate:
+        argv += ["--arrival-rate", str(stage.arrival_rate)]
     if stage.requests:
         argv += ["--stage-requests", str(stage.requests)]
     if not injectors.keep_alive:

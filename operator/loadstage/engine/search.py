@@ -8,8 +8,9 @@ the two are one apart. A stage is:
 - a fail when its verdict fails, or its target restarted or lost pods (it broke under the load);
 - undecided when an interval straddles its objective: it runs once more at the same load, twice as long; if
   it is undecided again, it counts as a fail, so that the bracket's low end is always a pass;
-- injector-bound when the injectors ran out of CPU: the target was not what was measured, and the search
-  ends (InjectorBound) with the bracket it had."""
+- injector-bound when the injectors ran out of CPU, or (an arrival rate) dropped over 1% of its arrivals and did
+  not fail: the target was not what was measured, and the search ends (InjectorBound) with the bracket it had. A
+  stage that dropped arrivals because every user of its pools waited on a target breaking the objective fails."""
 
 from __future__ import annotations
 
@@ -26,14 +27,16 @@ class NextStage:
 
 
 def load_of(search: Search, stage: StageResult) -> int:
-    return stage.users if search.load == "users" else stage.injectors
+    return {"users": stage.users, "injectors": stage.injectors, "rps": stage.arrival_rate}[search.load]
 
 
 def outcome(stage: StageResult) -> str:
-    """Pass, Fail, Undecided or InjectorBound."""
-    if stage.injector_bound:
-        return "InjectorBound"
+    """Pass, Fail, Undecided or InjectorBound. A stage bound only by its pools of users (an arrival rate's drops)
+    that failed has failed: every user was waiting on the target; otherwise an injector-bound stage ends the
+    search."""
     verdict = stage.verdict
+    if stage.injector_bound and (stage.measured_its_injectors or verdict is None or verdict.outcome != "Fail"):
+        return "InjectorBound"
     if verdict is None:
         return "Undecided"
     if stage.target.unsteady():

@@ -74,7 +74,7 @@ def stage_step(experiment: Experiment, variant: Variant, repeat: int, number: in
 
 
 def search_step(experiment: Experiment, variant: Variant, number: int, load: int, duration: float) -> Step:
-    """Stage `number` of the variant's capacity search, at `load` (users or injectors) for `duration`."""
+    """Stage `number` of the variant's capacity search, at `load` (users, injectors or rps) for `duration`."""
     spec = experiment.spec
     stage = resolve_stage(spec.search.stage(load, duration), spec.injectors)
     return Step(variant, len(experiment.variants()), stage, number, 0, searching=True)

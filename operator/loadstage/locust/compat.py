@@ -6,8 +6,10 @@ installed Locust)."""
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
+from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_WAITING
 
 REPORT_INTERVAL_SECONDS = WORKER_REPORT_INTERVAL   # how often a worker reports to its master
 
@@ -75,3 +77,12 @@ def http_sessions() -> tuple[type, ...]:
 def worker_cpu_percent(runner) -> dict[str, float]:
     """Each connected worker's CPU as it last reported it (Locust's heartbeat), by worker id."""
     return {client.id: float(client.cpu_usage) for client in runner.clients.values()} if is_master(runner) else {}
+
+
+@contextmanager
+def waiting(user):
+    """A user waiting outside Locust's own wait (before its first task) is stopped at once, as it would be in its
+    wait_time, not after --stop-timeout."""
+    user._state = LOCUST_STATE_WAITING
+    yield
+    user._state = LOCUST_STATE_RUNNING

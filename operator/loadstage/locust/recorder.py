@@ -59,6 +59,8 @@ class StageRecorder:
     merge_lag_peak: float | None = None      # on the master: the latest any report was merged after it was sent
     series: list[dict] = field(default_factory=list)
     exceptions: dict[str, int] = field(default_factory=dict)   # raised by tasks: count by "Type: message"
+    arrivals: dict[str, tuple[int, int]] = field(default_factory=dict)   # on the master: (arrived, dropped) by worker
+    own_arrivals: tuple[int, int] | None = None   # on an injector with an arrival rate: (arrived, dropped) so far
     _windows: dict[int, HdrHistogram] = field(default_factory=dict)
     _window_failures: dict[int, int] = field(default_factory=dict)
     _closed: list[list] = field(default_factory=list)   # per closed second: [encoded or None, mean ns, n, failed]
@@ -111,6 +113,8 @@ class StageRecorder:
                 "windowFailures": {str(w): n for w, n in self._unsent_failures.items()},
                 "exceptions": self._unsent_exceptions,
                 "cpuPeakPercent": self.cpu_peak_percent, "cpuPercent": self.cpu_percent, "sentAt": time.time()}
+        if self.own_arrivals is not None:
+            data["arrivals"] = list(self.own_arrivals)
         self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures = {}, {}, {}, {}
         self._unsent_exceptions = {}
         return data
@@ -134,8 +138,17 @@ class StageRecorder:
             self.note_cpu(data["cpuPeakPercent"])
         if worker is not None and data.get("cpuPercent") is not None:
             self.worker_cpu[worker] = data["cpuPercent"]
+        if worker is not None and data.get("arrivals"):
+            arrived, dropped = data["arrivals"]
+            self.arrivals[worker] = (int(arrived), int(dropped))
         if data.get("sentAt") is not None:
             self.merge_lag_peak = max(self.merge_lag_peak or 0.0, time.time() - data["sentAt"])
+
+    def arrival_totals(self) -> tuple[int, int] | None:
+        """(arrived, dropped) over every injector: the workers' latest counts, or a standalone injector's own."""
+        if self.arrivals:
+            return sum(a for a, _ in self.arrivals.values()), sum(d for _, d in self.arrivals.values())
+        return self.own_arrivals
 
     def _merge(self, raw: dict[Row, Flat], corrected: dict[Row, Flat], windows: dict[int, Flat],
                failures: dict[int, int], exceptions: dict[str, int]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from loadstage.api.types import DROPPED_ARRIVALS_BOUND
 from loadstage.locust.recorder import Row, StageRecorder
 from loadstage.results import histograms
 
@@ -47,16 +48,21 @@ def _encoded(recorded: list) -> str:
 
 
 def build(stats, recorder: StageRecorder, *, injectors: int | None = None, served_requests: int | None = None,
-          bound_percent: float = INJECTOR_BOUND_PERCENT) -> tuple[dict[str, Any], dict[str, Any]]:
+          bound_percent: float = INJECTOR_BOUND_PERCENT, started: float | None = None
+          ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(headline, artifact) of a stage. `stats` is the master's locust RequestStats; `bound_percent`: the
-    injector CPU above which the stage is injector-bound."""
+    injector CPU above which the stage is injector-bound; `started`: when the load began (epoch seconds), where
+    that is after the test started (an arrival rate's pool is started first)."""
     entries = {(e.method, e.name): e for e in stats.entries.values() if e.num_requests or e.num_failures}
     total = stats.total
-    end = total.last_request_timestamp or total.start_time
-    elapsed = max(end - total.start_time, 1e-9) if total.num_requests else 0.0
+    began = max(started or total.start_time, total.start_time)
+    end = total.last_request_timestamp or began
+    elapsed = max(end - began, 1e-9) if total.num_requests else 0.0
     keys = sorted(entries, key=lambda k: (-entries[k].num_requests, k))
     methods = sorted({m for m, _ in keys})
     pacing = bool(recorder.corrected)
+    arrived, dropped = recorder.arrival_totals() or (0, 0)
+    cpu_bound = (recorder.cpu_peak_percent or 0) > bound_percent
 
     def figures(selected: list[Row]) -> dict[str, Any]:
         return _figures([entries[k] for k in selected], _rows_of(recorder.raw, selected),
@@ -66,17 +72,19 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None, serve
         **figures(keys),
         "rps": round(total.num_requests / elapsed, 2) if elapsed else 0.0,
         "elapsedSeconds": round(elapsed, 2),
-        "loadStartedAt": round(total.start_time, 3),   # epoch seconds: the test started
+        "loadStartedAt": round(began, 3),              # epoch seconds: the load began
         "loadEndedAt": round(end, 3),                  # epoch seconds: the last request completed
         "injectors": injectors,
         "servedRequests": served_requests,
         "injectorPeakCpuPercent": recorder.cpu_peak_percent,
-        "injectorBound": (recorder.cpu_peak_percent or 0) > bound_percent,
+        "injectorBound": cpu_bound or dropped > DROPPED_ARRIVALS_BOUND * arrived,
         "masterLagSeconds": None if recorder.merge_lag_peak is None else round(recorder.merge_lag_peak, 3),
         "masterBound": (recorder.merge_lag_peak or 0) > MASTER_BOUND_LAG_SECONDS,
         "byMethod": {m: figures([k for k in keys if k[0] == m]) for m in methods},
         "errorKinds": len(stats.errors),
     }
+    if recorder.arrival_totals() is not None:   # injector-bound by its CPU, or by its pools (too many drops)
+        headline.update(arrivals=arrived, droppedArrivals=dropped, injectorCpuBound=cpu_bound)
     if recorder.exceptions:
         top = sorted(recorder.exceptions.items(), key=lambda item: (-item[1], item[0]))[:TOP_EXCEPTIONS]
         headline["exceptions"] = {"count": sum(recorder.exceptions.values()),

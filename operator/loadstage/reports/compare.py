@@ -1,6 +1,6 @@
 """`loadstage compare BASE NEW`: the same stages of two runs side by side, and a verdict.
 
-Stages are matched by what they ran: the variant's settings, the injectors and the users. A stage
+Stages are matched by what they ran: the variant's settings, the injectors, the users and the arrival rate. A stage
 regressed when its p99 or p99.9 went up, or its throughput down, by more than the tolerance (the
 practical threshold) and by more than the runs' own noise (the interval of the difference, from each
 stage's confidence intervals, leaves out zero; they are the noise within each run, and separate runs on a
@@ -10,7 +10,11 @@ change is called regressed at most 1 - confidence of the time. A stage without i
 (shorter than 8 s, or a result from before them) is judged by the tolerance alone. A latency change within
 the histograms' resolution (3 significant digits: two values that close may be one bucket) never counts,
 and neither does a p99.9 of fewer than 1,000 requests (on either side, or in one of its repeats, where it
-has no interval), which is close to the maximum."""
+has no interval), which is close to the maximum.
+
+Where the runs searched for each variant's capacity (spec.search), the variants' brackets are compared too: a
+capacity is lower when NEW's whole bracket lies below BASE's (NEW failed at or below the load BASE passed), which
+is a regression; brackets that overlap are the same within the searches' resolution."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from loadstage.api.types import DEFAULT_SERVER, Experiment
 from loadstage.reports import ons_layout, tables
 from loadstage.reports.significance import percent
 from loadstage.results.differences import CONFIDENCE, RESOLUTION, Difference, difference, each_figure
-from loadstage.results.model import RunResults, StageResult
+from loadstage.results.model import RunResults, SearchResult, StageResult
 
 LATENCIES = ("p50", "p99", "p999")    # p50 is shown, not judged
 NAMES = {"p50": "p50", "p99": "p99", "p999": "p99.9", "rps": "req/s", "errorRate": "errors"}
@@ -49,9 +53,31 @@ class StageComparison:
     injectors: int
     users: int
     changes: list[Change]
+    arrival_rate: int | None = None
 
     def with_verdict(self, verdict: str) -> list[Change]:
         return [c for c in self.changes if c.verdict == verdict]
+
+
+@dataclass(frozen=True)
+class CapacityChange:
+    """One variant's searched capacity in both runs."""
+    label: str
+    base: SearchResult
+    new: SearchResult
+
+    @property
+    def verdict(self) -> str:
+        """lower (NEW's bracket wholly below BASE's), higher (wholly above), the same (overlapping), or "" when
+        the two searched different loads."""
+        base, new = self.base, self.new
+        if base.load != new.load:
+            return ""
+        if new.failed is not None and base.passed is not None and new.failed <= base.passed:
+            return "lower"
+        if base.failed is not None and new.passed is not None and new.passed >= base.failed:
+            return "higher"
+        return "the same"
 
 
 @dataclass
@@ -62,10 +88,12 @@ class Comparison:
     only_in_base: list[str] = field(default_factory=list)
     only_in_new: list[str] = field(default_factory=list)
     differing_settings: list[tuple[str, str, str]] = field(default_factory=list)
+    capacities: list[CapacityChange] = field(default_factory=list)
 
     @property
-    def regressed(self) -> list[StageComparison]:
-        return [s for s in self.stages if s.with_verdict("regressed")]
+    def regressed(self) -> list[StageComparison | CapacityChange]:
+        return [s for s in self.stages if s.with_verdict("regressed")] + \
+            [c for c in self.capacities if c.verdict == "lower"]
 
 
 def _percentage(text: str, low: float, high: float, example: str) -> float:
@@ -158,17 +186,16 @@ def _stages(run: RunResults) -> dict[tuple, tuple[str, StageResult]]:
         label = tables.variant_label(run, variant)
         for stage in variant.stages:
             # a result from before servers could be chosen ran gunicorn
-            settings = {"server": DEFAULT_SERVER, **variant.settings}
-            key = (tuple(sorted((k, v) for k, v in settings.items() if v is not None)), stage.injectors, stage.users)
-            repeat = sum(1 for k in found if k[:3] == key)
+            key = (_settings_key(variant), stage.injectors, stage.users, stage.arrival_rate)
+            repeat = sum(1 for k in found if k[:4] == key)
             found[(*key, repeat)] = (label, stage)
     return found
 
 
 def _describe(key: tuple) -> str:
-    settings, injectors, users, repeat = key
+    settings, injectors, users, rate, repeat = key
     return (" ".join(f"{k}={v}" for k, v in settings) + f", {injectors} injectors, {users:,} users"
-            + (f" (repeat {repeat + 1})" if repeat else ""))
+            + (f", {rate:,} arrivals/s" if rate else "") + (f" (repeat {repeat + 1})" if repeat else ""))
 
 
 _ABSENT = ons_layout.Option("", object(), "-")
@@ -179,13 +206,14 @@ def compare(base: tuple[Experiment, RunResults], new: tuple[Experiment, RunResul
             confidence: float = CONFIDENCE) -> Comparison:
     base_stages, new_stages = _stages(base[1]), _stages(new[1])
     shared = [k for k in new_stages if k in base_stages]
-    if not shared:
+    capacities = _capacities(base[1], new[1])
+    if not shared and not capacities:
         raise ValidationError([(names[1], f"shares no finished stage with {names[0]}: stages are matched by the "
-                                          f"variant's settings, injectors and users; {names[0]} has "
+                                          f"variant's settings, injectors, users and arrival rate; {names[0]} has "
                                           f"{'; '.join(map(_describe, base_stages)) or 'none'}, {names[1]} has "
                                           f"{'; '.join(map(_describe, new_stages)) or 'none'}")])
     stages = [StageComparison(new_stages[k][0], k[1], k[2],
-                              compare_stage(base_stages[k][1], new_stages[k][1], tolerance, confidence))
+                              compare_stage(base_stages[k][1], new_stages[k][1], tolerance, confidence), k[3])
               for k in shared]
     base_profile = {o.name: o for o in ons_layout.profile(*base)}
     new_profile = {o.name: o for o in ons_layout.profile(*new)}
@@ -196,7 +224,19 @@ def compare(base: tuple[Experiment, RunResults], new: tuple[Experiment, RunResul
     return Comparison(tolerance, stages, confidence,
                       only_in_base=[_describe(k) for k in base_stages if k not in new_stages],
                       only_in_new=[_describe(k) for k in new_stages if k not in base_stages],
-                      differing_settings=differing)
+                      differing_settings=differing, capacities=capacities)
+
+
+def _settings_key(variant) -> tuple:
+    settings = {"server": DEFAULT_SERVER, **variant.settings}
+    return tuple(sorted((k, v) for k, v in settings.items() if v is not None))
+
+
+def _capacities(base: RunResults, new: RunResults) -> list[CapacityChange]:
+    """The variants both runs searched, matched by their settings."""
+    searched = {_settings_key(v): v.search for v in base.variants if v.search is not None}
+    return [CapacityChange(tables.variant_label(new, v), searched[_settings_key(v)], v.search)
+            for v in new.variants if v.search is not None and _settings_key(v) in searched]
 
 
 def _value(figure: str, value: float | None) -> str:
@@ -242,20 +282,27 @@ def rows(comparison: Comparison, strong=lambda text: text) -> list[list[str]]:
     for stage in comparison.stages:
         by = {c.figure: c for c in stage.changes}
         p999 = _cell(by["p999"]) + (" *" if by["p999"].verdict == "thin" else "")
-        out.append([stage.label, str(stage.injectors), f"{stage.users:,}", _cell(by["p50"]), _cell(by["p99"]), p999,
+        users = f"{stage.users:,}" + (f" ({stage.arrival_rate:,}/s)" if stage.arrival_rate else "")
+        out.append([stage.label, str(stage.injectors), users, _cell(by["p50"]), _cell(by["p99"]), p999,
                     _cell(by["rps"]), _cell(by["errorRate"]), _verdict(stage, strong)])
     return out
 
 
 def summary(comparison: Comparison) -> str:
-    matched, regressed = len(comparison.stages), len(comparison.regressed)
+    matched = len(comparison.stages)
+    regressed = sum(isinstance(r, StageComparison) for r in comparison.regressed)
     head = f"{regressed} of {matched} matched stage(s) regressed" if regressed else \
         f"no regression in {matched} matched stage(s)"
+    if comparison.capacities:
+        lower = sum(c.verdict == "lower" for c in comparison.capacities)
+        head += f"; {lower} of {len(comparison.capacities)} capacities lower" if lower else \
+            f"; no capacity lower in {len(comparison.capacities)}"
     return f"{head} (tolerance {percent(comparison.tolerance)}, {percent(comparison.confidence)} confidence)"
 
 
 def notes(comparison: Comparison) -> list[str]:
-    lines = []
+    lines = [f"Capacity ({c.label}): {c.base.bracket()} -> {c.new.bracket()}" + (f": {c.verdict}" if c.verdict else "")
+             for c in comparison.capacities]
     if any(c.verdict == "thin" for s in comparison.stages for c in s.changes):
         lines.append("* p99.9 of fewer than 1,000 requests on one side (or in one of its repeats): shown, not judged.")
     levels = sorted({c.difference.confidence for s in comparison.stages for c in s.changes if c.difference})

@@ -22,8 +22,9 @@ TRIMMED = ["repeats", *(f"{figure}_trimmed" for figure in ("p50Ms", "p90Ms", "p9
 TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores", "targetPeakMemoryBytes",
         "targetServedRequests", "targetRestarts", "targetUnreadySeconds", "targetProcesses",
         "targetPeakProcessRssBytes", "proxyPeakCpuCores", "proxyPeakMemoryBytes", "hostCpuPerCorePercent",
-        "requestGoal", "injectorPeakCpuPercent", "injectorBound",
-        "masterLagSeconds", "masterBound", "attempts", "passed", "violations", "topExceptions"]
+        "requestGoal", "arrivalRate", "arrivals", "droppedArrivals", "injectorPeakCpuPercent", "injectorBound",
+        "masterLagSeconds", "masterBound", "attempts", "endedBy", "looks", "passed", "outcome", "violations",
+        "topExceptions"]
 
 
 def columns(run: RunResults) -> list[str]:
@@ -56,7 +57,9 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
         "targetPeakProcessRssBytes": target.peak_process_rss_bytes,
         "proxyPeakCpuCores": target.proxy_peak_cpu_cores, "proxyPeakMemoryBytes": target.proxy_peak_memory_bytes,
         "hostCpuPerCorePercent": " ".join(f"{c:g}" for c in stage.host_cpu_per_core or ()) or None,
-        "requestGoal": stage.request_goal, "attempts": stage.attempts,
+        "requestGoal": stage.request_goal, "attempts": stage.attempts, "arrivalRate": stage.arrival_rate,
+        "arrivals": stage.arrivals, "droppedArrivals": stage.dropped_arrivals, "endedBy": stage.ended_by,
+        "looks": stage.looks, "outcome": None if verdict is None else verdict.outcome,
         "injectorPeakCpuPercent": stage.injector_peak_cpu_percent, "injectorBound": stage.injector_bound,
         "masterLagSeconds": stage.master_lag_seconds, "masterBound": stage.master_bound,
         "passed": None if verdict is None else verdict.passed,

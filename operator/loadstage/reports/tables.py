@@ -25,7 +25,8 @@ FOOTNOTES = {THIN_P999: "* p99.9 of fewer than 1,000 requests: it is close to th
              UNSTEADY: "† the target was not steady during the stage: a pod restarted, was taken away, or was out "
                        "of its Service (not ready); the stage does not count toward capacity.",
              INJECTOR_BOUND: "‡ injector-bound: an injector's CPU went over 90% (75% under ab- or wrk-style load: "
-                             "a request goal, no keep-alive or no wait); the stage measured the injectors, not the "
+                             "a request goal, no keep-alive or no wait), or an arrival rate dropped over 1% of its "
+                             "arrivals (no user of the pool was free); the stage measured the injectors, not the "
                              "target, and does not count toward capacity.",
              RAISED: "§ its tasks raised exceptions (Locust logs them and goes on): each counts as a failed request "
                      "in the error rate; the status names the most frequent (exceptions.top).",
@@ -174,15 +175,25 @@ def stage_rows(run: RunResults) -> Table:
                        for v in run.variants for s in v.stages)
     health = unsteady(run)
     ends = any(s.ended_by in LOOKED_AT for v in run.variants for s in v.stages)
+    arrivals = any(s.arrival_rate for v in run.variants for s in v.stages)
 
     def cells(variant: VariantRecord, s: StageResult) -> list[str]:
-        return [flagged(str(s.injectors), [s]), count(s.users), *percentiles(s.latency, stage_marks(run, variant, s)),
+        return [flagged(str(s.injectors), [s]), count(s.users), *([_arrivals(s)] if arrivals else []),
+                *percentiles(s.latency, stage_marks(run, variant, s)),
                 method_cell(s.by_method, "GET", "mean"), method_cell(s.by_method, "GET", "p99"),
                 method_cell(s.by_method, "POST", "mean"), method_cell(s.by_method, "POST", "p99"),
                 count(s.requests), count(s.redis_peak_connections), *(_target_health(s) if health else []),
                 *([_ended(s)] if ends else []), *([_verdict(s)] if has_verdicts else [])]
-    return _per_stage(run, STAGE_COLUMNS + (["Target"] if health else []) + (["Ended"] if ends else [])
+    columns = STAGE_COLUMNS[:2] + (["Arrivals/s (dropped)"] if arrivals else []) + STAGE_COLUMNS[2:]
+    return _per_stage(run, columns + (["Target"] if health else []) + (["Ended"] if ends else [])
                       + (["Verdict"] if has_verdicts else []), cells)
+
+
+def _arrivals(stage: StageResult) -> str:
+    """An open model's asked rate, and how many of its arrivals found no free user: '120 (0)'."""
+    if not stage.arrival_rate:
+        return "-"
+    return f"{stage.arrival_rate:,} ({count(stage.dropped_arrivals)})"
 
 
 def resource_rows(run: RunResults) -> Table:

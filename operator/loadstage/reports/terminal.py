@@ -76,9 +76,12 @@ def render_capacity(run: RunResults) -> list[str]:
         cap = variant.capacity
         if cap is None:
             passed = [s for s in variant.stages if s.verdict and s.verdict.passed]
-            bound = [str(s.stage) for s in passed if s.injector_bound]
+            bound = [s for s in passed if s.injector_bound]
+            cause = "CPU-bound" if all(s.measured_its_injectors for s in bound) else \
+                "bound (by their CPU, or dropped arrivals)"
+            numbers = ", ".join(str(s.stage) for s in bound)
             unsteady = [str(s.stage) for s in passed if s.target.unsteady()]
-            why = "; ".join([*([f"stage {', '.join(bound)} passed, but its injectors were CPU-bound"] if bound else []),
+            why = "; ".join([*([f"stage {numbers} passed, but its injectors were {cause}"] if bound else []),
                              *([f"stage {', '.join(unsteady)} passed, but its target was not steady"]
                                if unsteady else [])]) or "no stage met every threshold"
             lines.append(f"Capacity ({settings}): none; {why}")

@@ -292,6 +292,10 @@ class StageResult:
     exceptions: TaskExceptions | None = None  # what its tasks raised; each counts as a failed request
     ended_by: str | None = None   # Decided, Breached, MaxDuration (stageEnd: Decided), Duration or Requests
     looks: int | None = None      # with stageEnd Decided: how often its intervals were looked at before its end
+    arrival_rate: int | None = None      # an open model's asked rate (tasks a second)
+    arrivals: int | None = None          # ... the arrivals its injectors scheduled
+    dropped_arrivals: int | None = None  # ... of which found no free user
+    injector_cpu_bound: bool | None = None   # ... whether its injectors' CPU (not only their pools) bound it
 
     @property
     def attempts(self) -> int:
@@ -330,7 +334,9 @@ class StageResult:
             host_cpu_per_core=tuple(d["hostCpuPerCore"]) if d.get("hostCpuPerCore") else None,
             master_lag_seconds=d.get("masterLagSeconds"), master_bound=bool(d.get("masterBound")),
             exceptions=TaskExceptions.from_status(d["exceptions"]) if d.get("exceptions") else None,
-            ended_by=d.get("endedBy"), looks=d.get("looks"))
+            ended_by=d.get("endedBy"), looks=d.get("looks"), arrival_rate=d.get("arrivalRate"),
+            arrivals=d.get("arrivals"), dropped_arrivals=d.get("droppedArrivals"),
+            injector_cpu_bound=d.get("injectorCpuBound"))
 
     def to_status(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -349,6 +355,9 @@ class StageResult:
             result["endedBy"] = self.ended_by
         if self.looks is not None:
             result["looks"] = self.looks
+        if self.arrival_rate is not None:
+            result.update(arrivalRate=self.arrival_rate, arrivals=self.arrivals, droppedArrivals=self.dropped_arrivals,
+                          injectorCpuBound=self.injector_cpu_bound)
         if self.master_lag_seconds is not None:
             result["masterLagSeconds"] = self.master_lag_seconds
         if self.master_bound:
@@ -388,6 +397,12 @@ class StageResult:
     def headline(self) -> Headline:
         return Headline(self.stage, self.requests, self.failures, self.error_rate, self.rps, self.mean_ms,
                         self.latency, self.exceptions.count if self.exceptions else 0)
+
+    @property
+    def measured_its_injectors(self) -> bool:
+        """Injector-bound by CPU: its latencies are the injectors' too. (A stage bound only by its pools, which
+        dropped arrivals because every user waited on the target, measured the target.)"""
+        return self.injector_bound if self.injector_cpu_bound is None else self.injector_cpu_bound
 
     def load(self, by_users: bool) -> int:
         """What the ladder climbs: the stage's users, or its injectors."""

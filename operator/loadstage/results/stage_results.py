@@ -56,7 +56,8 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         intervals=_without_error_rate(found, _count(raised)),
         request_goal=stage.requests, host_cpu_per_core=m.host_cpu_per_core or None,
         master_lag_seconds=s.get("masterLagSeconds"), master_bound=bool(s.get("masterBound")), exceptions=raised,
-        ended_by=ended_by, looks=s.get("looks"))
+        ended_by=ended_by, looks=s.get("looks"), arrival_rate=stage.arrival_rate, arrivals=s.get("arrivals"),
+        dropped_arrivals=s.get("droppedArrivals"), injector_cpu_bound=s.get("injectorCpuBound"))
     return replace(result, verdict=_judged(experiment, stage, result, m.artifact.get("blocks"), found,
                                            s.get("decision")))
 
@@ -211,6 +212,10 @@ def merged_repeats(experiment: Experiment, before: StageResult, new: StageResult
                              _max(old.proxy_peak_memory_bytes, now.proxy_peak_memory_bytes)),
         injector_peak_cpu_percent=_max(before.injector_peak_cpu_percent, new.injector_peak_cpu_percent),
         injector_bound=before.injector_bound or new.injector_bound,
+        arrivals=_sum(before.arrivals, new.arrivals),
+        dropped_arrivals=_sum(before.dropped_arrivals, new.dropped_arrivals),
+        injector_cpu_bound=None if new.injector_cpu_bound is None else bool(before.measured_its_injectors
+                                                                            or new.measured_its_injectors),
         master_lag_seconds=_max(before.master_lag_seconds, new.master_lag_seconds),
         master_bound=before.master_bound or new.master_bound,
         error_kinds=_max(before.error_kinds, new.error_kinds),

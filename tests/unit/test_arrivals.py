@@ -1,0 +1,103 @@
+"""An arrival rate (loadstage.locust.arrivals): its schedule is exact across injectors, its scheduler hands each
+arrival to a free user or counts it dropped, and a stage that drops over 1% is injector-bound. The scheduler runs
+in real gevent greenlets here, for a fraction of a second."""
+
+import math
+import time
+
+import gevent
+from hypothesis import given
+from hypothesis import strategies as st
+from locust.stats import RequestStats
+
+from loadstage.locust.arrivals import Arrivals, intended_starts
+from loadstage.locust.recorder import StageRecorder
+from loadstage.locust.summary import build
+
+
+@given(rate=st.integers(1, 20_000), injectors=st.integers(1, 64), seconds=st.floats(0.05, 30))
+def test_the_injectors_together_start_one_arrival_every_1_over_rate_seconds(rate, injectors, seconds):
+    shares = [intended_starts(rate, injectors, i, seconds) for i in range(injectors)]
+    together = sorted(at for share in shares for at in share)
+    asked = rate * seconds
+    assert math.floor(asked) <= len(together) <= math.ceil(asked) + 1   # the stage's rate (+1: float rounding)
+    assert together[:1] in ([], [0.0])
+    gaps = [b - a for a, b in zip(together, together[1:])]
+    assert all(math.isclose(gap, 1 / rate, rel_tol=1e-6) for gap in gaps)   # evenly, never two at once
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1              # a fair share each
+
+
+def users(arrivals, count, work_seconds, started):
+    """`count` users, each taking an arrival, noting how late it began, then working `work_seconds`."""
+    def user():
+        while True:
+            intended = arrivals.take()
+            started.append(time.time() - intended)
+            gevent.sleep(work_seconds)
+    return [gevent.spawn(user) for _ in range(count)]
+
+
+def run_for(arrivals, pool, seconds):
+    """(how late each handed arrival began, how long the scheduler ran)."""
+    lateness = []
+    greenlets = users(arrivals, *pool, lateness)
+    gevent.sleep(0)   # the users wait before the first arrival
+    began = time.time()
+    arrivals.start(began)
+    gevent.sleep(seconds)
+    arrivals.stop()
+    ran = time.time() - began
+    gevent.killall(greenlets)
+    return lateness, ran
+
+
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
+def test_a_pool_with_a_free_user_for_every_arrival_drops_none_and_starts_each_on_time():
+    arrivals = Arrivals(rate=200, injectors=2, index=1)    # 100 a second on this injector, from 5 ms on
+    lateness, ran = run_for(arrivals, (3, 0.001), 0.5)
+    assert abs(arrivals.arrived - (ran - 0.005) * 100) <= 2
+    # a stall of the machine may bunch a few arrivals beyond the 3 users; none is dropped otherwise
+    assert arrivals.dropped <= 2 and len(lateness) == arrivals.arrived - arrivals.dropped
+    assert median(lateness) < 0.01       # begun when intended, not batched
+
+
+def test_an_arrival_that_finds_every_user_busy_is_dropped_not_queued():
+    arrivals = Arrivals(rate=100, injectors=1, index=0)
+    lateness, ran = run_for(arrivals, (1, 0.045), 0.5)   # one user, busy 45 ms of every arrival's 10 ms
+    assert abs(arrivals.arrived - ran * 100) <= 2
+    assert len(lateness) == arrivals.arrived - arrivals.dropped
+    assert 0.6 <= arrivals.dropped / arrivals.arrived <= 0.9    # the user takes about one arrival in five
+    assert median(lateness) < 0.01       # a dropped arrival is not run late instead
+
+
+def test_a_user_stopped_while_it_waits_gets_no_arrival():
+    arrivals = Arrivals(rate=1000, injectors=1, index=0)
+    waiting = gevent.spawn(arrivals.take)
+    gevent.sleep(0)
+    waiting.kill()
+    arrivals.start()
+    gevent.sleep(0.02)
+    arrivals.stop()
+    assert arrivals.arrived >= 5 and arrivals.dropped == arrivals.arrived
+
+
+def headline_with(arrived, dropped, workers=2):
+    stats, master = RequestStats(), StageRecorder()
+    stats.log_request("GET", "/", 10, 10)
+    for worker in range(workers):   # each worker's latest cumulative counts; an older report is superseded
+        worker_recorder = StageRecorder(own_arrivals=(arrived // workers // 2, 0))
+        master.merge_report(worker_recorder.report(), worker=f"w{worker}")
+        worker_recorder.own_arrivals = (arrived // workers, dropped // workers)
+        master.merge_report(worker_recorder.report(), worker=f"w{worker}")
+    return build(stats, master)[0]
+
+
+def test_a_stage_that_drops_over_1_percent_of_its_arrivals_is_injector_bound():
+    at_bound, over = headline_with(10_000, 100), headline_with(10_000, 102)
+    assert (at_bound["arrivals"], at_bound["droppedArrivals"], at_bound["injectorBound"]) == (10_000, 100, False)
+    assert (over["droppedArrivals"], over["injectorBound"]) == (102, True)
+    closed = build(RequestStats(), StageRecorder())[0]
+    assert "arrivals" not in closed and "droppedArrivals" not in closed
