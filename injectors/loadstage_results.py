@@ -229,10 +229,14 @@ def _set_up(environment):
         runner.register_message(FLUSH, _flush_worker)
 
 
-def _report(environment, data):
-    arrivals = getattr(environment, "loadstage_arrivals", None)
-    if arrivals is not None:
+def _note_arrivals(environment):
+    """An injector's arrivals and drops so far, into its recorder."""
+    if (arrivals := getattr(environment, "loadstage_arrivals", None)) is not None:
         environment.loadstage.own_arrivals = (arrivals.arrived, arrivals.dropped)
+
+
+def _report(environment, data):
+    _note_arrivals(environment)
     data[REPORT_KEY] = environment.loadstage.report()
 
 
@@ -445,8 +449,7 @@ def _write_results(environment):
                                 scrape_served_requests(_target_metrics(options), options.target_counter))
     recorder = environment.loadstage
     if not compat.is_master(environment.runner):
-        if (arrivals := getattr(environment, "loadstage_arrivals", None)) is not None:
-            recorder.own_arrivals = (arrivals.arrived, arrivals.dropped)
+        _note_arrivals(environment)
         recorder.keep_unsent()
     recorder.close_windows()
     # the final counts, for a last read of the progress file and a last scrape before the master quits
