@@ -61,7 +61,8 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None, serve
     keys = sorted(entries, key=lambda k: (-entries[k].num_requests, k))
     methods = sorted({m for m, _ in keys})
     pacing = bool(recorder.corrected)
-    arrived, dropped = recorder.arrival_totals() or (0, 0)
+    counted = recorder.arrival_totals()
+    arrived, dropped = counted or (0, 0)
     cpu_bound = (recorder.cpu_peak_percent or 0) > bound_percent
 
     def figures(selected: list[Row]) -> dict[str, Any]:
@@ -83,7 +84,7 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None, serve
         "byMethod": {m: figures([k for k in keys if k[0] == m]) for m in methods},
         "errorKinds": len(stats.errors),
     }
-    if recorder.arrival_totals() is not None:   # injector-bound by its CPU, or by its pools (too many drops)
+    if counted is not None:   # injector-bound by its CPU, or by its pools (too many drops)
         headline.update(arrivals=arrived, droppedArrivals=dropped, injectorCpuBound=cpu_bound)
     if recorder.exceptions:
         top = sorted(recorder.exceptions.items(), key=lambda item: (-item[1], item[0]))[:TOP_EXCEPTIONS]
