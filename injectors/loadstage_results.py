@@ -397,11 +397,14 @@ def _decide(environment, options):
     slo = Slo(*(raw.get(p) for p in PERCENTILES), raw.get("errorRate"), min_rps=raw.get("minRps"))
     looks = Looks.schedule(options.stage_seconds)
     started, recorder = environment.loadstage_started, environment.loadstage
-    for number, at in enumerate(looks.times[:-1], 1):
-        gevent.sleep(max(0.0, started + at + LOOK_DELAY_SECONDS - time.time()))
-        if getattr(environment, "loadstage_ending", False):
-            return
-        section = recorder.blocks_before(started + at, started)
+    for number in range(1, len(looks.times)):
+        for at in looks.tries(number):
+            gevent.sleep(max(0.0, started + at + LOOK_DELAY_SECONDS - time.time()))
+            if getattr(environment, "loadstage_ending", False):
+                return
+            section = recorder.blocks_before(started + at, started)
+            if section:
+                break
         # the bootstrap takes a share of a second: in a thread, so that the master keeps merging reports
         found = section and gevent.get_hub().threadpool.apply(
             intervals.of_artifacts, ([section],), {"seed": f"look {number}", "confidence": looks.confidence,

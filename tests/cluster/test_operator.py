@@ -667,9 +667,11 @@ def test_a_worker_pod_deleted_with_no_retry_left_fails_the_stage_naming_it(clust
     doc = one_stage_ladder()
     doc["spec"]["stageRetries"] = 0
     assert apply(cluster, namespace, doc).returncode == 0
-    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
-    victim = pods(cluster, namespace, "job-name=cluster-ladder-v1-s1-workers")[0].metadata.name
-    cluster.core.delete_namespaced_pod(victim, namespace)
+    # deleted the moment it exists: most often before the operator, still making the stage's other children,
+    # first looks at the stage's pods, and replaced by its Job before it does
+    found = wait_for(lambda: pods(cluster, namespace, "job-name=cluster-ladder-v1-s1-workers"), interval=0.02)
+    victim = found[0].metadata.name
+    cluster.core.delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
     assert failed_within(cluster, namespace, "cluster-ladder", 30) < 30
     status = cluster.status(namespace, "cluster-ladder")
     assert status["reason"] == "StageDisrupted"

@@ -279,6 +279,21 @@ def test_looks_follow_a_fixed_schedule_and_split_the_stages_error_between_them()
     assert Looks.schedule(8.0).times == (8.0,) and Looks.schedule(8.0).confidence == 0.95
 
 
+def test_a_look_whose_seconds_are_too_few_tries_each_second_after_until_the_next_looks_time():
+    looks = Looks.schedule(40.0)
+    assert looks.times == (8.0, 12.0, 18.0, 27.0, 40.0)
+    assert looks.tries(1) == (8.0, 9.0, 10.0, 11.0) and looks.tries(4) == tuple(range(27, 40))
+    # the stage began late in its second 1000 (at 1000.6) and its first response came in second 1001: 7 whole
+    # seconds with requests by its 8th, too few for 8 blocks; its 9th has them
+    recorder = StageRecorder()
+    for second in range(12):
+        for i in range(10):
+            recorder.record("GET", "/", 5.0 + i, at=1_001.05 + second + i / 20)
+    recorder.keep_unsent()
+    assert recorder.blocks_before(1_000.6 + looks.tries(1)[0], 1_000.6) is None
+    assert len(recorder.blocks_before(1_000.6 + looks.tries(1)[1], 1_000.6)["histograms"]) == 8
+
+
 def test_a_stage_that_ended_once_decided_keeps_its_length_and_is_judged_at_its_looks_confidence(base_doc):
     exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 20, "resolution": "10%"},
                             stageEnd={"when": "Decided", "min": "10s", "max": "2m"})

@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 import time
+from collections import OrderedDict
 from typing import Callable, TypeVar
 
 from kubernetes import client
@@ -24,6 +25,7 @@ from loadstage.kube.pods import Pod
 WATCH_SECONDS = 290     # under the API server's default --min-request-timeout spread (300-600 s)
 RETRY_SECONDS = 5
 WAKE_SECONDS = 1.0      # how soon a waiter sees its stop flag
+DELETED_KEPT = 4096     # deleted pods remembered, by experiment: the latest
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ class NamespacePods:
         self.core, self.namespace, self.loop = core, namespace, loop
         self._lock = threading.Lock()
         self._pods: dict[str, dict[str, Pod]] = {}
+        self._deleted: dict[str, OrderedDict[str, Pod]] = {}
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self.version: str | None = None
         self.listed = False
@@ -47,9 +50,12 @@ class NamespacePods:
 
     def snapshot(self, experiment: str, labels: dict[str, str]) -> dict[str, Pod]:
         with self._lock:
-            pods = self._pods.get(experiment, {})
-            return {name: pod for name, pod in pods.items()
-                    if all(pod["metadata"]["labels"].get(k) in v.split(",") for k, v in labels.items())}
+            return _matching(self._pods.get(experiment, {}), labels)
+
+    def deleted(self, experiment: str, labels: dict[str, str]) -> dict[str, Pod]:
+        """The experiment's pods with these labels deleted since the watch began: their metadata only."""
+        with self._lock:
+            return _matching(self._deleted.get(experiment, {}), labels)
 
     async def until(self, experiment: str, labels: dict[str, str], check: Callable[[dict[str, Pod]], T | None],
                     stopped, timeout: float | None = None) -> T | None:
@@ -117,6 +123,9 @@ class NamespacePods:
             pods.setdefault(pod["metadata"]["labels"][LABEL_EXPERIMENT], {})[pod["metadata"]["name"]] = pod
         with self._lock:
             touched = set(self._pods) | set(pods)
+            for experiment, known in self._pods.items():   # deleted while the watch was away
+                for name in known.keys() - pods.get(experiment, {}).keys():
+                    self._forget(known[name])
             self._pods = pods
             self.version = listed["metadata"]["resourceVersion"]
             self.listed = True
@@ -150,9 +159,23 @@ class NamespacePods:
             pods = self._pods.setdefault(experiment, {})
             if kind == "DELETED":
                 pods.pop(name, None)
+                self._forget(pod)
             else:
                 pods[name] = pod
         self._changed({experiment})
+
+    def _forget(self, pod: Pod) -> None:
+        meta = pod["metadata"]
+        deleted = self._deleted.setdefault(meta["labels"][LABEL_EXPERIMENT], OrderedDict())
+        deleted[meta["name"]] = {"metadata": {k: meta[k] for k in ("name", "labels", "ownerReferences") if k in meta}}
+        if len(deleted) > DELETED_KEPT:
+            deleted.popitem(last=False)
+
+
+def _matching(pods: dict[str, Pod], labels: dict[str, str]) -> dict[str, Pod]:
+    """A label's value may list several, comma-separated."""
+    return {name: pod for name, pod in pods.items()
+            if all(pod["metadata"]["labels"].get(k) in v.split(",") for k, v in labels.items())}
 
 
 class PodWatches:

@@ -20,6 +20,10 @@ def job_of(pod: Pod) -> str | None:
     return (pod["metadata"].get("labels") or {}).get("job-name")
 
 
+def owner_uids(pod: Pod) -> set[str]:
+    return {ref["uid"] for ref in pod["metadata"].get("ownerReferences") or []}
+
+
 def ready(pod: Pod) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions") or [])
 

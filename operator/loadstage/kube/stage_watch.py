@@ -16,7 +16,7 @@ from loadstage.kube import manifests
 from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
 from loadstage.kube.pod_watch import WATCH_SECONDS, NamespacePods
-from loadstage.kube.pods import Pod, cannot_start, containers, disruption, job_of, loss, master_terminated
+from loadstage.kube.pods import Pod, cannot_start, containers, disruption, job_of, loss, master_terminated, owner_uids
 from loadstage.kube.scheduling import refusals_from, refused_creation, unschedulable
 from loadstage.kube.stored_results import StoredResults
 
@@ -38,9 +38,8 @@ class StageWatch:
         master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
         lost = LostInjectors(exp.spec.injectors.on_lost, step,
                              await self.stored.lost_before(workers) if resumed else None)
-        seen: set[str] = {entry["injector"] for entry in lost.entries()}
+        jobs = {uid for uid in [await self._job_uid(master), await self._job_uid(workers)] if uid}
         unrecorded: set[str] = set()
-        masters_seen: set[str] = set()
         absent = [True]     # no master pod: only the Job's status can tell whether it was there and went
         short = [True]      # fewer pods than the Jobs want: the API server may be refusing them
         since = refusals_from()
@@ -58,14 +57,16 @@ class StageWatch:
             found = master_terminated(list(masters.values()), step)
             if found is not None:
                 return "finished", found
-            if gone := masters_seen - masters.keys():
-                return "disrupted", f"the Locust master pod {', '.join(sorted(gone))} was deleted"
-            masters_seen.update(masters)
+            # even those deleted before this wait first looked: of these Jobs, not of a namesake's
+            deleted = {name: job_of(pod) for name, pod in self.pods.deleted(exp.name, {LABEL_RUN: step.run_id}).items()
+                       if owner_uids(pod) & jobs}
+            if gone := sorted(name for name, job in deleted.items() if job == master):
+                return "disrupted", f"the Locust master pod {', '.join(gone)} was deleted"
             absent[0] = not masters
             mine = {name: pod for name, pod in current.items() if job_of(pod) == workers}
             short[0] = not masters or len(mine) < step.stage.injectors
             causes = {name: loss(pod) for name, pod in mine.items()}
-            causes.update({name: "was deleted" for name in seen - mine.keys()})
+            causes.update({name: "was deleted" for name, job in deleted.items() if job == workers})
             for name, cause in causes.items():
                 if cause is None or name in lost:
                     continue
@@ -74,7 +75,6 @@ class StageWatch:
                 message = lost.lose(name, cause, described=f"injector pod {name}")
                 unrecorded.add(name)
                 c.on_event("InjectorLost", f"{message}; the stage goes on (onLost: Continue)")
-            seen.update(mine)
             return ("lost", None) if unrecorded else None
         while True:
             found = await self.pods.until(exp.name, {LABEL_RUN: step.run_id}, ended, c.stopped,
@@ -102,6 +102,14 @@ class StageWatch:
     async def _job_status(self, name: str):
         try:
             return (await call(self.context.batch.read_namespaced_job_status, name, self.context.namespace)).status
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def _job_uid(self, name: str) -> str | None:
+        try:
+            return (await call(self.context.batch.read_namespaced_job, name, self.context.namespace)).metadata.uid
         except ApiException as e:
             if e.status == 404:
                 return None

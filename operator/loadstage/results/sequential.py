@@ -3,7 +3,9 @@ confidence, and what a look decides.
 
 The looks follow a fixed schedule, set before the stage starts: the stage's first FIRST_LOOK_SECONDS (the
 shortest stage with enough blocks for an interval), then every LOOK_GROWTH times longer, each looked at once
-every worker has reported it, and a last one at the stage's maximum. The
+every worker has reported it, and a last one at the stage's maximum. A look whose seconds with requests are
+still too few for an interval (the first requests came late in the stage's first second) takes a second more,
+and again, until the next look's time. The
 stage's error (5%) is split evenly between its looks (Bonferroni): each look's intervals are at confidence
 1 - 0.05 / looks, so that the chance that any look decides wrongly stays within 5% however the stage ends.
 Each interval is the block bootstrap of results.intervals over the seconds so far, so latencies that are not
@@ -11,6 +13,7 @@ independent from one second to the next keep their blocks."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +41,12 @@ class Looks:
             at *= LOOK_GROWTH
         times.append(longest)
         return cls(tuple(times), round(1 - (1 - CONFIDENCE) / len(times), 6))
+
+    def tries(self, number: int) -> tuple[float, ...]:
+        """When look `number` (from 1, before the last) may look: at its time, then each second after, before
+        the next look's."""
+        at, following = self.times[number - 1], self.times[number]
+        return tuple(at + extra for extra in range(math.ceil(following - at)))
 
 
 def breached(objectives: list[Objective]) -> bool:
