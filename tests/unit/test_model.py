@@ -194,6 +194,10 @@ def test_format_duration_round_trips():
 
 
 SEARCH = {"load": "users", "from": 10, "max": 2000, "resolution": "5%", "duration": "1m"}
+GOAL, SLO, TWO = {"rps": 100}, {"p99": "300ms"}, {"threads": [1, 2]}
+DECIDED = {"when": "Decided", "max": "1m"}
+EXACTLY_ONE = ("spec: give spec.stages (a ladder), spec.search (a capacity search) or spec.goal (the cheapest variant "
+               "that meets the objective): exactly one of them")
 
 BAD = [
     ({"stages": [{"injectors": 1, "duration": "10s"}, {"injectors": 2, "duration": "10s"},
@@ -240,7 +244,7 @@ BAD = [
     ({"matrix": {"threads": [2, 3, 2]}}, "spec.matrix.threads[2]: duplicate value 2"),
     ({"matrix": {"threads": []}}, "spec.matrix.threads: must have at least 1 item(s), got 0"),
     ({"matrix": {"workers": list(range(1, 12)), "threads": list(range(1, 11))}},
-     "spec.matrix: at most 100 variants (the product of all list lengths)"),
+     "spec.matrix: at most 100 variants (the product of all list lengths), or 1000 with spec.goal"),
     ({"thresholds": {"p99": 1000}}, "spec.thresholds.p99: must be a duration such as 90s, 20m or 1h30m, got 1000"),
     ({"thresholds": {"errorRate": 0.01}}, "spec.thresholds.errorRate: must be a percentage such as '1%' or '0.5%', got 0.01"),
     ({"thresholds": {"errorRate": "150%"}},
@@ -265,8 +269,8 @@ BAD = [
     ({"stages": [{"arrivalRate": 0, "duration": "1m"}]}, "spec.stages[0].arrivalRate: must be >= 1, got 0"),
     ({"stages": [{"arrivalRate": 2.5, "duration": "1m"}]}, "spec.stages[0].arrivalRate: must be an integer, got 2.5"),
     ({"stages": [{"injectors": 2, "arrivalRate": 100, "duration": "1m"}], "injectors": {"pacing": "1s"}},
-     "spec: spec.injectors.pacing and an arrivalRate (a stage's, or spec.search.load: rps) are two open models: "
-     "give one of them"),
+     "spec: spec.injectors.pacing and an arrivalRate (a stage's, spec.search.load: rps or spec.goal.rps) are "
+     "two open models: give one of them"),
     ({"stages": [{"arrivalRate": 500_001, "duration": "1m"}]},
      "spec: a stage given in users or in arrivalRate alone needs at most 1000 injectors: users / "
      "injectors.maxUsersPerInjector and arrivalRate / injectors.maxRatePerInjector must be <= 1000"),
@@ -380,8 +384,8 @@ BAD = [
       "matrix": {"server": ["gunicorn", "uwsgi"]}},
      "spec: spec.target.deployment runs one container, with one server: spec.matrix.server cannot vary it"),
     ({"search": SEARCH, "slo": {"p99": "300ms"}},
-     "spec: give spec.stages (a ladder) or spec.search (a capacity search): exactly one of them"),
-    ({"stages": None}, "spec: give spec.stages (a ladder) or spec.search (a capacity search): exactly one of them"),
+     EXACTLY_ONE),
+    ({"stages": None}, EXACTLY_ONE),
     ({"stages": None, "search": SEARCH},
      "spec: spec.search needs spec.slo: a search looks for the load at which the objective breaks"),
     ({"slo": {"p99": "300ms"}, "thresholds": {"p99": "300ms"}},
@@ -404,8 +408,8 @@ BAD = [
      "spec: a stage given in users or in arrivalRate alone needs at most 1000 injectors: users / "
      "injectors.maxUsersPerInjector and arrivalRate / injectors.maxRatePerInjector must be <= 1000"),
     ({"stages": None, "search": {**SEARCH, "load": "rps"}, "slo": {"p99": "300ms"}, "injectors": {"pacing": "1s"}},
-     "spec: spec.injectors.pacing and an arrivalRate (a stage's, or spec.search.load: rps) are two open models: "
-     "give one of them"),
+     "spec: spec.injectors.pacing and an arrivalRate (a stage's, spec.search.load: rps or spec.goal.rps) are "
+     "two open models: give one of them"),
     ({"stages": None, "search": {**SEARCH, "load": "injectors", "max": 1001}, "slo": {"p99": "300ms"}},
      "spec.search.max: a search over injectors goes up to at most 1000"),
     ({"stages": None, "search": {**SEARCH, "max": 2001}, "slo": {"p99": "300ms"},
@@ -423,6 +427,30 @@ BAD = [
     ({"stageEnd": {"when": "Early"}}, "spec.stageEnd.when: must be one of Duration, Decided, got 'Early'"),
     ({"stageEnd": {"when": "Decided", "min": "2s"}, "slo": {"p99": "1s"}},
      "spec.stageEnd.min: must be at least 8s, got 2s"),
+    ({"goal": GOAL, "slo": SLO, "stageEnd": DECIDED, "matrix": TWO}, EXACTLY_ONE),
+    ({"stages": None, "goal": GOAL, "stageEnd": DECIDED, "matrix": TWO},
+     "spec.goal: spec.goal needs spec.slo: the variant it picks is the cheapest that meets the objective"),
+    ({"stages": None, "goal": GOAL, "slo": SLO, "stageEnd": DECIDED},
+     "spec.matrix: spec.goal picks one of spec.matrix's variants: the matrix needs at least two"),
+    ({"stages": None, "goal": GOAL, "slo": SLO, "stageEnd": {"when": "Decided"}, "matrix": TWO},
+     "spec.stageEnd: spec.goal runs each variant one stage at its load, ended once decided: spec.stageEnd needs "
+     "when: Decided and a max"),
+    ({"stages": None, "goal": {"rps": 100, "users": 10}, "slo": SLO, "stageEnd": DECIDED, "matrix": TWO},
+     "spec.goal: give one load: rps, users or injectors"),
+    ({"stages": None, "goal": {}, "slo": SLO, "stageEnd": DECIDED, "matrix": TWO},
+     "spec.goal: give one load: rps, users or injectors"),
+    ({"stages": None, "goal": GOAL, "slo": SLO, "stageEnd": DECIDED, "matrix": TWO, "order": "Random"},
+     "spec.order: spec.goal runs the variants cheapest first: leave spec.order out (Sequential)"),
+    ({"stages": None, "goal": GOAL, "slo": SLO, "stageEnd": DECIDED, "matrix": TWO, "injectors": {"pacing": "1s"}},
+     "spec: spec.injectors.pacing and an arrivalRate (a stage's, spec.search.load: rps or spec.goal.rps) are "
+     "two open models: give one of them"),
+    ({"stages": None, "goal": {"users": 2001}, "slo": SLO, "stageEnd": DECIDED, "matrix": TWO,
+      "injectors": {"maxUsersPerInjector": 2}},
+     "spec: a stage given in users or in arrivalRate alone needs at most 1000 injectors: users / "
+     "injectors.maxUsersPerInjector and arrivalRate / injectors.maxRatePerInjector must be <= 1000"),
+    ({"stages": None, "goal": GOAL, "slo": SLO, "stageEnd": DECIDED,
+      "matrix": {"threads": list(range(1, 12)), "workers": list(range(1, 11)), "pods": list(range(1, 11))}},
+     "spec.matrix: at most 100 variants (the product of all list lengths), or 1000 with spec.goal"),
     ({"stages": None, "search": {**SEARCH, "resolution": "1%"}, "slo": {"p99": "300ms"},
       "matrix": {"threads": list(range(1, 11)), "workers": [1, 2]}},
      "spec: at most 500 stages in all, so that the status stays small: variants x the most stages one search can "

@@ -67,7 +67,19 @@ def status_schema() -> dict[str, Any]:
                 "redisPeakConnections": {"type": "integer", "description": "Its peak Redis connections."},
                 "bracket": _string("With spec.search: the current variant's capacity bracket so far, e.g. "
                                    "40-48 users (612-690 req/s)."),
+                "leader": _string("With spec.goal: the cheapest variant that met the objective so far, e.g. "
+                                  "workers=3 threads=4 (6 cores)."),
             }},
+            "recommendation": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                "description": "With spec.goal: the cheapest variant that met spec.slo at the goal's load, and the "
+                               "runner-up.",
+                "properties": {
+                    "sentence": _string("The answer in words, as the reports print it."),
+                    "reason": _string("Found, NonePassed, or Searching while variants are left to run."),
+                    "variant": {"type": "integer", "nullable": True,
+                                "description": "The winner's index in status.variants."},
+                }},
             "conditions": {
                 "type": "array", "description": "TargetReady, Running, Succeeded and Failed.",
                 "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
@@ -118,6 +130,7 @@ PRINTER_COLUMNS = [
     {"name": "P99 (ms)", "type": "number", "jsonPath": ".status.latest.p99Ms"},
     {"name": "Redis peak", "type": "integer", "jsonPath": ".status.latest.redisPeakConnections"},
     {"name": "Bracket", "type": "string", "jsonPath": ".status.latest.bracket"},
+    {"name": "Leader", "type": "string", "jsonPath": ".status.latest.leader"},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]

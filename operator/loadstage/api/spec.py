@@ -28,8 +28,10 @@ from loadstage.api.types import (
     MAX_STAGE_REQUESTS,
     MAX_STAGE_USERS,
     REQUESTS_TIME_LIMIT,
+    MAX_GOAL_VARIANTS,
     MAX_VARIANT_STAGES,
     MAX_VARIANTS,
+    GOAL_LOADS,
     ON_LOST,
     ORDERS,
     PERCENTILES,
@@ -42,6 +44,7 @@ from loadstage.api.types import (
     ConfigMapKey,
     DeploymentTarget,
     Exec,
+    Goal,
     HttpGet,
     Injectors,
     IpBlock,
@@ -382,9 +385,7 @@ MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these va
                     max_items=len(PROXIES) + 1, unique=True),
     "socket": ListOf("How the proxy reaches the WSGI server: tcp, unix.", Str("", enum=SOCKETS), min_items=1,
                      max_items=len(SOCKETS), unique=True),
-}, rules=[Rule(lambda m: variant_count(m) <= MAX_VARIANTS,
-               f"at most {MAX_VARIANTS} variants (the product of all list lengths)",
-               cel=f"{_CEL_VARIANTS.format(m='')} <= {MAX_VARIANTS}")])
+})
 
 _latency = "Highest acceptable {} latency, e.g. 1000ms."
 _LATENCY_LIMITS = {p: Duration(_latency.format(p), maximum="1h") for p in PERCENTILES}
@@ -427,6 +428,21 @@ SEARCH = Obj(Search, "A capacity search instead of a ladder: stages from `from` 
 ])
 
 
+GOAL = Obj(Goal, "Let loadstage pick: the cheapest variant of spec.matrix that meets spec.slo at this load. Each "
+                 "variant runs one stage at it, ended by spec.stageEnd, cheapest first (a variant's cost is its "
+                 "pods x its CPU limit, or request; without either, its measured peak CPU); once one passes, and "
+                 "a dearer one after it, the dearer rest are not run. status.recommendation names the winner and "
+                 "the runner-up.", {
+    "rps": Int("A rate: tasks started a second across the injectors (as a stage's arrivalRate).", minimum=1,
+               maximum=MAX_ARRIVAL_RATE),
+    "users": Int("Concurrent users, over ceil(users / injectors.maxUsersPerInjector) injectors.", minimum=1,
+                 maximum=MAX_STAGE_USERS),
+    "injectors": Int("Injectors, each running injectors.usersPerInjector users.", minimum=1, maximum=MAX_INJECTORS),
+}, rules=[Rule(lambda g: sum(getattr(g, unit) is not None for unit in GOAL_LOADS) == 1,
+               "give one load: rps, users or injectors",
+               cel="[" + ", ".join(f"has(self.{unit})" for unit in GOAL_LOADS) + "].filter(x, x).size() == 1")])
+
+
 STAGE_END = Obj(StageEnd, "When a stage ends: at its duration (Duration), or once its verdict by spec.slo is decided "
                           "(Decided): the stage's intervals are looked at on a fixed schedule, each look at a "
                           "confidence that keeps the stage's error within 5% over all its looks. A stage that breaks "
@@ -443,8 +459,18 @@ STAGE_END = Obj(StageEnd, "When a stage ends: at its duration (Duration), or onc
 
 
 def _ladder_or_search(s: Spec) -> list[Stage]:
-    """The ladder's stages, or a search's largest."""
+    """The ladder's stages, a search's largest, or a goal's."""
+    if s.goal:
+        return [s.goal.stage(s.stage_end.max or 0.0)]
     return s.stages or ([s.search.stage(s.search.max)] if s.search else [])
+
+
+def _decided_with_max(s: Spec) -> bool:
+    return s.stage_end.decided and s.stage_end.max is not None
+
+
+_CEL_DECIDED = "has(self.stageEnd) && has(self.stageEnd.when) && self.stageEnd.when == 'Decided'"
+_CEL_COUNT_VARIANTS = f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1)"
 
 
 SPEC = Obj(Spec, "What to deploy and how to load it.", {
@@ -455,6 +481,7 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
                   STAGE.fields, required=["duration"], rules=STAGE.rules),
     "stages": ListOf("The ladder of stages, run in order. Set this or search.", STAGE, min_items=1, max_items=50),
     "search": SEARCH,
+    "goal": GOAL,
     "matrix": MATRIX,
     "thresholds": THRESHOLDS,
     "slo": SLO,
@@ -489,9 +516,27 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
 }, rules=[
     Rule(None, "spec is immutable once created; delete the experiment and create it again",
          cel="self == oldSelf"),
-    Rule(lambda s: (s.stages is None) != (s.search is None),
-         "give spec.stages (a ladder) or spec.search (a capacity search): exactly one of them",
-         cel="has(self.stages) != has(self.search)"),
+    Rule(lambda s: [s.stages, s.search, s.goal].count(None) == 2,
+         "give spec.stages (a ladder), spec.search (a capacity search) or spec.goal (the cheapest variant that "
+         "meets the objective): exactly one of them",
+         cel="[has(self.stages), has(self.search), has(self.goal)].filter(x, x).size() == 1"),
+    Rule(lambda s: variant_count(s.matrix) <= (MAX_GOAL_VARIANTS if s.goal else MAX_VARIANTS),
+         f"at most {MAX_VARIANTS} variants (the product of all list lengths), or {MAX_GOAL_VARIANTS} with "
+         f"spec.goal", field="matrix",
+         cel=f"{_CEL_COUNT_VARIANTS} <= (has(self.goal) ? {MAX_GOAL_VARIANTS} : {MAX_VARIANTS})"),
+    Rule(lambda s: s.goal is None or s.slo is not None,
+         "spec.goal needs spec.slo: the variant it picks is the cheapest that meets the objective",
+         cel="!has(self.goal) || has(self.slo)", field="goal"),
+    Rule(lambda s: s.goal is None or variant_count(s.matrix) >= 2,
+         "spec.goal picks one of spec.matrix's variants: the matrix needs at least two",
+         cel=f"!has(self.goal) || {_CEL_COUNT_VARIANTS} >= 2", field="matrix"),
+    Rule(lambda s: s.goal is None or _decided_with_max(s),
+         "spec.goal runs each variant one stage at its load, ended once decided: spec.stageEnd needs when: "
+         "Decided and a max", cel=f"!has(self.goal) || ({_CEL_DECIDED} && has(self.stageEnd.max))",
+         field="stageEnd"),
+    Rule(lambda s: s.goal is None or s.order == "Sequential",
+         "spec.goal runs the variants cheapest first: leave spec.order out (Sequential)",
+         cel="!has(self.goal) || !has(self.order) || self.order == 'Sequential'", field="order"),
     Rule(lambda s: s.search is None or s.slo is not None,
          "spec.search needs spec.slo: a search looks for the load at which the objective breaks",
          cel="!has(self.search) || has(self.slo)"),
@@ -501,10 +546,9 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     Rule(lambda s: not s.stage_end.decided or s.slo is not None,
          "spec.stageEnd.when: Decided needs spec.slo: a stage ends once its verdict by the objective is decided",
          cel="!has(self.stageEnd) || !has(self.stageEnd.when) || self.stageEnd.when != 'Decided' || has(self.slo)"),
-    Rule(lambda s: s.search is None or s.search.duration is not None or (s.stage_end.decided and s.stage_end.max),
+    Rule(lambda s: s.search is None or s.search.duration is not None or _decided_with_max(s),
          "spec.search.duration is required, unless spec.stageEnd (when: Decided) gives a max",
-         cel="!has(self.search) || has(self.search.duration) || (has(self.stageEnd) && has(self.stageEnd.when) && "
-             "self.stageEnd.when == 'Decided' && has(self.stageEnd.max))"),
+         cel=f"!has(self.search) || has(self.search.duration) || ({_CEL_DECIDED} && has(self.stageEnd.max))"),
     Rule(lambda s: not s.stage_end.decided or s.repeats == 1,
          "spec.stageEnd.when: Decided judges each stage at its own looks: spec.repeats must be 1 with it",
          cel="!has(self.stageEnd) || !has(self.stageEnd.when) || self.stageEnd.when != 'Decided' || "
@@ -523,17 +567,19 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          cel=f"(!has(self.stages) || self.stages.all(s, {_CEL_STAGE_FITS.format(s='s')})) && "
              f"(!has(self.warmup) || {_CEL_STAGE_FITS.format(s='self.warmup')}) && (!has(self.search) || "
              f"(self.search.load != 'users' || {_CEL_USERS_FIT.format(load='self.search.max')}) && "
-             f"(self.search.load != 'rps' || {_CEL_RATE_FITS.format(load='self.search.max')}))"),
+             f"(self.search.load != 'rps' || {_CEL_RATE_FITS.format(load='self.search.max')})) && (!has(self.goal) "
+             f"|| (!has(self.goal.users) || {_CEL_USERS_FIT.format(load='self.goal.users')}) && "
+             f"(!has(self.goal.rps) || {_CEL_RATE_FITS.format(load='self.goal.rps')}))"),
     Rule(lambda s: s.injectors.pacing is None or not any(
         stage.arrival_rate for stage in [*_ladder_or_search(s), *([s.warmup] if s.warmup else [])]),
-         "spec.injectors.pacing and an arrivalRate (a stage's, or spec.search.load: rps) are two open models: "
-         "give one of them",
+         "spec.injectors.pacing and an arrivalRate (a stage's, spec.search.load: rps or spec.goal.rps) are two "
+         "open models: give one of them",
          cel="!has(self.injectors) || !has(self.injectors.pacing) || ((!has(self.stages) || self.stages.all(s, "
              "!has(s.arrivalRate))) && (!has(self.warmup) || !has(self.warmup.arrivalRate)) && (!has(self.search) "
-             "|| self.search.load != 'rps'))"),
+             "|| self.search.load != 'rps') && (!has(self.goal) || !has(self.goal.rps)))"),
     Rule(lambda s: variant_count(s.matrix) * len(s.stages or ()) * s.repeats <= MAX_VARIANT_STAGES,
          f"at most {MAX_VARIANT_STAGES} stages in all (variants x stages x repeats), so that the status stays small",
-         cel=f"!has(self.stages) || (has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1) * "
+         cel=f"!has(self.stages) || {_CEL_COUNT_VARIANTS} * "
              f"size(self.stages) * (has(self.repeats) ? self.repeats : 1) <= {MAX_VARIANT_STAGES}"),
     Rule(lambda s: s.search is None or variant_count(s.matrix) * s.search.most_stages() <= MAX_VARIANT_STAGES,
          f"at most {MAX_VARIANT_STAGES} stages in all, so that the status stays small: variants x the most stages "

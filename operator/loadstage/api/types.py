@@ -47,6 +47,8 @@ DEPLOYMENT_MODES = ("Copy", "InPlace")
 DEFAULT_THREADS = 2
 ON_LOST = ("Fail", "Continue")
 SEARCH_LOADS = ("users", "injectors", "rps")
+GOAL_LOADS = ("rps", "users", "injectors")
+MAX_GOAL_VARIANTS = 1000    # a goal's variants: it runs the cheapest first, and need not run every one
 STAGE_ENDS = ("Duration", "Decided")
 
 
@@ -376,16 +378,44 @@ class Search:
     duration: float | None   # each stage's (stageEnd.max's, where given); an undecided one runs again, twice as long
 
     def stage(self, load: int, duration: float | None = None) -> Stage:
-        duration = duration or self.duration
-        if self.load == "rps":
-            return Stage(None, duration, arrival_rate=load)
-        return Stage(load, duration) if self.load == "injectors" else Stage(None, duration, users=load)
+        return load_stage(self.load, load, duration or self.duration)
 
     def most_stages(self) -> int:
         """The most stages one variant's search can run: doubling up to `max`, bisecting down to the
         resolution, and each stage run twice (undecided once)."""
         rising = math.ceil(math.log2(self.max / self.from_)) + 1
         return 2 * (rising + max(0, math.ceil(math.log2(1 / self.resolution))))
+
+
+def load_stage(unit: str, load: int, duration: float) -> Stage:
+    """A stage at `load` in `unit` (SEARCH_LOADS)."""
+    if unit == "rps":
+        return Stage(None, duration, arrival_rate=load)
+    return Stage(load, duration) if unit == "injectors" else Stage(None, duration, users=load)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the best variant is (spec.goal): the cheapest that meets spec.slo at this load, one of rps, users or
+    injectors."""
+    rps: int | None = None
+    users: int | None = None
+    injectors: int | None = None
+
+    @property
+    def load(self) -> str:
+        return next(unit for unit in GOAL_LOADS if getattr(self, unit) is not None)
+
+    @property
+    def amount(self) -> int:
+        return getattr(self, self.load)
+
+    def stage(self, duration: float) -> Stage:
+        return load_stage(self.load, self.amount, duration)
+
+    def describe(self) -> str:
+        """'2,000 req/s', '300 users', '10 injectors'."""
+        return f"{self.amount:,} " + ("req/s" if self.load == "rps" else self.load)
 
 
 @dataclass(frozen=True)
@@ -420,6 +450,7 @@ class Spec:
     slo: Slo | None = None
     search: Search | None = None
     stage_end: StageEnd = StageEnd()
+    goal: Goal | None = None
 
     @property
     def objective(self) -> Thresholds | None:
@@ -491,6 +522,7 @@ class Experiment:
             "socket": (m and m.socket) or [t.proxy.socket if t.proxy else "tcp"],
         }
         variants: list[Variant] = []
+        seen: set[Variant] = set()
         for combo in itertools.product(*axes.values()):
             v = dict(zip(axes, combo))
             if v["server"] not in SERVER_WORKER_CLASSES:
@@ -506,7 +538,8 @@ class Experiment:
                 v["proxy"] = v["socket"] = None
             v["resources"] = t.resources.with_value("cpu", v.pop("cpu")).with_value("memory", v.pop("memory"))
             variant = Variant(index=len(variants), **v)
-            if not any(replace(variant, index=other.index) == other for other in variants):
+            if (unnumbered := replace(variant, index=0)) not in seen:
+                seen.add(unnumbered)
                 variants.append(variant)
         return variants
 

@@ -26,6 +26,7 @@ from loadstage.cli.parser import EXIT_FAILED, EXIT_NOTHING_SUCCEEDED, EXIT_OK, E
 from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed
+from loadstage.engine.recommend import declared_cost
 from loadstage.engine.stages import StageEngine, new_status
 from loadstage.engine.steps import plan, starts_block
 from loadstage.local.backend import LocalBackend, Progress
@@ -97,9 +98,11 @@ class ProgressPrinter:
         self.stream.flush()
 
 
-def failed_objective(variant: VariantRecord) -> bool:
+def failed_objective(run: RunResults, variant: VariantRecord) -> bool:
     """A ladder's stage failed its objective; a search's fails by design, so its variant fails only where it
-    failed already at `from` (or its injectors, not the target, ran out)."""
+    failed already at `from` (or its injectors, not the target, ran out); a goal's, only where none passed."""
+    if run.recommendation is not None:
+        return run.recommendation.winner is None
     if variant.search is not None:
         return variant.search.reason in ("FloorFailed", "InjectorBound")
     return any(s.verdict and not s.verdict.passed for s in variant.stages)
@@ -121,10 +124,31 @@ def _print_search(experiment: Experiment, out) -> None:
         out.write(f"  variant {v.index + 1}: {v.label()}\n")
 
 
+def _print_goal(experiment: Experiment, out) -> None:
+    spec = experiment.spec
+    variants = experiment.variants()
+    costs = {v.index: declared_cost(v) for v in variants}
+    declared = all(costs.values())
+    order = sorted(variants, key=lambda v: (costs[v.index].cores, v.index)) if declared else variants
+    warmup = spec.warmup.duration if spec.warmup else 0.0
+    out.write(f"{experiment.name}: {len(variants)} variant(s), the cheapest that meets {spec.slo.describe()} at "
+              f"{spec.goal.describe()}: one stage each at that load, {format_duration(spec.stage_end.min)} to "
+              f"{format_duration(spec.stage_end.max)}, ending once decided; "
+              + ("cheapest first, by their CPU limits or requests" if declared else
+                 "every variant, each costed by its measured peak CPU (not all set a CPU limit or request)")
+              + f"; at most {format_duration(int(len(variants) * (spec.stage_end.max + warmup)))} of load, "
+                f"undecided stages aside\n")
+    for v in order:
+        out.write(f"  variant {v.index + 1}: {v.label()}" + (f", {costs[v.index].describe()}" if declared else "")
+                  + "\n")
+
+
 def _print_plan(experiment: Experiment, out) -> None:
     spec = experiment.spec
     if spec.search is not None:
         return _print_search(experiment, out)
+    if spec.goal is not None:
+        return _print_goal(experiment, out)
     variants = experiment.variants()
     steps = plan(experiment, spec.seed)
     starts = sum(starts_block(steps, i) for i in range(len(steps)))
@@ -262,6 +286,6 @@ def cmd_run(args) -> int:
         printer.say(f"result written to {output}")
     if code == EXIT_OK and any(s.nothing_succeeded() for v in run.variants for s in v.stages):
         code = EXIT_NOTHING_SUCCEEDED
-    if code == EXIT_OK and args.fail_on_threshold and any(failed_objective(v) for v in run.variants):
+    if code == EXIT_OK and args.fail_on_threshold and any(failed_objective(run, v) for v in run.variants):
         code = EXIT_THRESHOLDS
     return code

@@ -15,14 +15,16 @@ import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
-from loadstage.api.types import MAX_SEED, Experiment, Variant
+from loadstage.api.types import MAX_SEED, MAX_VARIANTS, Experiment, Variant
 from loadstage.engine.backend import Backend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed, StageDisrupted
 from loadstage.engine.eta import estimate
+from loadstage.engine import recommend
 from loadstage.engine.search import NextStage, load_of, progress
 from loadstage.engine.steps import (
     Step,
+    goal_step,
     plan,
     search_order,
     search_step,
@@ -109,7 +111,7 @@ class StageEngine:
         spec = self.experiment.spec
         if spec.order == "Random" and "seed" not in status:
             status["seed"] = spec.seed if spec.seed is not None else random.randrange(MAX_SEED + 1)
-        steps = [] if spec.search else plan(self.experiment, status.get("seed"))
+        steps = [] if spec.search or spec.goal else plan(self.experiment, status.get("seed"))
         self.clock = RunClock(steps, status["startedAt"], asyncio.get_running_loop().time)
         records = self.records = [VariantRecord.from_status(v) for v in status["variants"]]
         # A run picked up after a restart keeps its phase and progress while the target is re-checked:
@@ -118,6 +120,8 @@ class StageEngine:
         try:
             if spec.search:
                 await self._run_searches(status, records, resuming)
+            elif spec.goal:
+                await self._run_goal(status, records, resuming)
             else:
                 await self._run_steps(steps, status, records, resuming)
         except (ExperimentFailed, Cancelled):
@@ -162,6 +166,55 @@ class StageEngine:
                 await self._run_and_record(step, status, records, lambda: record.search.done)   # _record updated it
         if prepared is not None:
             await self.backend.finish_variant(prepared)
+
+    async def _run_goal(self, status: dict[str, Any], records: list[VariantRecord], resuming: bool) -> None:
+        """Each variant's stage at the goal's load, cheapest first (engine.recommend): the next stage is decided from
+        the stages run, so a run resumed after a restart repeats none of them."""
+        prepared = None
+        while True:
+            following = self._picked(status, records)
+            if following is None:
+                break
+            variant, record = following.variant, records[following.variant.index]
+            step = goal_step(self.experiment, variant, len(record.stages) + 1, following.duration)
+            self._clock_goal(records, step)
+            prepared = await self._prepare(prepared, step, status, record, resuming, not record.stages)
+            resuming = False
+            await self._run_and_record(step, status, records, lambda: self._last_goal_stage(records, variant))
+        if prepared is not None:
+            await self.backend.finish_variant(prepared)
+
+    def _last_goal_stage(self, records: list[VariantRecord], variant: Variant) -> bool:
+        following = recommend.progress(self.experiment, records).following
+        return following is None or following.variant != variant
+
+    def _picked(self, status: dict[str, Any], records: list[VariantRecord]) -> recommend.NextGoalStage | None:
+        """The goal's pick so far into the records and the status; its next stage. Beyond MAX_VARIANTS, only the
+        winner and runner-up so far keep their stages: every other variant is one line (dropped, or met)."""
+        pick = recommend.progress(self.experiment, records)
+        found = pick.recommendation
+        finalists = {c.variant for c in (found.winner, found.runner_up) if c is not None}
+        for record in records:
+            record.cost = pick.costs.get(record.index, record.cost)
+            record.dropped, record.met = pick.dropped.get(record.index), pick.met.get(record.index)
+            if len(records) > MAX_VARIANTS and record.index not in finalists and (record.dropped or record.met):
+                record.stages, record.aggregate = [], None
+            status["variants"][record.index] = record.to_status()
+        status["recommendation"] = found.to_status()
+        if found.winner is not None:
+            status.setdefault("latest", {})["leader"] = f"{found.winner.label} ({found.winner.cost.describe()})"
+        return pick.following
+
+    def _clock_goal(self, records: list[VariantRecord], step: Step) -> None:
+        """The time left of a goal's pick, as steps: each stage run so far, this one, and one for every variant
+        neither run nor dropped yet (as if every one were run)."""
+        variants = self.experiment.variants()
+        done = [goal_step(self.experiment, v, s.stage, s.duration_seconds)
+                for v in variants for s in records[v.index].stages]
+        ahead = [step] + [replace(step, variant=v) for v in variants
+                          if v != step.variant and not records[v.index].stages and records[v.index].dropped is None]
+        self.clock.steps = done + ahead
+        self.clock.at(len(done))
 
     def _searched(self, record: VariantRecord) -> tuple[SearchResult, NextStage | None]:
         warmup = self.experiment.spec.warmup
@@ -239,11 +292,13 @@ class StageEngine:
                                                             and warmup.precedes == 1)
 
     def _finished_step(self, variant: Variant, repeat: int, number: int) -> Step:
-        search = self.experiment.spec.search
-        if search is None:
+        spec = self.experiment.spec
+        if spec.search is None and spec.goal is None:
             return stage_step(self.experiment, variant, repeat, number)
         stage = next(s for s in self.records[variant.index].stages if s.stage == number)
-        return search_step(self.experiment, variant, number, load_of(search, stage), stage.duration_seconds)
+        if spec.goal is not None:
+            return goal_step(self.experiment, variant, number, stage.duration_seconds)
+        return search_step(self.experiment, variant, number, load_of(spec.search, stage), stage.duration_seconds)
 
     async def _artifacts(self, variant: Variant, number: int, repeats: list[int]) -> list[Artifact]:
         """The artifacts of the variant's stage `number` in each of `repeats`: kept since they ran, or read back."""

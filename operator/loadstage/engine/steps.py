@@ -75,9 +75,18 @@ def stage_step(experiment: Experiment, variant: Variant, repeat: int, number: in
 
 def search_step(experiment: Experiment, variant: Variant, number: int, load: int, duration: float) -> Step:
     """Stage `number` of the variant's capacity search, at `load` (users, injectors or rps) for `duration`."""
-    spec = experiment.spec
-    stage = resolve_stage(spec.search.stage(load, duration), spec.injectors)
-    return Step(variant, len(experiment.variants()), stage, number, 0, searching=True)
+    return _decided_step(experiment, variant, number, experiment.spec.search.stage(load, duration))
+
+
+def goal_step(experiment: Experiment, variant: Variant, number: int, duration: float) -> Step:
+    """Stage `number` of the variant at spec.goal's load, for `duration`."""
+    return _decided_step(experiment, variant, number, experiment.spec.goal.stage(duration))
+
+
+def _decided_step(experiment: Experiment, variant: Variant, number: int, stage: Stage) -> Step:
+    """A stage chosen from the ones before it: how many follow is not known."""
+    return Step(variant, len(experiment.variants()), resolve_stage(stage, experiment.spec.injectors), number, 0,
+                searching=True)
 
 
 def search_order(experiment: Experiment, seed: int | None = None) -> list[Variant]:

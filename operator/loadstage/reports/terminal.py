@@ -62,7 +62,31 @@ SEARCH_ENDS = {"Found": "found to its resolution", "CeilingPassed": "passed even
                "InjectorBound": "stopped: the injectors, not the target, ran out of CPU"}
 
 
+DROPPED_SHOWN = 20
+
+
+def render_recommendation(run: RunResults) -> list[str]:
+    """spec.goal's answer, and why each other variant is out, the first DROPPED_SHOWN of them."""
+    pick = run.recommendation
+    if pick is None:
+        return []
+    lines = [f"Recommendation: {pick.sentence}"]
+    ran = [v for v in run.variants if v.dropped is not None and v.dropped.after]
+    for variant in ran[:DROPPED_SHOWN]:
+        lines.append(f"  dropped variant {variant.index + 1} after {variant.dropped.after} stage(s): "
+                     f"{variant.dropped.reason}")
+    if len(ran) > DROPPED_SHOWN:
+        lines.append(f"  and {len(ran) - DROPPED_SHOWN} more dropped (status.variants[].dropped)")
+    never = [str(v.index + 1) for v in run.variants if v.dropped is not None and not v.dropped.after]
+    if never:
+        shown = ", ".join(never[:DROPPED_SHOWN]) + (", ..." if len(never) > DROPPED_SHOWN else "")
+        lines.append(f"  not run, {len(never)} variant(s) dearer than two that met the objective: {shown}")
+    return lines
+
+
 def render_capacity(run: RunResults) -> list[str]:
+    if run.recommendation is not None:
+        return render_recommendation(run)
     lines = []
     for variant in run.variants:
         settings = ", ".join(f"{k}={v}" for k, v in variant.settings.items() if v is not None)

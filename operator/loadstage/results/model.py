@@ -557,6 +557,96 @@ class SearchResult:
                 "loadSeconds": self.load_seconds, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class Dropped:
+    """Why a variant of spec.goal is out of the running, and after how many of its stages (0: never run)."""
+    after: int
+    reason: str
+
+    @reads_status
+    def from_status(cls, d: dict[str, Any]) -> "Dropped":
+        return cls(d["after"], d["reason"])
+
+    def to_status(self) -> dict[str, Any]:
+        return {"after": self.after, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a variant reserves: its pods x each one's CPU limit (or request), or its measured peak CPU where
+    neither is set (`source`: limit, request or measured); its memory beside, not folded in."""
+    cores: float | None
+    source: str
+    memory_bytes: int | None = None
+
+    @reads_status
+    def from_status(cls, d: dict[str, Any]) -> "Cost":
+        return cls(d.get("cores"), d["from"], d.get("memoryBytes"))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"cores": self.cores, "from": self.source, "memoryBytes": self.memory_bytes}
+
+    def describe(self) -> str:
+        """'6 cores', '0.5 cores measured'."""
+        cores = "? cores" if self.cores is None else f"{self.cores:g} core{'' if self.cores == 1 else 's'}"
+        return cores + (" measured" if self.source == "measured" else "")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A variant that met the objective at the goal's load: its cost, and its headroom (the least share by
+    which a figure stays within its objective, from the deciding look's figures)."""
+    variant: int
+    settings: dict[str, Setting]
+    label: str
+    cost: Cost
+    headroom: float
+    objectives: tuple[Objective, ...]
+
+    @reads_status
+    def from_status(cls, d: dict[str, Any]) -> "Candidate":
+        return cls(d["variant"], dict(d["settings"]), d["label"], Cost.from_status(d["cost"]), d["headroom"],
+                   tuple(Objective.from_status(o) for o in d.get("objectives", ())))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"variant": self.variant, "settings": self.settings, "label": self.label,
+                "cost": self.cost.to_status(), "headroom": self.headroom,
+                "objectives": [o.to_status() for o in self.objectives]}
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """spec.goal's answer so far: the winner (None until one passes), the runner-up, and why the pick ended
+    (Found, NonePassed) or Searching; `order` is the order the variants ran in (their indices)."""
+    goal: str
+    winner: Candidate | None
+    runner_up: Candidate | None
+    order: tuple[int, ...]
+    reason: str
+    sentence: str
+
+    @property
+    def margin_cores(self) -> float | None:
+        if self.winner is None or self.runner_up is None or None in (self.winner.cost.cores,
+                                                                     self.runner_up.cost.cores):
+            return None
+        return round(self.runner_up.cost.cores - self.winner.cost.cores, 3)
+
+    @reads_status
+    def from_status(cls, d: dict[str, Any]) -> "Recommendation":
+        return cls(d["goal"], Candidate.from_status(d["winner"]) if d.get("winner") else None,
+                   Candidate.from_status(d["runnerUp"]) if d.get("runnerUp") else None, tuple(d.get("order", ())),
+                   d["reason"], d["sentence"])
+
+    def to_status(self) -> dict[str, Any]:
+        return {"goal": self.goal, "reason": self.reason, "sentence": self.sentence,
+                "variant": None if self.winner is None else self.winner.variant,
+                "settings": None if self.winner is None else self.winner.settings,
+                "winner": None if self.winner is None else self.winner.to_status(),
+                "runnerUp": None if self.runner_up is None else self.runner_up.to_status(),
+                "marginCores": self.margin_cores, "order": list(self.order)}
+
+
 @dataclass
 class VariantRecord:
     """One variant in the status: its settings, its finished stages, and what they add up to. `judged`:
@@ -570,6 +660,9 @@ class VariantRecord:
     capacity: Capacity | None = None
     repeats: list[RepeatRecord] = field(default_factory=list)   # with spec.repeats > 1: each repeat's own
     search: SearchResult | None = None    # with spec.search
+    dropped: Dropped | None = None        # with spec.goal
+    cost: Cost | None = None              # with spec.goal, once known
+    met: Candidate | None = None          # with spec.goal: it met the objective at the goal's load
 
     @reads_status
     def from_status(cls, d: dict[str, Any]) -> "VariantRecord":
@@ -578,7 +671,10 @@ class VariantRecord:
                    VariantAggregate.from_status(d["aggregate"]) if d.get("aggregate") else None,
                    "capacity" in d, Capacity.from_status(d["capacity"]) if d.get("capacity") else None,
                    [RepeatRecord.from_status(r) for r in d.get("repeats", [])],
-                   SearchResult.from_status(d["search"]) if d.get("search") else None)
+                   SearchResult.from_status(d["search"]) if d.get("search") else None,
+                   Dropped.from_status(d["dropped"]) if d.get("dropped") else None,
+                   Cost.from_status(d["cost"]) if d.get("cost") else None,
+                   Candidate.from_status(d["met"]) if d.get("met") else None)
 
     def repeat(self, number: int) -> RepeatRecord:
         while len(self.repeats) < number:
@@ -607,6 +703,12 @@ class VariantRecord:
             result["repeats"] = [r.to_status() for r in self.repeats]
         if self.search is not None:
             result["search"] = self.search.to_status()
+        if self.cost is not None:
+            result["cost"] = self.cost.to_status()
+        if self.dropped is not None:
+            result["dropped"] = self.dropped.to_status()
+        if self.met is not None:
+            result["met"] = self.met.to_status()
         return result
 
 
@@ -636,6 +738,7 @@ class RunResults:
     finished_at: str | None
     variants: list[VariantRecord]
     p99_by_stage: list[PivotRow]
+    recommendation: Recommendation | None = None   # with spec.goal
 
     @classmethod
     def read(cls, status: Any) -> "RunResults":
@@ -647,7 +750,8 @@ class RunResults:
     def from_status(cls, d: dict[str, Any]) -> "RunResults":
         run = cls(d.get("phase", "Pending"), d.get("message", ""), d.get("startedAt"), d.get("finishedAt"),
                   [VariantRecord.from_status(v) for v in d.get("variants", [])],
-                  [PivotRow.from_status(r) for r in d.get("p99ByStage", [])])
+                  [PivotRow.from_status(r) for r in d.get("p99ByStage", [])],
+                  Recommendation.from_status(d["recommendation"]) if d.get("recommendation") else None)
         for i, row in enumerate(run.p99_by_stage):
             if len(row.p99_ms_by_variant) != len(run.variants):
                 raise ShapeError(f"status.p99ByStage[{i}].p99MsByVariant", f"must hold one value per variant "

@@ -1,0 +1,177 @@
+"""spec.goal: which variant runs next, and which one is recommended, decided from the stages run so far and
+nothing else, so that an operator restarted mid-way goes on where it was.
+
+Each variant runs one stage at the goal's load, ended once decided (spec.stageEnd). Its outcome is the capacity
+search's (engine.search.outcome): undecided, it runs once more, twice as long; undecided again, or failed, or
+injector-bound, the variant is dropped. Where every variant declares its CPU (a limit, or a request), the
+variants run cheapest first (ties in matrix order): once one passes and a second one does, every dearer variant
+left is not run. Otherwise every variant runs, and its cost is the peak CPU its target measured; costs within
+MEASURED_TIE of each other are a tie. The winner is the cheapest pass, a tie going to the most headroom; the
+runner-up is the next by the same order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadstage.api.quantities import cpu_cores, memory_bytes
+from loadstage.api.types import Experiment, Variant
+from loadstage.engine.search import outcome
+from loadstage.results.model import Candidate, Cost, Dropped, Objective, Recommendation, StageResult, VariantRecord
+
+MEASURED_TIE = 0.10    # measured costs this close (relative) are the same cost: headroom decides
+
+
+@dataclass(frozen=True)
+class NextGoalStage:
+    variant: Variant
+    duration: float
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The goal's pick so far: its recommendation, its next stage (None once decided), and by variant index, the
+    variants dropped, those that met the objective, and every cost known."""
+    recommendation: Recommendation
+    following: NextGoalStage | None
+    dropped: dict[int, Dropped]
+    met: dict[int, Candidate]
+    costs: dict[int, Cost]
+
+
+def declared_cost(variant: Variant) -> Cost | None:
+    """The variant's pods x each one's CPU limit, or request; None when it sets neither."""
+    limits, requests = variant.resources.limits, variant.resources.requests
+    cpu = limits.cpu or requests.cpu
+    if cpu is None:
+        return None
+    memory = limits.memory or requests.memory
+    return Cost(round(variant.pods * cpu_cores(cpu), 3), "limit" if limits.cpu else "request",
+                variant.pods * memory_bytes(memory) if memory else None)
+
+
+def measured_cost(stage: StageResult) -> Cost:
+    return Cost(None if stage.target.peak_cpu_cores is None else round(stage.target.peak_cpu_cores, 3), "measured",
+                stage.target.peak_memory_bytes)
+
+
+def headroom(stage: StageResult) -> float:
+    """The least share by which a figure of the deciding look stays within its objective."""
+    shares = []
+    for o in stage.verdict.objectives if stage.verdict else ():
+        if o.value is None:
+            continue
+        if o.name == "minRps":
+            shares.append(o.value / o.limit - 1)
+        elif o.limit > 0:
+            shares.append(1 - o.value / o.limit)
+    return round(min(shares), 4) if shares else 0.0
+
+
+def varying_labels(variants: list[Variant]) -> dict[int, str]:
+    """Each variant by the settings that differ between variants: 'workers=2 threads=4 cpu=500m'."""
+    settings = {v.index: v.settings() for v in variants}
+    keys = [k for k in settings[variants[0].index] if len({repr(s.get(k)) for s in settings.values()}) > 1]
+    return {i: " ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None) or "the only settings"
+            for i, s in settings.items()}
+
+
+def ranked(passes: list[Candidate], tie: float) -> list[Candidate]:
+    """Cheapest first; within a tier of costs up to (1 + tie) x its cheapest, the most headroom first."""
+    rest, order = sorted(passes, key=lambda c: (c.cost.cores or 0.0, c.variant)), []
+    while rest:
+        tier = [c for c in rest if (c.cost.cores or 0.0) <= (rest[0].cost.cores or 0.0) * (1 + tie) + 1e-9]
+        order += sorted(tier, key=lambda c: (-c.headroom, c.variant))
+        rest = [c for c in rest if c not in tier]
+    return order
+
+
+def _failure(stage: StageResult, found: str) -> str:
+    if found == "InjectorBound":
+        return "its injectors, not its target, ran out at the goal's load: the stage measured them"
+    if found == "Undecided":
+        return "undecided twice at the goal's load"
+    broken = [o for o in stage.verdict.objectives if o.holds is False] if stage.verdict else []
+    said = ", ".join(_beyond(o) for o in broken if o.value is not None)
+    unsteady = stage.target.unsteady()
+    how = "broke it by far" if stage.ended_by == "Breached" else "failed"
+    return f"{how} at the goal's load" + (f": {said}" if said else "") + (f" (target: {unsteady})" if unsteady else "")
+
+
+def _beyond(o: Objective) -> str:
+    """'p99 270 ms > 30 ms', 'errorRate 5% > 1%', 'minRps 40 < 50'."""
+    if o.name == "minRps":
+        return f"minRps {o.value:.4g} < {o.limit:g}"
+    if o.name == "errorRate":
+        return f"errorRate {o.value:.2%} > {o.limit:.2%}"
+    return f"{o.name} {o.value:.4g} ms > {o.limit:g} ms"
+
+
+def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
+    """The pick so far, from the records: their stages, or where those were left out of the status, what was
+    kept of them (dropped, met)."""
+    spec = experiment.spec
+    goal, duration = spec.goal, spec.stage_end.max
+    variants = experiment.variants()
+    labels = varying_labels(variants)
+    declared = {v.index: declared_cost(v) for v in variants}
+    by_cost = all(c is not None for c in declared.values())
+    if by_cost:
+        variants.sort(key=lambda v: (declared[v.index].cores, v.index))
+    passes: list[Candidate] = []
+    dropped: dict[int, Dropped] = {}
+    costs: dict[int, Cost] = {i: c for i, c in declared.items() if c is not None}
+    ran: list[int] = []
+    following = None
+    for variant in variants:
+        i, record = variant.index, records[variant.index]
+        if record.dropped is not None:    # final, whether its stages are still in the status or not
+            dropped[i] = record.dropped
+            ran += [i] if record.dropped.after else []
+            continue
+        if record.met is not None and not record.stages:
+            passes.append(record.met)
+            ran.append(i)
+            continue
+        if by_cost and len(passes) >= 2 and declared[i].cores > passes[0].cost.cores:
+            first, second = ranked(passes, 0.0)[:2]
+            dropped[i] = Dropped(0, f"it costs {declared[i].describe()}, more than {first.label} and {second.label}, "
+                                    f"which met the objective")
+            continue
+        stages = sorted(record.stages, key=lambda s: s.stage)
+        if not stages:
+            following = NextGoalStage(variant, duration)
+            break
+        ran.append(i)
+        last, found = stages[-1], outcome(stages[-1])
+        if found == "Undecided" and len(stages) == 1:
+            following = NextGoalStage(variant, 2 * duration)
+            break
+        cost = costs.setdefault(i, measured_cost(last))
+        if found == "Pass":
+            passes.append(Candidate(i, variant.settings(), labels[i], cost, headroom(last),
+                                    last.verdict.objectives))
+        else:
+            dropped[i] = Dropped(len(stages), _failure(last, found))
+    best = ranked(passes, 0.0 if by_cost else MEASURED_TIE)
+    winner, runner_up = (best + [None, None])[:2]
+    reason = "Searching" if following else "Found" if winner else "NonePassed"
+    recommendation = Recommendation(goal.describe(), winner, runner_up, tuple(ran), reason,
+                                    _sentence(experiment, winner, runner_up, reason, len(ran)))
+    return Pick(recommendation, following, dropped, {c.variant: c for c in passes}, costs)
+
+
+def _sentence(experiment: Experiment, winner: Candidate | None, runner_up: Candidate | None, reason: str,
+              ran: int) -> str:
+    """'workers=3 threads=4 cpu=1 meets p99 <= 300ms at 2,000 req/s with 6 cores; the next cheapest, workers=2
+    threads=8 cpu=1, needs 8 cores'."""
+    slo, goal = experiment.spec.slo.describe(), experiment.spec.goal.describe()
+    if winner is None:
+        return ("searching" if reason == "Searching" else
+                f"no variant meets {slo} at {goal}: each of the {ran} run failed it or was dropped")
+    said = f"{winner.label} meets {slo} at {goal} with {winner.cost.describe()}"
+    if runner_up is None:
+        return said + "; no other variant met it"
+    if runner_up.cost.cores == winner.cost.cores:
+        return said + f"; {runner_up.label} costs as much, with less headroom ({runner_up.headroom:.0%} against " \
+                      f"{winner.headroom:.0%})"
+    return said + f"; the next cheapest, {runner_up.label}, needs {runner_up.cost.describe()}"

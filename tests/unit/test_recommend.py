@@ -1,0 +1,150 @@
+"""spec.goal, through the stage engine: a backend plays targets whose latency climbs past a knee of each variant's
+own, so that which variant must win is known."""
+
+import copy
+import dataclasses
+import json
+
+from test_search import SLO_MS, KneeBackend, run, stages_run
+
+from loadstage.api.load import parse_experiment
+from loadstage.engine.recommend import ranked
+from loadstage.reports.terminal import render_status
+from loadstage.results.model import Candidate, Cost, RunResults
+
+USERS = 60   # p99_at(60, knee) <= 30 ms for a knee from 41.6 up
+
+
+def goal_experiment(base_doc, matrix, target=None, goal=None):
+    doc = copy.deepcopy(base_doc)
+    del doc["spec"]["stages"]
+    doc["spec"]["target"] = target or {}
+    doc["spec"].update(goal=goal or {"users": USERS}, slo={"p99": f"{SLO_MS:g}ms"}, matrix=matrix,
+                       stageEnd={"when": "Decided", "min": "8s", "max": "20s"})
+    return parse_experiment(doc)
+
+
+def variants_run(backend):
+    return [c[1] for c in backend.calls if c[0] == "stage"]
+
+
+class CpuBackend(KneeBackend):
+    """Also measures each variant's target at `cpu[index]` cores at its peak."""
+
+    def __init__(self, knee, cpu):
+        super().__init__(knee)
+        self.cpu = cpu
+
+    def run_stage(self, step):
+        measured = super().run_stage(step)
+        return dataclasses.replace(measured, target_peak_cpu_cores=self.cpu[step.variant.index])
+
+
+def test_the_cheapest_variant_that_meets_the_objective_wins_and_dearer_ones_are_not_run(base_doc):
+    # threads 1, 2, 4, 8 x cpu 250m, 500m: the 250m ones cost 0.25 cores, and run first, in matrix order
+    exp = goal_experiment(base_doc, {"threads": [1, 2, 4, 8], "cpu": ["250m", "500m"]})
+    knees = [k for k in (20, 40, 50, 160) for _ in range(2)]   # 60 users: threads 4 and 8 meet 30 ms
+    backend = KneeBackend(knee=knees)
+    final = run(exp, backend)[-1]
+    assert variants_run(backend) == [0, 2, 4, 6] and final["phase"] == "Succeeded"
+    found = final["recommendation"]
+    # two at 0.25 cores met it: threads=8 answers in 10 ms, threads=4 in ~17 ms; the most headroom wins
+    assert (found["reason"], found["variant"], found["runnerUp"]["variant"]) == ("Found", 6, 4)
+    assert found["settings"]["threads"] == 8 and found["winner"]["cost"] == {"cores": 0.25, "from": "limit",
+                                                                               "memoryBytes": None}
+    assert found["winner"]["headroom"] > found["runnerUp"]["headroom"] > 0 and found["marginCores"] == 0
+    assert found["sentence"].startswith(f"threads=8 cpu=250m meets p99 <= 30ms at {USERS} users with 0.25 cores; "
+                                        f"threads=4 cpu=250m costs as much, with less headroom")
+    assert found["order"] == [0, 2, 4, 6]
+    dropped = {v["index"]: v["dropped"] for v in final["variants"] if "dropped" in v}
+    assert dropped.keys() == {0, 2, 1, 3, 5, 7}
+    assert dropped[0]["after"] == 1 and dropped[0]["reason"].startswith("failed at the goal's load: p99 ")
+    assert dropped[1] == {"after": 0, "reason": "it costs 0.5 cores, more than threads=8 cpu=250m and threads=4 "
+                                                "cpu=250m, which met the objective"}
+    assert final["latest"]["leader"] == "threads=8 cpu=250m (0.25 cores)"
+    printed = render_status(RunResults.read(final))
+    assert f"Recommendation: {found['sentence']}" in printed
+    assert "  dropped variant 1 after 1 stage(s): failed at the goal's load: p99 " in printed
+    assert "  not run, 4 variant(s) dearer than two that met the objective: 2, 4, 6, 8" in printed
+
+
+def test_a_dearer_runner_up_is_run_once_the_cheapest_tier_has_one_winner(base_doc):
+    exp = goal_experiment(base_doc, {"pods": [1, 2, 3]}, target={"resources": {"limits": {"cpu": "1"}}})
+    backend = KneeBackend(knee=[30, 50, 160])
+    found = run(exp, backend)[-1]["recommendation"]
+    assert variants_run(backend) == [0, 1, 2]
+    assert found["sentence"] == (f"pods=2 meets p99 <= 30ms at {USERS} users with 2 cores; the next cheapest, "
+                                 f"pods=3, needs 3 cores")
+    assert found["marginCores"] == 1
+
+
+def test_without_a_cpu_on_every_variant_each_runs_and_costs_its_measured_peak_cpu(base_doc):
+    exp = goal_experiment(base_doc, {"threads": [2, 4, 8]})
+    backend = CpuBackend(knee=[40, 80, 160], cpu=[0.5, 1.0, 1.5])
+    final = run(exp, backend)[-1]
+    assert variants_run(backend) == [0, 1, 2]
+    found = final["recommendation"]
+    assert (found["variant"], found["runnerUp"]["variant"]) == (1, 2)
+    assert found["winner"]["cost"]["from"] == "measured" and found["winner"]["cost"]["cores"] == 1.0
+    assert found["sentence"].endswith("with 1 core measured; the next cheapest, threads=8, needs 1.5 cores measured")
+    assert final["variants"][0]["cost"]["cores"] == 0.5 and "dropped" in final["variants"][0]
+
+
+def test_measured_costs_within_10_percent_tie_and_the_most_headroom_wins():
+    def met(i, cores, headroom):
+        return Candidate(i, {}, f"v{i}", Cost(cores, "measured"), headroom, ())
+    order = ranked([met(0, 1.0, 0.1), met(1, 1.08, 0.5), met(2, 1.3, 0.9)], 0.10)
+    assert [c.variant for c in order] == [1, 0, 2]
+    assert [c.variant for c in ranked([met(0, 1.0, 0.1), met(1, 1.08, 0.5)], 0.0)] == [0, 1]
+
+
+def test_no_variant_that_meets_it_is_said(base_doc):
+    exp = goal_experiment(base_doc, {"threads": [1, 2]}, target={"resources": {"limits": {"cpu": "1"}}})
+    final = run(exp, KneeBackend(knee=[10, 20]))[-1]
+    found = final["recommendation"]
+    assert (found["reason"], found["variant"], found["winner"]) == ("NonePassed", None, None)
+    assert found["sentence"] == f"no variant meets p99 <= 30ms at {USERS} users: each of the 2 run failed it or was " \
+                                f"dropped"
+
+
+def test_an_undecided_variant_runs_once_more_twice_as_long_then_is_dropped(base_doc):
+    exp = goal_experiment(base_doc, {"threads": [1, 2]}, target={"resources": {"limits": {"cpu": "1"}}})
+    backend = KneeBackend(knee=[100, 100], noisy={USERS})
+    final = run(exp, backend)[-1]
+    assert stages_run(backend) == [(USERS, 20.0), (USERS, 40.0)] * 2
+    assert {v["dropped"]["reason"] for v in final["variants"]} == {"undecided twice at the goal's load"}
+
+
+def test_a_pick_resumed_after_a_restart_runs_none_of_its_decided_stages_again(base_doc):
+    exp = goal_experiment(base_doc, {"threads": [1, 2, 4, 8]}, target={"resources": {"limits": {"cpu": "1"}}})
+    whole = KneeBackend(knee=[20, 30, 50, 160])
+    writes = run(exp, whole)
+    assert variants_run(whole) == [0, 1, 2, 3]
+    in_flight = next(copy.deepcopy(w) for w in writes if w["phase"] == "Running" and
+                     w["progress"]["variant"] == "3/4")
+    resumed = KneeBackend(knee=[20, 30, 50, 160])
+    final = run(exp, resumed, in_flight)[-1]
+    assert variants_run(resumed) == [2, 3]
+    assert final["recommendation"] == writes[-1]["recommendation"]
+
+
+def test_a_thousand_variants_pick_with_a_status_under_a_megabyte(base_doc):
+    matrix = {"pods": list(range(1, 11)), "cpu": [f"{m}00m" for m in range(1, 11)], "threads": list(range(1, 11))}
+    exp = goal_experiment(base_doc, matrix)
+    variants = exp.variants()
+    assert len(variants) == 1000
+    # 60 users are met from a knee of 50 on: threads 5 and up, whatever the pods and cpu
+    backend = KneeBackend(knee=[10 * v.threads for v in variants])
+    writes = run(exp, backend)
+    final = writes[-1]
+    size = max(len(json.dumps(w)) for w in writes)
+    assert size < 1_000_000, size
+    ran = variants_run(backend)   # the cheapest tier only, each of its 10: 1 pod of 100m
+    assert sorted(variants[i].threads for i in ran) == list(range(1, 11))
+    assert all((variants[i].pods, variants[i].cpu) == (1, "100m") for i in ran)
+    found = final["recommendation"]
+    assert found["winner"]["cost"]["cores"] == 0.1 and found["settings"]["threads"] >= 6   # 10 ms: most headroom
+    full = [v for v in final["variants"] if v["stages"]]
+    assert {v["index"] for v in full} == {found["variant"], found["runnerUp"]["variant"]}
+    assert sum(1 for v in final["variants"] if "dropped" in v or "met" in v) == 1000
+    print(f"largest status: {size:,} bytes")
