@@ -8,6 +8,7 @@ import json
 from test_search import SLO_MS, KneeBackend, run, stages_run
 
 from loadstage.api.load import parse_experiment
+from loadstage.engine.argv import locust_master_command
 from loadstage.engine.recommend import ranked
 from loadstage.reports.terminal import render_status
 from loadstage.results.model import Candidate, Cost, RunResults
@@ -107,12 +108,26 @@ def test_no_variant_that_meets_it_is_said(base_doc):
                                 f"dropped"
 
 
+class StepsBackend(KneeBackend):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steps = []
+
+    def run_stage(self, step):
+        self.steps.append(step)
+        return super().run_stage(step)
+
+
 def test_an_undecided_variant_runs_once_more_twice_as_long_then_is_dropped(base_doc):
     exp = goal_experiment(base_doc, {"threads": [1, 2]}, target={"resources": {"limits": {"cpu": "1"}}})
-    backend = KneeBackend(knee=[100, 100], noisy={USERS})
+    backend = StepsBackend(knee=[100, 100], noisy={USERS})
     final = run(exp, backend)[-1]
     assert stages_run(backend) == [(USERS, 20.0), (USERS, 40.0)] * 2
     assert {v["dropped"]["reason"] for v in final["variants"]} == {"undecided twice at the goal's load"}
+    # undecided over its 20 s, the stage is not decided again on fewer seconds: its rerun's master says so
+    first, rerun = (locust_master_command(exp, step.stage, host="h", summary_file="s", artifact_file="a",
+                                          target_metrics=[], decide=True) for step in backend.steps[:2])
+    assert first[first.index("--decide-min") + 1] == "8" and rerun[rerun.index("--decide-min") + 1] == "20"
 
 
 def test_a_pick_resumed_after_a_restart_runs_none_of_its_decided_stages_again(base_doc):

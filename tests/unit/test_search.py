@@ -162,6 +162,9 @@ def test_an_undecided_stage_runs_once_more_twice_as_long_and_undecided_twice_cou
     search = writes[-1]["variants"][0]["search"]
     assert (search["pass"], search["fail"], search["reason"]) == (30, 40, "Found") or search["fail"] == 40
     assert all(load < 40 for load, _ in stages_run(backend)[4:])
+    # its rerun is not decided on fewer seconds than it had undecided
+    rerun = progress(exp.spec.search, [StageResult.from_status(s) for s in stages[:3]])[1]
+    assert (rerun.load, rerun.duration, rerun.decided_after) == (40, 40.0, 20.0)
 
 
 def test_the_ends_of_a_search_say_why_it_stopped(base_doc):

@@ -325,6 +325,7 @@ class Stage:
     users: int | None = None  # a stage given in users: spread evenly over its injectors
     requests: int | None = None   # ends once this many requests in all have completed (ab -n)
     arrival_rate: int | None = None   # an open model: tasks started a second, across its injectors
+    decided_after: float | None = None   # a rerun of an undecided stage: decided no sooner (stageEnd.min aside)
 
 
 @dataclass(frozen=True)

@@ -251,7 +251,8 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
     if flat_out(experiment, stage):
         argv += ["--injector-bound-percent", f"{FLAT_OUT_INJECTOR_BOUND_PERCENT:g}"]
     if decide and experiment.spec.stage_end.decided:
-        argv += ["--slo", slo_option(experiment.spec.slo), "--decide-min", f"{experiment.spec.stage_end.min:g}"]
+        decide_min = max(experiment.spec.stage_end.min, stage.decided_after or 0.0)
+        argv += ["--slo", slo_option(experiment.spec.slo), "--decide-min", f"{decide_min:g}"]
     if progress_file:
         argv += ["--progress-file", progress_file]
     if start_file:

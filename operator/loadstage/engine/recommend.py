@@ -25,6 +25,7 @@ MEASURED_TIE = 0.10    # measured costs this close (relative) are the same cost:
 class NextGoalStage:
     variant: Variant
     duration: float
+    decided_after: float | None = None   # a rerun: not decided on fewer seconds than the undecided stage had
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
         ran.append(i)
         last, found = stages[-1], outcome(stages[-1])
         if found == "Undecided" and len(stages) == 1:
-            following = NextGoalStage(variant, 2 * duration)
+            following = NextGoalStage(variant, 2 * duration, duration)
             break
         cost = costs.setdefault(i, measured_cost(last))
         if found == "Pass":

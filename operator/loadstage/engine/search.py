@@ -6,8 +6,9 @@ pass below the lowest fail and that fail is bisected until (fail - pass) / pass 
 the two are one apart. A stage is:
 - a pass when its verdict passes and its target stayed steady;
 - a fail when its verdict fails, or its target restarted or lost pods (it broke under the load);
-- undecided when an interval straddles its objective: it runs once more at the same load, twice as long; if
-  it is undecided again, it counts as a fail, so that the bracket's low end is always a pass;
+- undecided when an interval straddles its objective: it runs once more at the same load, twice as long, not
+  decided on fewer seconds than it had (a breach still ends it); if it is undecided again, it counts as a fail,
+  so that the bracket's low end is always a pass;
 - injector-bound when the injectors ran out of CPU, or (an arrival rate) dropped over 1% of its arrivals and did
   not fail: the target was not what was measured, and the search ends (InjectorBound) with the bracket it had. A
   stage that dropped arrivals because every user of its pools waited on a target breaking the objective fails."""
@@ -24,6 +25,7 @@ from loadstage.results.model import SearchResult, StageResult
 class NextStage:
     load: int
     duration: float
+    decided_after: float | None = None   # a rerun: not decided on fewer seconds than the undecided stage had
 
 
 def load_of(search: Search, stage: StageResult) -> int:
@@ -78,7 +80,7 @@ def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 
     if bound:
         reason = "InjectorBound"
     elif again is not None:
-        following = NextStage(load_of(search, again), 2 * search.duration)
+        following = NextStage(load_of(search, again), 2 * search.duration, search.duration)
     elif not stages:
         following = NextStage(search.from_, search.duration)
     elif passed is None:

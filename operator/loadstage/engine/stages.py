@@ -159,7 +159,8 @@ class StageEngine:
                 record.search, following = self._searched(record)
                 if following is None:
                     break
-                step = search_step(self.experiment, variant, len(record.stages) + 1, following.load, following.duration)
+                step = search_step(self.experiment, variant, len(record.stages) + 1, following.load, following.duration,
+                                   following.decided_after)
                 self._clock_search(order, records, step)
                 prepared = await self._prepare(prepared, step, status, record, resuming, first)
                 first = resuming = False
@@ -176,7 +177,8 @@ class StageEngine:
             if following is None:
                 break
             variant, record = following.variant, records[following.variant.index]
-            step = goal_step(self.experiment, variant, len(record.stages) + 1, following.duration)
+            step = goal_step(self.experiment, variant, len(record.stages) + 1, following.duration,
+                             following.decided_after)
             self._clock_goal(records, step)
             prepared = await self._prepare(prepared, step, status, record, resuming, not record.stages)
             resuming = False

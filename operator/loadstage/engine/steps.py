@@ -73,14 +73,18 @@ def stage_step(experiment: Experiment, variant: Variant, repeat: int, number: in
                 repeat=repeat, repeats=experiment.spec.repeats)
 
 
-def search_step(experiment: Experiment, variant: Variant, number: int, load: int, duration: float) -> Step:
+def search_step(experiment: Experiment, variant: Variant, number: int, load: int, duration: float,
+                decided_after: float | None = None) -> Step:
     """Stage `number` of the variant's capacity search, at `load` (users, injectors or rps) for `duration`."""
-    return _decided_step(experiment, variant, number, experiment.spec.search.stage(load, duration))
+    stage = experiment.spec.search.stage(load, duration)
+    return _decided_step(experiment, variant, number, replace(stage, decided_after=decided_after))
 
 
-def goal_step(experiment: Experiment, variant: Variant, number: int, duration: float) -> Step:
+def goal_step(experiment: Experiment, variant: Variant, number: int, duration: float,
+              decided_after: float | None = None) -> Step:
     """Stage `number` of the variant at spec.goal's load, for `duration`."""
-    return _decided_step(experiment, variant, number, experiment.spec.goal.stage(duration))
+    stage = experiment.spec.goal.stage(duration)
+    return _decided_step(experiment, variant, number, replace(stage, decided_after=decided_after))
 
 
 def _decided_step(experiment: Experiment, variant: Variant, number: int, stage: Stage) -> Step:
