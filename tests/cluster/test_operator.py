@@ -430,6 +430,37 @@ def test_a_search_in_the_operator_steps_its_workers_up_and_resumes_after_a_resta
     assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 3
 
 
+def test_a_goal_in_the_operator_runs_the_cheapest_variants_first_and_resumes_after_a_restart(cluster, namespace,
+                                                                                           operator, real_stage):
+    """The stored stage (p99 52 ms) meets p99 <= 1s: the cheapest variant (2 pods of 250m) wins, the next
+    cheapest is its runner-up, and the dearest is never run."""
+    first = operator()
+    doc = _variant(matrix={"cpu": ["1", "250m", "500m"]}, goal={"injectors": 2}, slo={"p99": "1s"},
+                   stageEnd={"when": "Decided", "min": "8s", "max": "30s"}, cleanup="Keep")
+    del doc["spec"]["stages"], doc["spec"]["thresholds"]
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stage(cluster, namespace, "cluster-ladder", "v2-s1", 2, real_stage)
+    wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder", variant=1) == 1)
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v3-s1-workers", 2)
+    status = cluster.status(namespace, "cluster-ladder")
+    assert status["recommendation"]["reason"] == "Searching" and status["latest"]["leader"] == "cpu=250m (0.5 cores)"
+    table = cluster.kubectl("get", "lx", "-n", namespace).stdout
+    assert "LEADER" in table and "cpu=250m (0.5 cores)" in table, table
+    first.kill(signal.SIGKILL)
+    operator()
+    play_stage(cluster, namespace, "cluster-ladder", "v3-s1", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    status = cluster.status(namespace, "cluster-ladder")
+    found = status["recommendation"]
+    assert (found["reason"], found["variant"], found["runnerUp"]["variant"], found["order"]) == ("Found", 1, 2, [1, 2])
+    assert found["sentence"] == "cpu=250m meets p99 <= 1000ms at 2 injectors with 0.5 cores; the next cheapest, " \
+                                "cpu=500m, needs 1 core"
+    assert status["variants"][0]["dropped"]["after"] == 0 and not status["variants"][0]["stages"]
+    jobs = sorted(j.metadata.name for j in cluster.batch.list_namespaced_job(namespace).items)
+    assert jobs == [f"cluster-ladder-v{v}-s1-{kind}" for v in (2, 3) for kind in ("master", "workers")]
+    assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 2
+
+
 def restart_while_no_operator_watches(cluster, namespace):
     """Plays the kubelet: one runner container ends (OOMKilled) and is restarted now."""
     victim = pods(cluster, namespace, "loadstage.io/role=runner,loadstage.io/experiment=cluster-ladder")[0]
@@ -1018,6 +1049,22 @@ def _search(**spec_changes):
     return doc
 
 
+def _goal(**spec_changes):
+    """The cluster ladder as a goal over two threads, then changed; a change to None removes the field."""
+    doc = _variant(**{k: v for k, v in spec_changes.items() if v is not None})
+    spec = doc["spec"]
+    spec.setdefault("goal", {"injectors": 2})
+    spec.setdefault("slo", {"p99": "300ms"})
+    spec.setdefault("stageEnd", {"when": "Decided", "max": "1m"})
+    spec.setdefault("matrix", {"threads": [1, 2]})
+    for key in ("stages", "thresholds"):
+        if key not in spec_changes:
+            del spec[key]
+    for key in [k for k, v in spec_changes.items() if v is None]:
+        del spec[key]
+    return doc
+
+
 def _variant(**spec_changes):
     doc = example("cluster-ladder")
     for path, value in spec_changes.items():
@@ -1119,8 +1166,8 @@ INVALID = [
      "spec: Invalid value: \"object\": spec.target.command must listen on {port} or {bind}, and use only the "
      "placeholders"),
     (_search(stages=[{"injectors": 1, "duration": "1m"}]),
-     "spec: Invalid value: \"object\": give spec.stages (a ladder) or spec.search (a capacity search): exactly one"),
-    (_search(search=None), "spec: Invalid value: \"object\": give spec.stages (a ladder) or spec.search"),
+     "spec: Invalid value: \"object\": give spec.stages (a ladder), spec.search (a capacity search) or spec.goal"),
+    (_search(search=None), "spec: Invalid value: \"object\": give spec.stages (a ladder), spec.search"),
     (_search(slo=None), "spec: Invalid value: \"object\": spec.search needs spec.slo"),
     (_search(thresholds={"p99": "1s"}),
      "spec: Invalid value: \"object\": spec.slo and spec.thresholds are both objectives"),
@@ -1148,6 +1195,18 @@ INVALID = [
      "spec.stageEnd.min: Invalid value: \"object\": min must be at most max"),
     (_search(search__max=2001, injectors__maxUsersPerInjector=2),
      "spec: Invalid value: \"object\": a stage given in users or in arrivalRate alone needs at most 1000 injectors"),
+    (_goal(stages=[{"injectors": 1, "duration": "1m"}]),
+     "spec: Invalid value: \"object\": give spec.stages (a ladder), spec.search (a capacity search) or spec.goal"),
+    (_goal(slo=None), "spec.goal: Invalid value: \"object\": spec.goal needs spec.slo"),
+    (_goal(matrix=None), "spec.matrix: Invalid value: \"object\": spec.goal picks one of spec.matrix's variants"),
+    (_goal(stageEnd={"when": "Decided"}), "spec.stageEnd: Invalid value: \"object\": spec.goal runs each variant one "
+                                          "stage at its load, ended once decided"),
+    (_goal(goal={"rps": 10, "users": 10}), "spec.goal: Invalid value: \"object\": give one load: rps, users or "
+                                           "injectors"),
+    (_goal(order="Random"), "spec.order: Invalid value: \"object\": spec.goal runs the variants cheapest first"),
+    (_goal(matrix={"threads": list(range(1, 21)), "workers": list(range(1, 21)), "pods": [1, 2, 3]}),
+     "spec.matrix: Invalid value: \"object\": at most 100 variants (the product of all list lengths), or 1000 "
+     "with spec.goal"),
 ]
 
 
