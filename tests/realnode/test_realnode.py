@@ -317,6 +317,27 @@ def test_a_capacity_search_at_an_arrival_rate_runs_in_real_pods_each_stage_endin
     assert final["latest"]["bracket"].startswith(f"{search['pass']}-{search['fail']} rps")
 
 
+def test_a_goal_picks_the_cheapest_variant_that_meets_it_in_real_pods(node):
+    """Each request holds a thread ~18 ms: one thread serves at most ~55 req/s, four ~220. At 80 a second the
+    single thread breaks the objective by far and is dropped at its first look; four threads meet it."""
+    namespace = node.restricted_namespace("lx-goal")
+    doc = {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": "goal"},
+           "spec": {"target": {"pods": 1, "workers": 1, "env": {"RUNNER_DELAY": "fast"},
+                               "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}}},
+                    "injectors": {"scenario": "hello", "maxUsersPerInjector": 40, "maxRatePerInjector": 100},
+                    "goal": {"rps": 80}, "slo": {"p99": "150ms"}, "matrix": {"threads": [1, 4]},
+                    "stageEnd": {"when": "Decided", "min": "8s", "max": "20s"}}}
+    (final,) = run_to_success(node, namespace, doc)
+    found, (one, four) = final["recommendation"], final["variants"]
+    print("\ngoal on the real node:", found["sentence"], [(v["index"], v.get("dropped"), [
+        (s["endedBy"], s["durationSeconds"], s["latencyMs"]["p99"]) for s in v["stages"]]) for v in (one, four)])
+    assert (found["reason"], found["variant"], found["order"]) == ("Found", 1, [0, 1]), found
+    assert found["sentence"] == "threads=4 meets p99 <= 150ms at 80 req/s with 0.5 cores; no other variant met it"
+    assert one["dropped"]["reason"].startswith("broke it by far") and one["stages"][0]["endedBy"] == "Breached"
+    assert one["stages"][0]["durationSeconds"] < 16 and four["met"]["headroom"] > 0
+    assert four["stages"][-1]["target"]["servedRequests"] == four["stages"][-1]["requests"]
+
+
 def shop(node, namespace, name, args=None):
     """A team's own Deployment of an app this project did not write (httpbin, from the example-app image):
     its own labels, probes and resources, env from a ConfigMap, and an HPA on CPU."""
