@@ -1201,9 +1201,11 @@ INVALID = [
     (_goal(matrix=None), "spec.matrix: Invalid value: \"object\": spec.goal picks one of spec.matrix's variants"),
     (_goal(stageEnd={"when": "Decided"}), "spec.stageEnd: Invalid value: \"object\": spec.goal runs each variant one "
                                           "stage at its load, ended once decided"),
-    (_goal(goal={"rps": 10, "users": 10}), "spec.goal: Invalid value: \"object\": give one load: rps, users or "
-                                           "injectors"),
-    (_goal(order="Random"), "spec.order: Invalid value: \"object\": spec.goal runs the variants cheapest first"),
+    (_goal(goal={"rps": 10, "users": 10}), "spec.goal: Invalid value: \"object\": give one load (rps, users or "
+                                           "injectors), or maximize"),
+    (_goal(order="Random"), "spec.order: Invalid value: \"object\": spec.goal picks the variants' order itself"),
+    (_goal(goal={"maximize": "capacityPerCore"}), "spec.goal: Invalid value: \"object\": spec.goal.maximize "
+                                                  "compares the variants' capacities: it needs spec.search"),
     (_goal(matrix={"threads": list(range(1, 21)), "workers": list(range(1, 21)), "pods": [1, 2, 3]}),
      "spec.matrix: Invalid value: \"object\": at most 100 variants (the product of all list lengths), or 1000 "
      "with spec.goal"),

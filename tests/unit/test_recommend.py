@@ -163,3 +163,50 @@ def test_a_thousand_variants_pick_with_a_status_under_a_megabyte(base_doc):
     assert {v["index"] for v in full} == {found["variant"], found["runnerUp"]["variant"]}
     assert sum(1 for v in final["variants"] if "dropped" in v or "met" in v) == 1000
     print(f"largest status: {size:,} bytes")
+
+
+class RateBackend(KneeBackend):
+    """Serves min(load, knee) x 2 req/s at a stage, so that its capacity, and its capacity per core, follow its
+    knee."""
+
+    def run_stage(self, step):
+        measured = super().run_stage(step)
+        knee = self.knee[step.variant.index]
+        summary = {**measured.summary, "rps": float(2 * min(step.stage.users or 1, knee))}
+        return dataclasses.replace(measured, summary=summary)
+
+
+def test_maximize_searches_every_variant_coarsely_drops_the_ones_that_cannot_win_and_refines_the_rest(base_doc):
+    doc = copy.deepcopy(base_doc)
+    del doc["spec"]["stages"]
+    doc["spec"].update(goal={"maximize": "capacityPerCore"}, slo={"p99": f"{SLO_MS:g}ms"},
+                       search={"load": "users", "from": 10, "max": 640, "resolution": "10%", "duration": "20s"},
+                       matrix={"threads": [1, 2, 4]}, target={"resources": {"limits": {"cpu": "1"}}})
+    exp = parse_experiment(doc)
+    # passes up to 1.44 x its knee: threads=1 about 29 users, threads=2 about 115, threads=4 about 230
+    backend = RateBackend(knee=[20, 80, 160])
+    writes = run(exp, backend)
+    final = writes[-1]
+    runs = [(c[1], c[3]) for c in backend.calls if c[0] == "stage"]
+    # the coarse round: each variant in turn to a bracket within 50%; then only the one left is searched on
+    order = [v for v, _ in runs]
+    assert order == sorted(order) and order.count(0) == 4 and order.count(1) == 6, runs
+    assert [load for v, load in runs if v == 2][-2:] == [200, 220], runs   # bisected on past its 160-240
+    found = final["recommendation"]
+    assert (found["reason"], found["variant"], found["runnerUp"]) == ("Found", 2, None), found
+    # threads=1 serves at most 2 x 20 = 40 req/s a core, threads=2 at most 160: under threads=4's 320 at least
+    dropped = {v["index"]: v["dropped"]["reason"] for v in final["variants"] if "dropped" in v}
+    assert dropped.keys() == {0, 1}, dropped
+    assert dropped[0].startswith("at most 40.0 req/s per core, under the best's ") and \
+        dropped[0].endswith("at least, after its coarse search")
+    winner = final["variants"][2]
+    assert winner["search"]["reason"] == "Found" and winner["search"]["resolution"] <= 0.10   # refined
+    assert final["variants"][1]["search"]["resolution"] > 0.10   # dropped after its coarse search only
+    assert found["winner"]["perCore"][0] == winner["search"]["passRps"]   # on 1 core
+    assert found["sentence"].startswith("threads=4 serves the most per core under p99 <= 30ms: ")
+    # each variant costs 1 core: the front is the one that serves most
+    assert [c["variant"] for c in found["front"]] == [2]
+    printed = render_status(RunResults.read(final))
+    assert f"Recommendation: {found['sentence']}" in printed
+    assert f"the front, none cheaper serves more: threads=4 on 1 core: {winner['search']['passRps']:,.0f} req/s" \
+        in printed

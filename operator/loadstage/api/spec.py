@@ -32,6 +32,7 @@ from loadstage.api.types import (
     MAX_VARIANT_STAGES,
     MAX_VARIANTS,
     GOAL_LOADS,
+    GOAL_MAXIMA,
     ON_LOST,
     ORDERS,
     PERCENTILES,
@@ -428,19 +429,25 @@ SEARCH = Obj(Search, "A capacity search instead of a ladder: stages from `from` 
 ])
 
 
-GOAL = Obj(Goal, "Let loadstage pick: the cheapest variant of spec.matrix that meets spec.slo at this load. Each "
+GOAL = Obj(Goal, "Let loadstage pick: the cheapest variant of spec.matrix that meets spec.slo at a load (rps, "
+                 "users or injectors), or the one with the most capacity per core (maximize). With a load, each "
                  "variant runs one stage at it, ended by spec.stageEnd, cheapest first (a variant's cost is its "
                  "pods x its CPU limit, or request; without either, its measured peak CPU); once one passes, and "
-                 "a dearer one after it, the dearer rest are not run. status.recommendation names the winner and "
-                 "the runner-up.", {
+                 "a dearer one after it, the dearer rest are not run. With maximize, each variant's search "
+                 "(spec.search) runs first to a coarse bracket; the variants that cannot reach the best's capacity "
+                 "per core are dropped, and the rest searched on to spec.search.resolution. "
+                 "status.recommendation names the winner and the runner-up.", {
     "rps": Int("A rate: tasks started a second across the injectors (as a stage's arrivalRate).", minimum=1,
                maximum=MAX_ARRIVAL_RATE),
     "users": Int("Concurrent users, over ceil(users / injectors.maxUsersPerInjector) injectors.", minimum=1,
                  maximum=MAX_STAGE_USERS),
     "injectors": Int("Injectors, each running injectors.usersPerInjector users.", minimum=1, maximum=MAX_INJECTORS),
-}, rules=[Rule(lambda g: sum(getattr(g, unit) is not None for unit in GOAL_LOADS) == 1,
-               "give one load: rps, users or injectors",
-               cel="[" + ", ".join(f"has(self.{unit})" for unit in GOAL_LOADS) + "].filter(x, x).size() == 1")])
+    "maximize": Str("capacityPerCore: the variant whose search's bracket, in req/s per core of its cost, is "
+                    "highest at its low end.", enum=GOAL_MAXIMA),
+}, rules=[Rule(lambda g: sum(getattr(g, unit) is not None for unit in (*GOAL_LOADS, "maximize")) == 1,
+               "give one load (rps, users or injectors), or maximize",
+               cel="[" + ", ".join(f"has(self.{unit})" for unit in (*GOAL_LOADS, "maximize")) +
+                   "].filter(x, x).size() == 1")])
 
 
 STAGE_END = Obj(StageEnd, "When a stage ends: at its duration (Duration), or once its verdict by spec.slo is decided "
@@ -460,7 +467,7 @@ STAGE_END = Obj(StageEnd, "When a stage ends: at its duration (Duration), or onc
 
 def _ladder_or_search(s: Spec) -> list[Stage]:
     """The ladder's stages, a search's largest, or a goal's."""
-    if s.goal:
+    if s.goal and s.goal.load:
         return [s.goal.stage(s.stage_end.max or 0.0)]
     return s.stages or ([s.search.stage(s.search.max)] if s.search else [])
 
@@ -516,10 +523,14 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
 }, rules=[
     Rule(None, "spec is immutable once created; delete the experiment and create it again",
          cel="self == oldSelf"),
-    Rule(lambda s: [s.stages, s.search, s.goal].count(None) == 2,
+    Rule(lambda s: [s.stages, s.search, s.goal and s.goal.load].count(None) == 2,
          "give spec.stages (a ladder), spec.search (a capacity search) or spec.goal (the cheapest variant that "
          "meets the objective): exactly one of them",
-         cel="[has(self.stages), has(self.search), has(self.goal)].filter(x, x).size() == 1"),
+         cel="[has(self.stages), has(self.search), has(self.goal) && !has(self.goal.maximize)].filter(x, x).size() "
+             "== 1"),
+    Rule(lambda s: s.goal is None or s.goal.maximize is None or s.search is not None,
+         "spec.goal.maximize compares the variants' capacities: it needs spec.search, each variant's",
+         cel="!has(self.goal) || !has(self.goal.maximize) || has(self.search)", field="goal"),
     Rule(lambda s: variant_count(s.matrix) <= (MAX_GOAL_VARIANTS if s.goal else MAX_VARIANTS),
          f"at most {MAX_VARIANTS} variants (the product of all list lengths), or {MAX_GOAL_VARIANTS} with "
          f"spec.goal", field="matrix",
@@ -530,12 +541,13 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     Rule(lambda s: s.goal is None or variant_count(s.matrix) >= 2,
          "spec.goal picks one of spec.matrix's variants: the matrix needs at least two",
          cel=f"!has(self.goal) || {_CEL_COUNT_VARIANTS} >= 2", field="matrix"),
-    Rule(lambda s: s.goal is None or _decided_with_max(s),
+    Rule(lambda s: s.goal is None or s.goal.load is None or _decided_with_max(s),
          "spec.goal runs each variant one stage at its load, ended once decided: spec.stageEnd needs when: "
-         "Decided and a max", cel=f"!has(self.goal) || ({_CEL_DECIDED} && has(self.stageEnd.max))",
+         "Decided and a max",
+         cel=f"!has(self.goal) || has(self.goal.maximize) || ({_CEL_DECIDED} && has(self.stageEnd.max))",
          field="stageEnd"),
     Rule(lambda s: s.goal is None or s.order == "Sequential",
-         "spec.goal runs the variants cheapest first: leave spec.order out (Sequential)",
+         "spec.goal picks the variants' order itself: leave spec.order out (Sequential)",
          cel="!has(self.goal) || !has(self.order) || self.order == 'Sequential'", field="order"),
     Rule(lambda s: s.search is None or s.slo is not None,
          "spec.search needs spec.slo: a search looks for the load at which the objective breaks",

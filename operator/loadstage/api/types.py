@@ -48,6 +48,7 @@ DEFAULT_THREADS = 2
 ON_LOST = ("Fail", "Continue")
 SEARCH_LOADS = ("users", "injectors", "rps")
 GOAL_LOADS = ("rps", "users", "injectors")
+GOAL_MAXIMA = ("capacityPerCore",)
 MAX_GOAL_VARIANTS = 1000    # a goal's variants: it runs the cheapest first, and need not run every one
 STAGE_ENDS = ("Duration", "Decided")
 
@@ -397,15 +398,16 @@ def load_stage(unit: str, load: int, duration: float) -> Stage:
 
 @dataclass(frozen=True)
 class Goal:
-    """What the best variant is (spec.goal): the cheapest that meets spec.slo at this load, one of rps, users or
-    injectors."""
+    """What the best variant is (spec.goal): the cheapest that meets spec.slo at a load (one of rps, users or
+    injectors), or the one with the most capacity per core (maximize: capacityPerCore, with spec.search)."""
     rps: int | None = None
     users: int | None = None
     injectors: int | None = None
+    maximize: str | None = None   # GOAL_MAXIMA
 
     @property
-    def load(self) -> str:
-        return next(unit for unit in GOAL_LOADS if getattr(self, unit) is not None)
+    def load(self) -> str | None:
+        return next((unit for unit in GOAL_LOADS if getattr(self, unit) is not None), None)
 
     @property
     def amount(self) -> int:
@@ -415,7 +417,9 @@ class Goal:
         return load_stage(self.load, self.amount, duration)
 
     def describe(self) -> str:
-        """'2,000 req/s', '300 users', '10 injectors'."""
+        """'2,000 req/s', '300 users', '10 injectors', 'the most capacity per core'."""
+        if self.load is None:
+            return "the most capacity per core"
         return f"{self.amount:,} " + ("req/s" if self.load == "rps" else self.load)
 
 

@@ -26,6 +26,7 @@ from loadstage.cli.parser import EXIT_FAILED, EXIT_NOTHING_SUCCEEDED, EXIT_OK, E
 from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed
+from loadstage.engine import recommend
 from loadstage.engine.recommend import declared_cost
 from loadstage.engine.stages import StageEngine, new_status
 from loadstage.engine.steps import plan, starts_block
@@ -120,6 +121,10 @@ def _print_search(experiment: Experiment, out) -> None:
               f"{search.from_:,} up to {search.max:,}, to {search.resolution:.0%}, {length}; about {typical} "
               f"stages a variant (at most {most}), {'up to' if spec.stage_end.decided else 'about'} "
               f"{format_duration(int(len(variants) * (typical * search.duration + warmup)))} of load\n")
+    if spec.goal is not None:
+        out.write(f"  then the most capacity per core: every search first to within "
+                  f"{recommend.COARSE_RESOLUTION:.0%}, the variants that cannot reach the best's dropped, the rest "
+                  f"searched on to {search.resolution:.0%}\n")
     for v in variants:
         out.write(f"  variant {v.index + 1}: {v.label()}\n")
 
@@ -147,7 +152,7 @@ def _print_plan(experiment: Experiment, out) -> None:
     spec = experiment.spec
     if spec.search is not None:
         return _print_search(experiment, out)
-    if spec.goal is not None:
+    if spec.goal is not None and spec.goal.load is not None:
         return _print_goal(experiment, out)
     variants = experiment.variants()
     steps = plan(experiment, spec.seed)

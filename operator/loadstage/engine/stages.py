@@ -118,7 +118,9 @@ class StageEngine:
         # the stage in flight goes on, and the status must not go backwards.
         resuming = status.get("phase") == "Running"
         try:
-            if spec.search:
+            if spec.goal and spec.goal.maximize:
+                await self._run_halving(status, records, resuming)
+            elif spec.search:
                 await self._run_searches(status, records, resuming)
             elif spec.goal:
                 await self._run_goal(status, records, resuming)
@@ -190,10 +192,46 @@ class StageEngine:
         following = recommend.progress(self.experiment, records).following
         return following is None or following.variant != variant
 
+    async def _run_halving(self, status: dict[str, Any], records: list[VariantRecord], resuming: bool) -> None:
+        """goal.maximize: every variant's search to a coarse bracket, then the ones that may still win searched
+        on (engine.recommend.halving); each next stage is decided from the stages run, so a run resumed after a
+        restart repeats none of them, and goes on on its target with no warm-up."""
+        prepared = None
+        order = self.experiment.variants()
+        while True:
+            halving = recommend.halving(self.experiment, records)
+            self._note_pick(status, records, halving.pick)
+            for record in records:
+                if record.stages:
+                    first_round = recommend.coarse(self.experiment.spec.search)
+                    searched = first_round if record.dropped or halving.search == first_round else \
+                        self.experiment.spec.search
+                    record.search = progress(searched, record.stages)[0]
+                    status["variants"][record.index] = record.to_status()
+            if halving.variant is None:
+                break
+            variant, record = halving.variant, records[halving.variant.index]
+            following = progress(halving.search, record.stages)[1]
+            step = search_step(self.experiment, variant, len(record.stages) + 1, following.load, following.duration,
+                               following.decided_after)
+            self._clock_search(order, records, step)
+            prepared = await self._prepare(prepared, step, status, record, resuming,
+                                           prepared != variant and not resuming)
+            resuming = False
+            await self._run_and_record(step, status, records,
+                                       lambda: recommend.halving(self.experiment, records).variant != variant)
+        if prepared is not None:
+            await self.backend.finish_variant(prepared)
+
     def _picked(self, status: dict[str, Any], records: list[VariantRecord]) -> recommend.NextGoalStage | None:
-        """The goal's pick so far into the records and the status; its next stage. Beyond MAX_VARIANTS, only the
-        winner and runner-up so far keep their stages: every other variant is one line (dropped, or met)."""
+        """The goal's pick so far into the records and the status; its next stage."""
         pick = recommend.progress(self.experiment, records)
+        self._note_pick(status, records, pick)
+        return pick.following
+
+    def _note_pick(self, status: dict[str, Any], records: list[VariantRecord], pick: recommend.Pick) -> None:
+        """Beyond MAX_VARIANTS, only the winner and runner-up so far keep their stages: every other variant is
+        one line (dropped, or met)."""
         found = pick.recommendation
         finalists = {c.variant for c in (found.winner, found.runner_up) if c is not None}
         for record in records:
@@ -205,7 +243,6 @@ class StageEngine:
         status["recommendation"] = found.to_status()
         if found.winner is not None:
             status.setdefault("latest", {})["leader"] = f"{found.winner.label} ({found.winner.cost.describe()})"
-        return pick.following
 
     def _clock_goal(self, records: list[VariantRecord], step: Step) -> None:
         """The time left of a goal's pick, as steps: each stage run so far, this one, and one for every variant

@@ -77,6 +77,10 @@ def render_recommendation(run: RunResults) -> list[str]:
                      f"{variant.dropped.reason}")
     if len(ran) > DROPPED_SHOWN:
         lines.append(f"  and {len(ran) - DROPPED_SHOWN} more dropped (status.variants[].dropped)")
+    if pick.front:
+        lines.append("  the front, none cheaper serves more: " + "; ".join(
+            f"{c.label} on {c.cost.describe()}: {c.per_core[0] * (c.cost.cores or 0):,.0f} req/s at least"
+            for c in pick.front))
     never = [str(v.index + 1) for v in run.variants if v.dropped is not None and not v.dropped.after]
     if never:
         shown = ", ".join(never[:DROPPED_SHOWN]) + (", ..." if len(never) > DROPPED_SHOWN else "")

@@ -594,24 +594,29 @@ class Cost:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A variant that met the objective at the goal's load: its cost, and its headroom (the least share by
-    which a figure stays within its objective, from the deciding look's figures)."""
+    """A variant that met the objective: at the goal's load, its cost and its headroom (the least share by
+    which a figure stays within its objective, from the deciding look's figures); with maximize, its cost and
+    its capacity per core, [low, high] in req/s a core (its search's bracket over its cost; high may be
+    None: it passed even at search.max)."""
     variant: int
     settings: dict[str, Setting]
     label: str
     cost: Cost
     headroom: float
     objectives: tuple[Objective, ...]
+    per_core: tuple[float, float | None] | None = None
 
     @reads_status
     def from_status(cls, d: dict[str, Any]) -> "Candidate":
         return cls(d["variant"], dict(d["settings"]), d["label"], Cost.from_status(d["cost"]), d["headroom"],
-                   tuple(Objective.from_status(o) for o in d.get("objectives", ())))
+                   tuple(Objective.from_status(o) for o in d.get("objectives", ())),
+                   tuple(d["perCore"]) if d.get("perCore") else None)
 
     def to_status(self) -> dict[str, Any]:
         return {"variant": self.variant, "settings": self.settings, "label": self.label,
                 "cost": self.cost.to_status(), "headroom": self.headroom,
-                "objectives": [o.to_status() for o in self.objectives]}
+                "objectives": [o.to_status() for o in self.objectives],
+                **({"perCore": list(self.per_core)} if self.per_core else {})}
 
 
 @dataclass(frozen=True)
@@ -624,6 +629,7 @@ class Recommendation:
     order: tuple[int, ...]
     reason: str
     sentence: str
+    front: tuple[Candidate, ...] = ()   # with maximize: no other variant costs less and serves more
 
     @property
     def margin_cores(self) -> float | None:
@@ -636,7 +642,7 @@ class Recommendation:
     def from_status(cls, d: dict[str, Any]) -> "Recommendation":
         return cls(d["goal"], Candidate.from_status(d["winner"]) if d.get("winner") else None,
                    Candidate.from_status(d["runnerUp"]) if d.get("runnerUp") else None, tuple(d.get("order", ())),
-                   d["reason"], d["sentence"])
+                   d["reason"], d["sentence"], tuple(Candidate.from_status(c) for c in d.get("front", ())))
 
     def to_status(self) -> dict[str, Any]:
         return {"goal": self.goal, "reason": self.reason, "sentence": self.sentence,
@@ -644,7 +650,8 @@ class Recommendation:
                 "settings": None if self.winner is None else self.winner.settings,
                 "winner": None if self.winner is None else self.winner.to_status(),
                 "runnerUp": None if self.runner_up is None else self.runner_up.to_status(),
-                "marginCores": self.margin_cores, "order": list(self.order)}
+                "marginCores": self.margin_cores, "order": list(self.order),
+                **({"front": [c.to_status() for c in self.front]} if self.front else {})}
 
 
 @dataclass
