@@ -320,10 +320,11 @@ def _maximized_sentence(experiment: Experiment, winner: Candidate | None, runner
     threads=2, 610-650'."""
     def span(c: Candidate) -> str:
         low, high = c.per_core
-        return f"{low:,.0f}-{high:,.0f}" if high is not None else f">= {low:,.0f}"
+        return f">= {low:,.0f}" if high is None else f"{low:,.0f}" if round(high) == round(low) else \
+            f"{low:,.0f}-{high:,.0f}"
     slo = experiment.spec.slo.describe()
     if winner is None:
         return "searching" if reason == "Searching" else f"no variant met {slo} at search.from"
     said = f"{winner.label} serves the most per core under {slo}: {span(winner)} req/s per core on " \
            f"{winner.cost.describe()}"
-    return said + (f"; the next, {runner_up.label}, {span(runner_up)}" if runner_up else "; no other variant met it")
+    return said + (f"; the next, {runner_up.label}, {span(runner_up)}" if runner_up else "; every other was dropped")
