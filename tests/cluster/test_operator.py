@@ -461,6 +461,29 @@ def test_a_goal_in_the_operator_runs_the_cheapest_variants_first_and_resumes_aft
     assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 2
 
 
+def test_maximize_in_the_operator_searches_every_variant_and_picks_the_most_per_core(cluster, namespace, operator,
+                                                                                  real_stage):
+    """The stored stage passes p99 <= 1s at any load: each search passes up to its ceiling of 2 injectors, so the
+    variant that costs less (2 pods of 250m against 2 of 500m) serves the most per core."""
+    operator()
+    doc = _variant(matrix={"cpu": ["500m", "250m"]}, goal={"maximize": "capacityPerCore"}, slo={"p99": "1s"},
+                   search={"load": "injectors", "from": 1, "max": 2, "duration": "30s"}, cleanup="Keep")
+    del doc["spec"]["stages"], doc["spec"]["thresholds"]
+    assert apply(cluster, namespace, doc).returncode == 0
+    for variant in (1, 2):
+        play_stage(cluster, namespace, "cluster-ladder", f"v{variant}-s1", 1, real_stage)
+        play_stage(cluster, namespace, "cluster-ladder", f"v{variant}-s2", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    status = cluster.status(namespace, "cluster-ladder")
+    found = status["recommendation"]
+    assert (found["reason"], found["variant"], found["runnerUp"]["variant"]) == ("Found", 1, 0), found
+    rps = real_stage.summary["rps"]
+    assert found["winner"]["perCore"] == [round(rps / 0.5, 1), None] and found["winner"]["cost"]["cores"] == 0.5
+    assert [c["variant"] for c in found["front"]] == [1]
+    assert [v["search"]["reason"] for v in status["variants"]] == ["CeilingPassed"] * 2
+    assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 4
+
+
 def restart_while_no_operator_watches(cluster, namespace):
     """Plays the kubelet: one runner container ends (OOMKilled) and is restarted now."""
     victim = pods(cluster, namespace, "loadstage.io/role=runner,loadstage.io/experiment=cluster-ladder")[0]

@@ -308,10 +308,12 @@ def _maximized(experiment: Experiment, records: list[VariantRecord], labels: dic
 
 
 def _dominates(one: Candidate, other: Candidate) -> bool:
-    """No dearer, and serves no less at its bracket's low end; better in one of the two."""
+    """No dearer, and serves no less at its bracket's low end (to the per-core figures' rounding); better in
+    one of the two."""
     cost, served = (one.cost.cores or 0.0), one.per_core[0] * (one.cost.cores or 0.0)
     its_cost, its_served = (other.cost.cores or 0.0), other.per_core[0] * (other.cost.cores or 0.0)
-    return cost <= its_cost and served >= its_served and (cost, served) != (its_cost, its_served)
+    same = abs(served - its_served) <= 0.001 * max(served, its_served, 1.0)
+    return cost <= its_cost and (same or served > its_served) and (cost < its_cost or not same)
 
 
 def _maximized_sentence(experiment: Experiment, winner: Candidate | None, runner_up: Candidate | None,
