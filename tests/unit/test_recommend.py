@@ -2,7 +2,9 @@
 own, so that which variant must win is known."""
 
 import copy
+import csv
 import dataclasses
+import io
 import json
 
 from test_search import SLO_MS, KneeBackend, run, stages_run
@@ -10,6 +12,7 @@ from test_search import SLO_MS, KneeBackend, run, stages_run
 from loadstage.api.load import parse_experiment
 from loadstage.engine.argv import locust_master_command
 from loadstage.engine.recommend import ranked
+from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_status
 from loadstage.results.model import Candidate, Cost, RunResults
 
@@ -67,6 +70,11 @@ def test_the_cheapest_variant_that_meets_the_objective_wins_and_dearer_ones_are_
     assert f"Recommendation: {found['sentence']}" in printed
     assert "  dropped variant 1 after 1 stage(s): failed at the goal's load: p99 " in printed
     assert "  not run, 4 variant(s) dearer than two that met the objective: 2, 4, 6, 8" in printed
+    rows = list(csv.DictReader(io.StringIO(render_csv(exp, RunResults.read(final)))))
+    assert [(r["variant"], r["costCores"], r["costFrom"], r["recommended"]) for r in rows] == [
+        ("1", "0.25", "limit", "false"), ("3", "0.25", "limit", "false"), ("5", "0.25", "limit", "false"),
+        ("7", "0.25", "limit", "true")]
+    assert rows[0]["dropped"].startswith("failed at the goal's load") and rows[3]["dropped"] == ""
 
 
 def test_a_dearer_runner_up_is_run_once_the_cheapest_tier_has_one_winner(base_doc):
@@ -210,3 +218,7 @@ def test_maximize_searches_every_variant_coarsely_drops_the_ones_that_cannot_win
     assert f"Recommendation: {found['sentence']}" in printed
     assert f"the front, none cheaper serves more: threads=4 on 1 core: {winner['search']['passRps']:,.0f} req/s" \
         in printed
+    rows = list(csv.DictReader(io.StringIO(render_csv(exp, RunResults.read(final)))))
+    last = [r for r in rows if r["variant"] == "3"][-1]
+    assert (last["onFront"], last["recommended"], float(last["rpsPerCore_lo"])) == ("true", "true", 320.0)
+    assert {r["onFront"] for r in rows if r["variant"] != "3"} == {"false"}

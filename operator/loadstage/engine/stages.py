@@ -237,7 +237,8 @@ class StageEngine:
         for record in records:
             record.cost = pick.costs.get(record.index, record.cost)
             record.dropped, record.met = pick.dropped.get(record.index), pick.met.get(record.index)
-            if len(records) > MAX_VARIANTS and record.index not in finalists and (record.dropped or record.met):
+            compact = len(records) > MAX_VARIANTS and self.experiment.spec.goal.load is not None   # a search needs them
+            if compact and record.index not in finalists and (record.dropped or record.met):
                 record.stages, record.aggregate = [], None
             status["variants"][record.index] = record.to_status()
         status["recommendation"] = found.to_status()

@@ -10,7 +10,7 @@ from typing import Any
 
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout
-from loadstage.results.model import INTERVAL_FIGURES, RunResults, StageResult, VariantRecord
+from loadstage.results.model import INTERVAL_FIGURES, Recommendation, RunResults, StageResult, VariantRecord
 
 SETTINGS = ["server", "pods", "workers", "threads", "workerClass", "proxy", "socket"]
 FIGURES = ["requests", "failures", "exceptions", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms",
@@ -25,13 +25,29 @@ TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores"
         "requestGoal", "arrivalRate", "arrivals", "droppedArrivals", "injectorPeakCpuPercent", "injectorBound",
         "masterLagSeconds", "masterBound", "attempts", "endedBy", "looks", "passed", "outcome", "violations",
         "topExceptions"]
+GOAL = ["costCores", "costFrom", "rpsPerCore_lo", "rpsPerCore_hi", "onFront", "recommended", "dropped"]   # spec.goal
 
 
 def columns(run: RunResults) -> list[str]:
     per_method = [f"{m.lower()}{figure}" for m in ons_layout.methods(run) for figure in ("Requests", "MeanMs", "P99Ms")]
     return ["experiment", "variant", *SETTINGS, "stage", "injectors", "users", "usersPerInjector",
             "spawnRatePerInjector", "waitMinSeconds", "waitMaxSeconds", "pacingSeconds", "durationSeconds",
-            "startedAt", "finishedAt", *FIGURES, *INTERVALS, *TRIMMED, *per_method, *TAIL]
+            "startedAt", "finishedAt", *FIGURES, *INTERVALS, *TRIMMED, *per_method, *TAIL,
+            *(GOAL if run.recommendation else ())]
+
+
+def goal_values(variant: VariantRecord, pick: Recommendation | None) -> dict[str, Any]:
+    """The variant's cost, its capacity per core (with maximize), whether it is on the front, the winner, or
+    dropped and why."""
+    if pick is None:
+        return {}
+    met = variant.met
+    return {"costCores": variant.cost and variant.cost.cores, "costFrom": variant.cost and variant.cost.source,
+            "rpsPerCore_lo": met and met.per_core and met.per_core[0],
+            "rpsPerCore_hi": met and met.per_core and met.per_core[1],
+            "onFront": any(c.variant == variant.index for c in pick.front) if pick.front else None,
+            "recommended": pick.winner is not None and pick.winner.variant == variant.index,
+            "dropped": variant.dropped and variant.dropped.reason}
 
 
 def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> dict[str, Any]:
@@ -98,6 +114,6 @@ def render_csv(experiment: Experiment, run: RunResults) -> str:
     writer.writeheader()
     for variant in run.variants:
         for stage in variant.stages:
-            values = row(experiment, variant, stage)
+            values = {**row(experiment, variant, stage), **goal_values(variant, run.recommendation)}
             writer.writerow({name: _cell(values.get(name)) for name in names})
     return out.getvalue()
