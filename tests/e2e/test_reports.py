@@ -10,9 +10,11 @@ import pandas
 import pytest
 import yaml
 
+from loadstage.api.load import parse_experiment
 from loadstage.reports import tables as report
 from support.browser import CHROMIUM, Browser
 from support.documents import BASE
+from support.played import SLO_MS, RateBackend, run
 from support.waiting import ROOT, wait_for
 
 SEEDS_HEADLINE = "| threads | 50th | 90th | 95th | 99th | 99.9th | total requests | Redis connections (peak) |"
@@ -134,6 +136,32 @@ def test_html_report_renders_every_chart_in_a_real_browser_offline(runs, tmp_pat
     assert charts["chart-latency"]["drawn"] >= 5 * 2    # five percentiles, a line per variant
     for series in ("chart-series-v1", "chart-series-v2"):
         assert charts[series]["drawn"] >= 2 * 3         # per stage: requests per second, p50, p99
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup --browser)")
+def test_the_front_of_capacity_against_cost_is_drawn_in_a_real_browser(tmp_path):
+    """A goal.maximize run on played targets (support.played): three variants that serve the same per core,
+    each at twice the cost and twice the capacity of the one before, so that all three are on the front."""
+    doc = {**BASE, "metadata": {"name": "front"}, "spec": {
+        "target": {"pods": 1}, "goal": {"maximize": "capacityPerCore"}, "slo": {"p99": f"{SLO_MS:g}ms"},
+        "search": {"load": "users", "from": 10, "max": 320, "resolution": "10%", "duration": "20s"},
+        "matrix": {"cpu": ["250m", "500m", "1"]}}}
+    final = run(parse_experiment(doc), RateBackend(knee=[20, 40, 80]))[-1]
+    assert [c["variant"] for c in final["recommendation"]["front"]] == [0, 1, 2], final["recommendation"]
+    result, page = tmp_path / "front.json", tmp_path / "front.html"
+    result.write_text(json.dumps({**doc, "status": final}))
+    done = cli("report", result, "-o", page)
+    assert done.returncode == 0, done.stderr
+    browser = Browser()
+    try:
+        visit = browser.visit(page.as_uri(), CHART_PROBE)
+    finally:
+        browser.close()
+    assert [m for m in visit.console if m["level"] in ("error", "warning", "assert")] == [], visit.console
+    front = next(c for c in visit.result if c["id"] == "chart-front")
+    assert front["width"] > 300 and front["height"] > 200 and front["drawn"] >= 1, front   # the front's line
+    assert "Capacity against cost" in page.read_text()
 
 
 CHART_PROBE = """(() => Array.from(document.querySelectorAll('figure.chart')).map(f => {

@@ -5,7 +5,6 @@ import copy
 import dataclasses
 import json
 
-import looptime
 import pytest
 from locust.stats import RequestStats
 
@@ -18,6 +17,7 @@ from loadstage.engine.steps import plan
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
 from loadstage.results.measurement import StageMeasurement
+from support.played import in_virtual_time
 from support.waiting import ROOT
 
 PHASE_ORDER = {"Pending": 0, "Deploying": 1, "Running": 2, "Succeeded": 3}
@@ -66,13 +66,6 @@ def experiment(base_doc, stages=3, matrix=None):
     if matrix:
         base_doc["spec"]["matrix"] = matrix
     return parse_experiment(base_doc)
-
-
-def in_virtual_time(coroutine):
-    """Runs the coroutine on an event loop whose clock only moves when every task waits (looptime): a stage of
-    minutes takes no time and is exact."""
-    with asyncio.Runner(loop_factory=lambda: looptime.new_event_loop(start=0)) as runner:
-        return runner.run(coroutine)
 
 
 def run(exp, status=None, disrupted=(), backend=None):

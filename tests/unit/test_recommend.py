@@ -7,14 +7,13 @@ import dataclasses
 import io
 import json
 
-from test_search import SLO_MS, KneeBackend, run, stages_run
-
 from loadstage.api.load import parse_experiment
 from loadstage.engine.argv import locust_master_command
 from loadstage.engine.recommend import ranked
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_status
 from loadstage.results.model import Candidate, Cost, RunResults
+from support.played import SLO_MS, KneeBackend, RateBackend, run, stages_run
 
 USERS = 60   # p99_at(60, knee) <= 30 ms for a knee from 41.6 up
 
@@ -171,17 +170,6 @@ def test_a_thousand_variants_pick_with_a_status_under_a_megabyte(base_doc):
     assert {v["index"] for v in full} == {found["variant"], found["runnerUp"]["variant"]}
     assert sum(1 for v in final["variants"] if "dropped" in v or "met" in v) == 1000
     print(f"largest status: {size:,} bytes")
-
-
-class RateBackend(KneeBackend):
-    """Serves min(load, knee) x 2 req/s at a stage, so that its capacity, and its capacity per core, follow its
-    knee."""
-
-    def run_stage(self, step):
-        measured = super().run_stage(step)
-        knee = self.knee[step.variant.index]
-        summary = {**measured.summary, "rps": float(2 * min(step.stage.users or 1, knee))}
-        return dataclasses.replace(measured, summary=summary)
 
 
 def test_maximize_searches_every_variant_coarsely_drops_the_ones_that_cannot_win_and_refines_the_rest(base_doc):

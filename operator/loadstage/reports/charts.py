@@ -158,12 +158,44 @@ def series_chart(run: RunResults, variant: VariantRecord, artifacts: dict[int, A
     return chart_id, f"Over time, {tables.variant_label(run, variant)}", _svg(figure, chart_id)
 
 
+def front_chart(run: RunResults) -> Chart | None:
+    """goal.maximize: each variant's capacity (its search's bracket, in req/s) against its cost in cores, the
+    front (none cheaper serves more) joined by a line, the winner ringed; None without capacities per core."""
+    pick = run.recommendation
+    if pick is None:
+        return None
+    points = {c.variant: c for c in [*(v.met for v in run.variants if v.met), *pick.front] if c.per_core}
+    if not points:
+        return None
+    chart_id = "front"
+    figure, (axes,) = _figure(7, 4.4)
+    for i, c in sorted(points.items()):
+        cores = c.cost.cores or 0.0
+        low, high = c.per_core[0] * cores, (c.per_core[1] or c.per_core[0]) * cores
+        colour = COLOURS[i % len(COLOURS)]
+        axes.vlines([cores], [low], [high], color=colour, linewidth=2, alpha=0.45, gid=f"{chart_id}-interval-{i + 1}")
+        axes.plot([cores], [low], marker="o", color=colour, gid=f"{chart_id}-point-{i + 1}")
+        axes.annotate(c.label, (cores, low), textcoords="offset points", xytext=(6, -10), fontsize=8)
+    front = sorted(pick.front, key=lambda c: c.cost.cores or 0.0)
+    axes.plot([c.cost.cores or 0.0 for c in front], [c.per_core[0] * (c.cost.cores or 0.0) for c in front],
+              color="#444444", linewidth=1.2, linestyle="--", label="the front", gid=f"{chart_id}-data-front")
+    if pick.winner is not None and pick.winner.per_core:
+        axes.plot([pick.winner.cost.cores], [pick.winner.per_core[0] * (pick.winner.cost.cores or 0.0)], marker="o",
+                  markersize=14, fillstyle="none", color="black", linestyle="none", label="recommended")
+    _style(axes, "cost (cores reserved, or measured)", "capacity (req/s at the bracket's low end)")
+    axes.set_xlim(0, axes.get_xlim()[1] * 1.1)
+    axes.legend(frameon=False, loc="lower right")
+    return chart_id, "Capacity against cost (bars: each search's bracket, from its pass to its fail)", \
+        _svg(figure, chart_id)
+
+
 def charts(run: RunResults, artifacts: dict[tuple[int, int], Artifact], by_users: bool = False) -> list[Chart]:
     """Every chart of the report; `artifacts` maps (variant, stage), both from 1, to a stage's artifact."""
     if not run.has_stages():
         return []
-    found = [latency_chart(run, by_users), throughput_chart(run, by_users), redis_chart(run, by_users),
-             target_chart(run, by_users)]
+    found = [chart for chart in (front_chart(run),) if chart is not None]
+    found += [latency_chart(run, by_users), throughput_chart(run, by_users), redis_chart(run, by_users),
+              target_chart(run, by_users)]
     for variant in run.variants:
         if variant.stages:
             index = variant.index + 1

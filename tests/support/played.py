@@ -1,0 +1,115 @@
+"""A played backend for the engine's tests: targets whose latency climbs past a knee that is known, each stage
+SECONDS long with PER_SECOND requests a second, so that a stage has blocks and intervals; and the engine run on
+it in virtual time."""
+
+import asyncio
+import copy
+import dataclasses
+
+import looptime
+from locust.stats import RequestStats
+
+from loadstage.api.types import Slo
+from loadstage.engine.backend import BlockingBackend
+from loadstage.engine.stages import StageEngine
+from loadstage.locust.recorder import StageRecorder
+from loadstage.locust.summary import build
+from loadstage.results import intervals
+from loadstage.results.measurement import StageMeasurement
+from loadstage.results.sequential import Looks, figures_of
+from loadstage.results.thresholds import held
+
+
+def in_virtual_time(coroutine):
+    """Runs the coroutine on an event loop whose clock only moves when every task waits (looptime): a stage of
+    minutes takes no time and is exact."""
+    with asyncio.Runner(loop_factory=lambda: looptime.new_event_loop(start=0)) as runner:
+        return runner.run(coroutine)
+
+
+SECONDS, PER_SECOND = 20, 60
+SLO_MS = 30.0
+
+
+def p99_at(load, knee):
+    """The p99 the played target answers with at `load`: 10 ms up to the knee, then climbing steeply."""
+    return 10.0 * max(1.0, load / knee) ** 3
+
+
+class KneeBackend:
+    """A target whose requests take p99_at(load) at the p99 (spread from half of it to its whole), over
+    SECONDS seconds, so that the stage has blocks and intervals; `noisy` loads answer across the objective."""
+
+    def __init__(self, knee, load="users", noisy=(), bound_at=None, ended_by=None, drops_at=None):
+        self.knee, self.load, self.noisy, self.bound_at = knee, load, set(noisy), bound_at
+        self.drops_at = drops_at   # an arrival rate from which the injectors' pools drop 2% of the arrivals
+        self.ended_by, self.decisions = ended_by, []
+        self.calls = []
+
+    def prepare_variant(self, variant):
+        self.calls.append(("prepare", variant.index))
+
+    def finish_variant(self, variant):
+        self.calls.append(("finish", variant.index))
+
+    def discard_stage(self, step):
+        pass
+
+    def saved_artifacts(self, steps):
+        return [{} for _ in steps]
+
+    def run_stage(self, step):
+        load = {"users": step.stage.users, "injectors": step.stage.injectors,
+                "rps": step.stage.arrival_rate}[self.load] or 1   # a warm-up: injectors
+        self.calls.append(("stage", step.variant.index, step.number, load, step.stage.duration))
+        knee = self.knee[step.variant.index] if isinstance(self.knee, list) else self.knee
+        stats, recorder = RequestStats(), StageRecorder()
+        for second in range(SECONDS):
+            # a noisy load is under the objective but for one slow second: whether a resample holds that second
+            # decides its p99, so the interval straddles the objective
+            top = (40.0 if second == 7 else 28.0) if load in self.noisy else p99_at(load, knee)
+            for i in range(PER_SECOND):
+                ms = top * (0.5 + 0.5 * i / (PER_SECOND - 1))
+                stats.log_request("GET", "/", ms, 10)
+                recorder.record("GET", "/", ms, at=1_000_000.0 + second + i / PER_SECOND)
+        recorder.keep_unsent()
+        recorder.close_windows()
+        if step.stage.arrival_rate:
+            arrived = step.stage.arrival_rate * SECONDS
+            recorder.own_arrivals = (arrived, arrived // 50 if self.drops_at and load >= self.drops_at else 0)
+        headline, artifact = build(stats, recorder, injectors=step.stage.injectors)
+        if self.bound_at is not None and load >= self.bound_at:
+            headline["injectorBound"] = True
+        if self.ended_by:   # as the master writes it with --slo: the look that ended the stage is its verdict
+            looks = Looks.schedule(step.stage.duration)
+            found = intervals.of_artifacts([artifact["blocks"]], seed="look", confidence=looks.confidence)
+            objectives = held(Slo(None, None, None, SLO_MS / 1000, None, None), figures_of(artifact["blocks"]), found)
+            headline.update(endedBy=self.ended_by, looks=2, elapsedSeconds=float(SECONDS),
+                            decision={"atSeconds": 12.0, "confidence": looks.confidence,
+                                      "objectives": [o.to_status() for o in objectives]})
+            self.decisions.append(headline["decision"])
+        return StageMeasurement(summary=headline, artifact=artifact, started_at="t0", finished_at="t1")
+
+
+class RateBackend(KneeBackend):
+    """Serves min(load, knee) x 2 req/s at a stage, so that its capacity, and its capacity per core, follow its
+    knee."""
+
+    def run_stage(self, step):
+        measured = super().run_stage(step)
+        knee = self.knee[step.variant.index]
+        summary = {**measured.summary, "rps": float(2 * min(step.stage.users or 1, knee))}
+        return dataclasses.replace(measured, summary=summary)
+
+
+def run(exp, backend, status=None):
+    writes = []
+
+    async def record(s):
+        writes.append(copy.deepcopy(s))
+    in_virtual_time(StageEngine(exp, BlockingBackend(backend), on_update=record).run(status))
+    return writes
+
+
+def stages_run(backend):
+    return [(c[3], c[4]) for c in backend.calls if c[0] == "stage"]
