@@ -1,5 +1,6 @@
 """spec.goal: which variant runs next, and which one is recommended, decided from the stages run so far and
-nothing else, so that an operator restarted mid-way goes on where it was.
+nothing else, so that an operator restarted mid-way goes on where it was. With maximize: capacityPerCore, see
+halving(); with a load:
 
 Each variant runs one stage at the goal's load, ended once decided (spec.stageEnd). Its outcome is the capacity
 search's (engine.search.outcome): undecided, it runs once more, twice as long; undecided again, or failed, or

@@ -198,14 +198,14 @@ class StageEngine:
         restart repeats none of them, and goes on on its target with no warm-up."""
         prepared = None
         order = self.experiment.variants()
+        fine = self.experiment.spec.search
+        first_round = recommend.coarse(fine)
         while True:
             halving = recommend.halving(self.experiment, records)
             self._note_pick(status, records, halving.pick)
-            for record in records:
+            for record in records:   # each bracket at the resolution of the round it is in, or was dropped after
                 if record.stages:
-                    first_round = recommend.coarse(self.experiment.spec.search)
-                    searched = first_round if record.dropped or halving.search == first_round else \
-                        self.experiment.spec.search
+                    searched = first_round if record.dropped or halving.search == first_round else fine
                     record.search = progress(searched, record.stages)[0]
                     status["variants"][record.index] = record.to_status()
             if halving.variant is None:
