@@ -183,9 +183,12 @@ def _sentence(experiment: Experiment, winner: Candidate | None, runner_up: Candi
     said = f"{winner.label} meets {slo} at {goal} with {winner.cost.describe()}"
     if runner_up is None:
         return said + "; no other variant met it"
+    if runner_up.cost.cores == winner.cost.cores and runner_up.headroom == winner.headroom:
+        return said + f"; {runner_up.label} costs as much, with as much headroom (the matrix's order decided)"
     if runner_up.cost.cores == winner.cost.cores:
-        return said + f"; {runner_up.label} costs as much, with less headroom ({runner_up.headroom:.0%} against " \
-                      f"{winner.headroom:.0%})"
+        shown = ".0%" if f"{runner_up.headroom:.0%}" != f"{winner.headroom:.0%}" else ".2%"
+        return said + f"; {runner_up.label} costs as much, with less headroom ({runner_up.headroom:{shown}} " \
+                      f"against {winner.headroom:{shown}})"
     return said + f"; the next cheapest, {runner_up.label}, needs {runner_up.cost.describe()}"
 
 
