@@ -10,7 +10,7 @@ one run:
    when its winner costs what the reference optimum costs and passed in the reference too (a variant of the
    same cost that the reference also passed is within the noise); its load time against the grid's.
 
-    python benchmarks/goal.py [--runs 10] [--rps 80] [--slo-ms 100] [--reference-seconds 30s]
+    python benchmarks/goal.py [--runs 10] [--rps 80] [--slo-ms 100] [--reference-seconds 30s] [--smoke]
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ STAGE_END = {"when": "Decided", "min": "8s", "max": "20s"}
 CORES = {"100m": 0.1, "250m": 0.25}
 
 
-def experiment(name: str, seed: int, **spec) -> dict:
+def experiment(name: str, seed: int, matrix: dict, **spec) -> dict:
     return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": name},
             "spec": {"target": {"pods": 1, "env": {"RUNNER_DELAY": "fast", "RUNNER_DELAY_SEED": str(seed)}},
                      "injectors": {"scenario": "hello", "maxUsersPerInjector": 60, "maxRatePerInjector": 200},
-                     "warmup": {"arrivalRate": 10, "duration": "3s"}, "matrix": MATRIX, **spec}}
+                     "warmup": {"arrivalRate": 10, "duration": "3s"}, "matrix": matrix, **spec}}
 
 
 def run(tmp: Path, doc: dict) -> dict:
@@ -61,11 +61,16 @@ def main() -> int:
     parser.add_argument("--rps", type=int, default=80)
     parser.add_argument("--slo-ms", type=float, default=100.0)
     parser.add_argument("--reference-seconds", default="30s")
+    parser.add_argument("--smoke", action="store_true", help="2 variants, 1 pick, 8 s stages")
     args = parser.parse_args()
     slo = {"p99": f"{args.slo_ms:g}ms"}
+    matrix, stage_end = MATRIX, STAGE_END
+    if args.smoke:
+        args.runs, args.reference_seconds = 1, "4s"
+        matrix, stage_end = {"threads": [1, 4], "cpu": ["250m"]}, {**STAGE_END, "max": "8s"}
     with tempfile.TemporaryDirectory(prefix="loadstage-goal-") as tmp_dir:
         tmp = Path(tmp_dir)
-        grid = run(tmp, experiment("grid", 1, slo=slo, stages=[{"arrivalRate": args.rps,
+        grid = run(tmp, experiment("grid", 1, matrix, slo=slo, stages=[{"arrivalRate": args.rps,
                                                                  "duration": args.reference_seconds}]))
         reference = []
         for variant in grid["variants"]:
@@ -80,7 +85,8 @@ def main() -> int:
               + f"; optimum {optimum and optimum['label']}", flush=True)
         picks = []
         for seed in range(1, args.runs + 1):
-            status = run(tmp, experiment(f"pick-{seed}", seed, slo=slo, goal={"rps": args.rps}, stageEnd=STAGE_END))
+            status = run(tmp, experiment(f"pick-{seed}", seed, matrix, slo=slo, goal={"rps": args.rps},
+                                         stageEnd=stage_end))
             found = status["recommendation"]
             winner = found["variant"]
             seconds = sum(s["durationSeconds"] for v in status["variants"] for s in v["stages"])
@@ -92,7 +98,7 @@ def main() -> int:
                           "variantsRun": len(found["order"]), "sentence": found["sentence"]})
             print(f"pick {seed}: {found['sentence']}; {seconds:.0f} s of load, {picks[-1]['stages']} stages; "
                   f"right: {right}", flush=True)
-    result = {"rps": args.rps, "sloMs": args.slo_ms, "matrix": MATRIX, "stageEnd": STAGE_END,
+    result = {"rps": args.rps, "sloMs": args.slo_ms, "matrix": matrix, "stageEnd": stage_end,
               "reference": {"stageSeconds": args.reference_seconds, "variants": reference,
                             "optimum": optimum, "loadSeconds": grid_seconds},
               "picks": picks, "right": sum(p["right"] for p in picks), "of": len(picks),
@@ -100,7 +106,8 @@ def main() -> int:
               "loadShare": spread([p["loadSeconds"] / grid_seconds for p in picks])}
     print(f"right in {result['right']} of {result['of']} picks; load time {result['loadSeconds']['median']:.0f} s "
           f"(median) against {grid_seconds:.0f} s for the grid ({result['loadShare']['median']:.1%})")
-    print(f"written to {write_result('goal', result)}")
+    if not args.smoke:
+        print(f"written to {write_result('goal', result)}")
     return 0
 
 

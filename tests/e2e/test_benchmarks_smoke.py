@@ -88,6 +88,14 @@ def test_operator_scale_smoke_runs():
     assert "5 experiments: all Running" in result.stdout and "20 worker pods Running" in result.stdout, result.stdout
 
 
+def test_goal_smoke_runs_the_grid_and_a_pick():
+    result = run("goal.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("reference: workers=2 threads=1 cpu=250m p99 ")
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("right in ") and " of 1 picks; load time " in last, result.stdout
+
+
 def test_search_smoke_runs_a_reference_ladder_a_search_and_the_verdict_check():
     result = run("search.py")
     assert result.returncode == 0, result.stdout + result.stderr
