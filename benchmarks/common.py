@@ -1,13 +1,16 @@
-"""Shared by the benchmark commands: the machine they ran on, and result files."""
+"""Shared by the benchmark commands: the machine they ran on, result files, and running an experiment."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -57,3 +60,18 @@ def write_result(name: str, result: dict) -> Path:
 def loadstage(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "loadstage.cli", *args], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, check=check)
+
+
+def run_experiment(tmp: Path, doc: dict) -> dict:
+    """`loadstage run` of the experiment `doc` in `tmp` (its file, result and workdir named after it); its status."""
+    name = doc["metadata"]["name"]
+    spec, result = tmp / f"{name}.yaml", tmp / f"{name}.json"
+    spec.write_text(yaml.safe_dump(doc))
+    loadstage("run", str(spec), "-q", "-o", str(result), "--workdir", str(tmp / f"{name}-work"))
+    return json.loads(result.read_text())["status"]
+
+
+def spread(values: list[float]) -> dict:
+    """The median and the range, to 3 decimals."""
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3)}

@@ -16,15 +16,11 @@ one run:
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
-from common import loadstage, write_result
+from common import run_experiment, spread, write_result
 
 MATRIX = {"workers": [1, 2], "threads": [1, 2, 4], "cpu": ["100m", "250m"]}
 STAGE_END = {"when": "Decided", "min": "8s", "max": "20s"}
@@ -38,21 +34,8 @@ def experiment(name: str, seed: int, matrix: dict, **spec) -> dict:
                      "warmup": {"arrivalRate": 10, "duration": "3s"}, "matrix": matrix, **spec}}
 
 
-def run(tmp: Path, doc: dict) -> dict:
-    name = doc["metadata"]["name"]
-    spec, result = tmp / f"{name}.yaml", tmp / f"{name}.json"
-    spec.write_text(yaml.safe_dump(doc))
-    loadstage("run", str(spec), "-q", "-o", str(result), "--workdir", str(tmp / f"{name}-work"))
-    return json.loads(result.read_text())["status"]
-
-
 def label(settings: dict) -> str:
     return f"workers={settings['workers']} threads={settings['threads']} cpu={settings['cpu']}"
-
-
-def spread(values: list[float]) -> dict:
-    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
-            "max": round(max(values), 3)}
 
 
 def main() -> int:
@@ -70,7 +53,7 @@ def main() -> int:
         matrix, stage_end = {"threads": [1, 4], "cpu": ["250m"]}, {**STAGE_END, "max": "8s"}
     with tempfile.TemporaryDirectory(prefix="loadstage-goal-") as tmp_dir:
         tmp = Path(tmp_dir)
-        grid = run(tmp, experiment("grid", 1, matrix, slo=slo, stages=[{"arrivalRate": args.rps,
+        grid = run_experiment(tmp, experiment("grid", 1, matrix, slo=slo, stages=[{"arrivalRate": args.rps,
                                                                  "duration": args.reference_seconds}]))
         reference = []
         for variant in grid["variants"]:
@@ -85,7 +68,7 @@ def main() -> int:
               + f"; optimum {optimum and optimum['label']}", flush=True)
         picks = []
         for seed in range(1, args.runs + 1):
-            status = run(tmp, experiment(f"pick-{seed}", seed, matrix, slo=slo, goal={"rps": args.rps},
+            status = run_experiment(tmp, experiment(f"pick-{seed}", seed, matrix, slo=slo, goal={"rps": args.rps},
                                          stageEnd=stage_end))
             found = status["recommendation"]
             winner = found["variant"]

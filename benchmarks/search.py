@@ -18,16 +18,12 @@ model), so that the queue, and the p99, climb with the rate whatever the answers
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
-from common import loadstage, write_result
+from common import run_experiment, spread, write_result
 
 SEARCH = {"load": "rps", "from": 10, "max": 160, "resolution": "10%"}
 STAGE_END = {"when": "Decided", "min": "8s", "max": "30s"}
@@ -43,11 +39,7 @@ def experiment(name: str, seed: int, **spec) -> dict:
 
 
 def run(tmp: Path, doc: dict) -> dict:
-    name = doc["metadata"]["name"]
-    spec, result = tmp / f"{name}.yaml", tmp / f"{name}.json"
-    spec.write_text(yaml.safe_dump(doc))
-    loadstage("run", str(spec), "-q", "-o", str(result), "--workdir", str(tmp / f"{name}-work"))
-    return json.loads(result.read_text())["status"]["variants"][0]
+    return run_experiment(tmp, doc)["variants"][0]
 
 
 def crossing(stages: list[dict], slo_ms: float) -> float | None:
@@ -66,11 +58,6 @@ def fixed_ladder_seconds(search: dict, stage_seconds: float) -> float:
     """A geometric ladder over [from, max] whose steps are the search's resolution, every stage run whole."""
     step = 1 + float(search["resolution"].rstrip("%")) / 100
     return (math.ceil(math.log(search["max"] / search["from"]) / math.log(step)) + 1) * stage_seconds
-
-
-def spread(values: list[float]) -> dict:
-    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
-            "max": round(max(values), 3)}
 
 
 def verdicts(tmp: Path, name: str, seed: int, slo_ms: float, stages: int, stage_end: dict | None,

@@ -27,7 +27,6 @@ from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed
 from loadstage.engine import recommend
-from loadstage.engine.recommend import declared_cost
 from loadstage.engine.stages import StageEngine, new_status
 from loadstage.engine.steps import plan, starts_block
 from loadstage.local.backend import LocalBackend, Progress
@@ -131,17 +130,14 @@ def _print_search(experiment: Experiment, out) -> None:
 
 def _print_goal(experiment: Experiment, out) -> None:
     spec = experiment.spec
-    variants = experiment.variants()
-    costs = {v.index: declared_cost(v) for v in variants}
-    declared = all(costs.values())
-    order = sorted(variants, key=lambda v: (costs[v.index].cores, v.index)) if declared else variants
+    order, costs, declared = recommend.cheapest_first(experiment.variants())
     warmup = spec.warmup.duration if spec.warmup else 0.0
-    out.write(f"{experiment.name}: {len(variants)} variant(s), the cheapest that meets {spec.slo.describe()} at "
+    out.write(f"{experiment.name}: {len(order)} variant(s), the cheapest that meets {spec.slo.describe()} at "
               f"{spec.goal.describe()}: one stage each at that load, {format_duration(spec.stage_end.min)} to "
               f"{format_duration(spec.stage_end.max)}, ending once decided; "
               + ("cheapest first, by their CPU limits or requests" if declared else
                  "every variant, each costed by its measured peak CPU (not all set a CPU limit or request)")
-              + f"; at most {format_duration(int(len(variants) * (spec.stage_end.max + warmup)))} of load, "
+              + f"; at most {format_duration(int(len(order) * (spec.stage_end.max + warmup)))} of load, "
                 f"undecided stages aside\n")
     for v in order:
         out.write(f"  variant {v.index + 1}: {v.label()}" + (f", {costs[v.index].describe()}" if declared else "")

@@ -61,6 +61,15 @@ def declared_cost(variant: Variant) -> Cost | None:
                 variant.pods * memory_bytes(memory) if memory else None)
 
 
+def cheapest_first(variants: list[Variant]) -> tuple[list[Variant], dict[int, Cost | None], bool]:
+    """The order a load goal runs the variants in: by declared cost (ties in matrix order) where every variant
+    declares one, else as listed; with each one's declared cost, and whether every one has it."""
+    declared = {v.index: declared_cost(v) for v in variants}
+    by_cost = all(c is not None for c in declared.values())
+    ordered = sorted(variants, key=lambda v: (declared[v.index].cores, v.index)) if by_cost else list(variants)
+    return ordered, declared, by_cost
+
+
 def measured_cost(stage: StageResult) -> Cost:
     return Cost(None if stage.target.peak_cpu_cores is None else round(stage.target.peak_cpu_cores, 3), "measured",
                 stage.target.peak_memory_bytes)
@@ -123,12 +132,8 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
     kept of them (dropped, met)."""
     spec = experiment.spec
     goal, duration = spec.goal, spec.stage_end.max
-    variants = experiment.variants()
+    variants, declared, by_cost = cheapest_first(experiment.variants())
     labels = varying_labels(variants)
-    declared = {v.index: declared_cost(v) for v in variants}
-    by_cost = all(c is not None for c in declared.values())
-    if by_cost:
-        variants.sort(key=lambda v: (declared[v.index].cores, v.index))
     passes: list[Candidate] = []
     dropped: dict[int, Dropped] = {}
     costs: dict[int, Cost] = {i: c for i, c in declared.items() if c is not None}
@@ -314,8 +319,8 @@ def _maximized(experiment: Experiment, records: list[VariantRecord], labels: dic
 def _dominates(one: Candidate, other: Candidate) -> bool:
     """No dearer, and serves no less at its bracket's low end (to the per-core figures' rounding); better in
     one of the two."""
-    cost, served = (one.cost.cores or 0.0), one.per_core[0] * (one.cost.cores or 0.0)
-    its_cost, its_served = (other.cost.cores or 0.0), other.per_core[0] * (other.cost.cores or 0.0)
+    cost, served = (one.cost.cores or 0.0), one.capacity_rps
+    its_cost, its_served = (other.cost.cores or 0.0), other.capacity_rps
     same = abs(served - its_served) <= 0.001 * max(served, its_served, 1.0)
     return cost <= its_cost and (same or served > its_served) and (cost < its_cost or not same)
 

@@ -234,10 +234,10 @@ class StageEngine:
         one line (dropped, or met)."""
         found = pick.recommendation
         finalists = {c.variant for c in (found.winner, found.runner_up) if c is not None}
+        compact = len(records) > MAX_VARIANTS and self.experiment.spec.goal.load is not None   # a search needs them
         for record in records:
             record.cost = pick.costs.get(record.index, record.cost)
             record.dropped, record.met = pick.dropped.get(record.index), pick.met.get(record.index)
-            compact = len(records) > MAX_VARIANTS and self.experiment.spec.goal.load is not None   # a search needs them
             if compact and record.index not in finalists and (record.dropped or record.met):
                 record.stages, record.aggregate = [], None
             status["variants"][record.index] = record.to_status()

@@ -125,7 +125,7 @@ class NamespacePods:
             touched = set(self._pods) | set(pods)
             for experiment, known in self._pods.items():   # deleted while the watch was away
                 for name in known.keys() - pods.get(experiment, {}).keys():
-                    self._forget(known[name])
+                    self._remember_deleted(known[name])
             self._pods = pods
             self.version = listed["metadata"]["resourceVersion"]
             self.listed = True
@@ -159,12 +159,12 @@ class NamespacePods:
             pods = self._pods.setdefault(experiment, {})
             if kind == "DELETED":
                 pods.pop(name, None)
-                self._forget(pod)
+                self._remember_deleted(pod)
             else:
                 pods[name] = pod
         self._changed({experiment})
 
-    def _forget(self, pod: Pod) -> None:
+    def _remember_deleted(self, pod: Pod) -> None:
         meta = pod["metadata"]
         deleted = self._deleted.setdefault(meta["labels"][LABEL_EXPERIMENT], OrderedDict())
         deleted[meta["name"]] = {"metadata": {k: meta[k] for k in ("name", "labels", "ownerReferences") if k in meta}}

@@ -38,7 +38,7 @@ class StageWatch:
         master, workers = manifests.master_name(exp, step), manifests.workers_name(exp, step)
         lost = LostInjectors(exp.spec.injectors.on_lost, step,
                              await self.stored.lost_before(workers) if resumed else None)
-        jobs = {uid for uid in [await self._job_uid(master), await self._job_uid(workers)] if uid}
+        jobs = {job.metadata.uid for job in [await self._job(master), await self._job(workers)] if job}
         unrecorded: set[str] = set()
         absent = [True]     # no master pod: only the Job's status can tell whether it was there and went
         short = [True]      # fewer pods than the Jobs want: the API server may be refusing them
@@ -99,21 +99,18 @@ class StageWatch:
                     raise ExperimentFailed("StageFailed", f"{step.label()}: Job {job_name} failed: {failure}"
                                            + self._master_output(master))
 
-    async def _job_status(self, name: str):
+    async def _job(self, name: str):
+        """The Job, None once deleted."""
         try:
-            return (await call(self.context.batch.read_namespaced_job_status, name, self.context.namespace)).status
+            return await call(self.context.batch.read_namespaced_job_status, name, self.context.namespace)
         except ApiException as e:
             if e.status == 404:
                 return None
             raise
 
-    async def _job_uid(self, name: str) -> str | None:
-        try:
-            return (await call(self.context.batch.read_namespaced_job, name, self.context.namespace)).metadata.uid
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+    async def _job_status(self, name: str):
+        job = await self._job(name)
+        return None if job is None else job.status
 
     async def _job_succeeded(self, name: str) -> bool:
         status = await self._job_status(name)

@@ -171,16 +171,16 @@ def front_chart(run: RunResults) -> Chart | None:
     figure, (axes,) = _figure(7, 4.4)
     for i, c in sorted(points.items()):
         cores = c.cost.cores or 0.0
-        low, high = c.per_core[0] * cores, (c.per_core[1] or c.per_core[0]) * cores
+        low, high = c.capacity_rps, (c.per_core[1] or c.per_core[0]) * cores
         colour = COLOURS[i % len(COLOURS)]
         axes.vlines([cores], [low], [high], color=colour, linewidth=2, alpha=0.45, gid=f"{chart_id}-interval-{i + 1}")
         axes.plot([cores], [low], marker="o", color=colour, gid=f"{chart_id}-point-{i + 1}")
         axes.annotate(c.label, (cores, low), textcoords="offset points", xytext=(6, -10), fontsize=8)
     front = sorted(pick.front, key=lambda c: c.cost.cores or 0.0)
-    axes.plot([c.cost.cores or 0.0 for c in front], [c.per_core[0] * (c.cost.cores or 0.0) for c in front],
+    axes.plot([c.cost.cores or 0.0 for c in front], [c.capacity_rps for c in front],
               color="#444444", linewidth=1.2, linestyle="--", label="the front", gid=f"{chart_id}-data-front")
     if pick.winner is not None and pick.winner.per_core:
-        axes.plot([pick.winner.cost.cores], [pick.winner.per_core[0] * (pick.winner.cost.cores or 0.0)], marker="o",
+        axes.plot([pick.winner.cost.cores], [pick.winner.capacity_rps], marker="o",
                   markersize=14, fillstyle="none", color="black", linestyle="none", label="recommended")
     _style(axes, "cost (cores reserved, or measured)", "capacity (req/s at the bracket's low end)")
     axes.set_xlim(0, axes.get_xlim()[1] * 1.1)

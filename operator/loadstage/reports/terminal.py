@@ -79,7 +79,7 @@ def render_recommendation(run: RunResults) -> list[str]:
         lines.append(f"  and {len(ran) - DROPPED_SHOWN} more dropped (status.variants[].dropped)")
     if pick.front:
         lines.append("  the front, none cheaper serves more: " + "; ".join(
-            f"{c.label} on {c.cost.describe()}: {c.per_core[0] * (c.cost.cores or 0):,.0f} req/s at least"
+            f"{c.label} on {c.cost.describe()}: {c.capacity_rps:,.0f} req/s at least"
             for c in pick.front))
     never = [str(v.index + 1) for v in run.variants if v.dropped is not None and not v.dropped.after]
     if never:

@@ -606,6 +606,11 @@ class Candidate:
     objectives: tuple[Objective, ...]
     per_core: tuple[float, float | None] | None = None
 
+    @property
+    def capacity_rps(self) -> float:
+        """With maximize: what it serves at its bracket's low end, in req/s."""
+        return self.per_core[0] * (self.cost.cores or 0.0)
+
     @reads_status
     def from_status(cls, d: dict[str, Any]) -> "Candidate":
         return cls(d["variant"], dict(d["settings"]), d["label"], Cost.from_status(d["cost"]), d["headroom"],
