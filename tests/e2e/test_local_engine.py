@@ -19,6 +19,7 @@ from loadstage.local.ports import free_port
 from loadstage.local.target import closed_to_apache_workers
 from support.documents import BASE
 from support.processes import alive, descendants, start_redis
+from support.processes import listening as listening_on
 from support.waiting import ROOT, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -289,7 +290,7 @@ def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, t
     locusts = [p for p in alive(started) if " ".join(p.cmdline()).startswith("locust -f ")]
     assert {" ".join(p.cmdline()).split(" --")[1].split()[0] for p in locusts} >= {"master", "worker"}
     assert {p.ppid() for p in locusts} == {launcher.pid} and all(os.getpgid(p.pid) == p.pid for p in locusts)
-    listening = [c.laddr for p in alive(started) for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN]
+    listening = listening_on(started)
     assert len(listening) >= 3, listening  # redis, gunicorn, the Locust master
     assert all(ipaddress.ip_address(a.ip).is_loopback for a in listening), listening
     proc.send_signal(signal.SIGTERM)

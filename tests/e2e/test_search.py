@@ -37,10 +37,13 @@ def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_b
     loads = [s["users"] for s in stages]
     assert loads[:2] == [2, 4], loads     # doubling from `from`
     outcome = {}
-    for s in stages:
+    for before, s in zip([None, *stages], stages):
         assert s["endedBy"] in ("Decided", "Breached", "MaxDuration"), s["endedBy"]
+        # a rerun of an undecided stage runs up to 60 s, and is not decided on fewer seconds than its 30 s
+        rerun = before is not None and before["verdict"]["outcome"] == "Undecided" and before["users"] == s["users"]
+        shortest, longest = (30, 60) if rerun else (8, 30)
         if s["endedBy"] == "Decided":   # not before min, and well before max
-            assert 8 <= s["durationSeconds"] < 29 and s["verdict"]["outcome"] in ("Pass", "Fail")
+            assert shortest <= s["durationSeconds"] < longest - 1 and s["verdict"]["outcome"] in ("Pass", "Fail")
         p99 = next(o for o in s["verdict"]["objectives"] if o["name"] == "p99")
         low, high = p99["interval"]   # the deciding look's, on the seconds it had, at the looks' confidence
         assert p99["holds"] is (True if high <= SLO_MS else False if low > SLO_MS else None), p99

@@ -1,5 +1,7 @@
 """Processes the tests start and look for: a loopback redis-server, and what a process left behind."""
 
+import psutil
+
 from support.waiting import wait_for
 
 
@@ -31,3 +33,14 @@ def descendants(pid):
 
 def alive(processes):
     return [p for p in processes if p.is_running() and p.status() != "zombie"]
+
+
+def listening(processes):
+    """The addresses the processes listen on; one that ends while it is read listens on nothing."""
+    found = []
+    for p in alive(processes):
+        try:
+            found += [c.laddr for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN]
+        except psutil.NoSuchProcess:
+            pass
+    return found
