@@ -9,7 +9,7 @@ import json
 
 from loadstage.api.load import parse_experiment
 from loadstage.engine.argv import locust_master_command
-from loadstage.engine.recommend import ranked
+from loadstage.engine.recommend import per_core_margin, ranked
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_status
 from loadstage.results.model import Candidate, Cost, RunResults
@@ -59,6 +59,10 @@ def test_the_cheapest_variant_that_meets_the_objective_wins_and_dearer_ones_are_
     assert found["sentence"].startswith(f"threads=8 cpu=250m meets p99 <= 30ms at {USERS} users with 0.25 cores; "
                                         f"threads=4 cpu=250m costs as much, with less headroom")
     assert found["order"] == [0, 2, 4, 6]
+    # threads=4's p99 against threads=8's, each from its own stage and interval: slower beyond the noise
+    margin = found["margin"]
+    assert (margin["figure"], margin["confidence"]) == ("p99", 0.95)
+    assert 0 < margin["low"] < margin["relative"] < margin["high"], margin
     dropped = {v["index"]: v["dropped"] for v in final["variants"] if "dropped" in v}
     assert dropped.keys() == {0, 2, 1, 3, 5, 7}
     assert dropped[0]["after"] == 1 and dropped[0]["reason"].startswith("failed at the goal's load: p99 ")
@@ -67,6 +71,8 @@ def test_the_cheapest_variant_that_meets_the_objective_wins_and_dearer_ones_are_
     assert final["latest"]["leader"] == "threads=8 cpu=250m (0.25 cores)"
     printed = render_status(RunResults.read(final))
     assert f"Recommendation: {found['sentence']}" in printed
+    assert f"  margin: the runner-up's p99 is {margin['relative']:+.0%} [{margin['low']:+.0%}, " \
+           f"{margin['high']:+.0%}] of the winner's (95%)" in printed
     assert "  dropped variant 1 after 1 stage(s): failed at the goal's load: p99 " in printed
     assert "  not run, 4 variant(s) dearer than two that met the objective: 2, 4, 6, 8" in printed
     rows = list(csv.DictReader(io.StringIO(render_csv(exp, RunResults.read(final)))))
@@ -210,3 +216,13 @@ def test_maximize_searches_every_variant_coarsely_drops_the_ones_that_cannot_win
     last = [r for r in rows if r["variant"] == "3"][-1]
     assert (last["onFront"], last["recommended"], float(last["rpsPerCore_lo"])) == ("true", "true", 320.0)
     assert {r["onFront"] for r in rows if r["variant"] != "3"} == {"false"}
+
+
+def test_the_margin_of_capacity_per_core_spans_both_brackets():
+    def bracketed(index, low, high):
+        return Candidate(index, {}, f"v{index}", Cost(1.0, "limit"), 0.0, (), (low, high))
+    margin = per_core_margin(bracketed(0, 400.0, 440.0), bracketed(1, 300.0, None))
+    # 300/400 - 1 at the low ends; from 300/440 - 1 to unbounded: the runner-up never failed
+    assert (margin.figure, margin.relative, margin.low, margin.high) == ("perCore", -0.25, -0.3182, None)
+    assert margin.describe() == "the runner-up serves -25% [-32%, ?] per core of the winner's (from their brackets)"
+    assert per_core_margin(bracketed(0, 400.0, 440.0), None) is None

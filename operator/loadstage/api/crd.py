@@ -79,6 +79,10 @@ def status_schema() -> dict[str, Any]:
                     "reason": _string("Found, NonePassed, or Searching while variants are left to run."),
                     "variant": {"type": "integer", "nullable": True,
                                 "description": "The winner's index in status.variants."},
+                    "margin": {"type": "object", "nullable": True, "x-kubernetes-preserve-unknown-fields": True,
+                               "description": "The runner-up against the winner: figure (p99, ..., or perCore), "
+                                              "relative, and its interval low and high (at confidence; from "
+                                              "the searches' brackets where confidence is null)."},
                 }},
             "conditions": {
                 "type": "array", "description": "TargetReady, Running, Succeeded and Failed.",

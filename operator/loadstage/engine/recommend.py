@@ -15,13 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from loadstage.api.quantities import cpu_cores, memory_bytes
-from loadstage.api.types import Experiment, Search, Variant
+from loadstage.api.types import PERCENTILES, Experiment, Search, Variant
 from loadstage.engine import search
 from loadstage.engine.search import outcome
+from loadstage.results.differences import difference
 from loadstage.results.model import (
     Candidate,
     Cost,
     Dropped,
+    Margin,
     Objective,
     Recommendation,
     SearchResult,
@@ -173,8 +175,38 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
     winner, runner_up = (best + [None, None])[:2]
     reason = "Searching" if following else "Found" if winner else "NonePassed"
     recommendation = Recommendation(goal.describe(), winner, runner_up, tuple(ran), reason,
-                                    _sentence(experiment, winner, runner_up, reason, len(ran)))
+                                    _sentence(experiment, winner, runner_up, reason, len(ran)),
+                                    margin=latency_margin(records, winner, runner_up))
     return Pick(recommendation, following, dropped, {c.variant: c for c in passes}, costs)
+
+
+def latency_margin(records: list[VariantRecord], winner: Candidate | None,
+                   runner_up: Candidate | None) -> Margin | None:
+    """The runner-up's latency against the winner's, in the figure the winner is nearest its objective in, from
+    each one's passing stage and its interval; None where a stage was left out of the status."""
+    if winner is None or runner_up is None:
+        return None
+    latencies = [o for o in winner.objectives if o.name in PERCENTILES and o.value is not None and o.limit > 0]
+    stages = [max(records[c.variant].stages, key=lambda s: s.stage, default=None) for c in (winner, runner_up)]
+    if not latencies or None in stages:
+        return None
+    figure = max(latencies, key=lambda o: o.value / o.limit).name
+    ours, theirs = stages
+    found = difference(figure, ours.latency.percentile(figure), ours.intervals,
+                       theirs.latency.percentile(figure), theirs.intervals)
+    return None if found is None else Margin(figure, round(found.relative, 4), round(found.low, 4),
+                                             round(found.high, 4), found.confidence)
+
+
+def per_core_margin(winner: Candidate | None, runner_up: Candidate | None) -> Margin | None:
+    """The runner-up's capacity per core against the winner's, by their brackets' low ends; its bounds are the
+    brackets' extremes (r_low / w_high, r_high / w_low)."""
+    if winner is None or runner_up is None or not winner.per_core[0]:
+        return None
+    (ours_low, ours_high), (their_low, their_high) = winner.per_core, runner_up.per_core
+    return Margin("perCore", round(their_low / ours_low - 1, 4),
+                  None if not ours_high else round(their_low / ours_high - 1, 4),
+                  None if their_high is None else round(their_high / ours_low - 1, 4), None)
 
 
 def _sentence(experiment: Experiment, winner: Candidate | None, runner_up: Candidate | None, reason: str,
@@ -312,7 +344,8 @@ def _maximized(experiment: Experiment, records: list[VariantRecord], labels: dic
     front = tuple(c for c in bracketed if not any(_dominates(o, c) for o in bracketed))
     sentence = _maximized_sentence(experiment, winner, runner_up, reason)
     return Pick(Recommendation(experiment.spec.goal.describe(), winner, runner_up, order, reason, sentence,
-                               tuple(sorted(front, key=lambda c: (c.cost.cores or 0, c.variant)))),
+                               tuple(sorted(front, key=lambda c: (c.cost.cores or 0, c.variant))),
+                               per_core_margin(winner, runner_up)),
                 None, dropped, met, costs)
 
 

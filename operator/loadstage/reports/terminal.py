@@ -71,6 +71,8 @@ def render_recommendation(run: RunResults) -> list[str]:
     if pick is None:
         return []
     lines = [f"Recommendation: {pick.sentence}"]
+    if pick.margin is not None:
+        lines.append(f"  margin: {pick.margin.describe()}")
     ran = [v for v in run.variants if v.dropped is not None and v.dropped.after]
     for variant in ran[:DROPPED_SHOWN]:
         lines.append(f"  dropped variant {variant.index + 1} after {variant.dropped.after} stage(s): "

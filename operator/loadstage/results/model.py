@@ -625,6 +625,35 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Margin:
+    """The runner-up against the winner, relatively (its figure / the winner's - 1), with an interval: a
+    latency's, from each stage's bootstrap interval at `confidence` (results.differences); capacity per core
+    ("perCore"), from each search's bracket (`confidence` None; a bound None where a bracket is open)."""
+    figure: str
+    relative: float
+    low: float | None
+    high: float | None
+    confidence: float | None
+
+    @reads_status
+    def from_status(cls, d: dict[str, Any]) -> "Margin":
+        return cls(d["figure"], d["relative"], d.get("low"), d.get("high"), d.get("confidence"))
+
+    def to_status(self) -> dict[str, Any]:
+        return {"figure": self.figure, "relative": self.relative, "low": self.low, "high": self.high,
+                "confidence": self.confidence}
+
+    def describe(self) -> str:
+        """"the runner-up's p99 is +38% [+12%, +70%] of the winner's (95%)"."""
+        def bound(value: float | None, open_end: str) -> str:
+            return open_end if value is None else f"{value:+.0%}"
+        span = f"[{bound(self.low, '?')}, {bound(self.high, '?')}]"
+        if self.figure == "perCore":
+            return f"the runner-up serves {self.relative:+.0%} {span} per core of the winner's (from their brackets)"
+        return f"the runner-up's {self.figure} is {self.relative:+.0%} {span} of the winner's ({self.confidence:.0%})"
+
+
+@dataclass(frozen=True)
 class Recommendation:
     """spec.goal's answer so far: the winner (None until one passes), the runner-up, and why the pick ended
     (Found, NonePassed) or Searching; `order` is the order the variants ran in (their indices)."""
@@ -635,6 +664,7 @@ class Recommendation:
     reason: str
     sentence: str
     front: tuple[Candidate, ...] = ()   # with maximize: no other variant costs less and serves more
+    margin: Margin | None = None
 
     @property
     def margin_cores(self) -> float | None:
@@ -647,7 +677,8 @@ class Recommendation:
     def from_status(cls, d: dict[str, Any]) -> "Recommendation":
         return cls(d["goal"], Candidate.from_status(d["winner"]) if d.get("winner") else None,
                    Candidate.from_status(d["runnerUp"]) if d.get("runnerUp") else None, tuple(d.get("order", ())),
-                   d["reason"], d["sentence"], tuple(Candidate.from_status(c) for c in d.get("front", ())))
+                   d["reason"], d["sentence"], tuple(Candidate.from_status(c) for c in d.get("front", ())),
+                   Margin.from_status(d["margin"]) if d.get("margin") else None)
 
     def to_status(self) -> dict[str, Any]:
         return {"goal": self.goal, "reason": self.reason, "sentence": self.sentence,
@@ -655,7 +686,8 @@ class Recommendation:
                 "settings": None if self.winner is None else self.winner.settings,
                 "winner": None if self.winner is None else self.winner.to_status(),
                 "runnerUp": None if self.runner_up is None else self.runner_up.to_status(),
-                "marginCores": self.margin_cores, "order": list(self.order),
+                "marginCores": self.margin_cores, "margin": None if self.margin is None else self.margin.to_status(),
+                "order": list(self.order),
                 **({"front": [c.to_status() for c in self.front]} if self.front else {})}
 
 
