@@ -27,11 +27,18 @@ STAGE_END = {"when": "Decided", "min": "8s", "max": "20s"}
 CORES = {"100m": 0.1, "250m": 0.25}
 
 
-def experiment(name: str, seed: int, matrix: dict, **spec) -> dict:
+def experiment(name: str, seed: int, matrix: dict, warmup: dict, **spec) -> dict:
     return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": name},
             "spec": {"target": {"pods": 1, "env": {"RUNNER_DELAY": "fast", "RUNNER_DELAY_SEED": str(seed)}},
                      "injectors": {"scenario": "hello", "maxUsersPerInjector": 60, "maxRatePerInjector": 200},
-                     "warmup": {"arrivalRate": 10, "duration": "3s"}, "matrix": matrix, **spec}}
+                     "warmup": warmup, "matrix": matrix, **spec}}
+
+
+def load_seconds(status: dict, warmup: dict) -> float:
+    """The stages' seconds and each variant's warm-up's: both are load."""
+    warmed = sum(1 for v in status["variants"] if v.get("warmedUp"))
+    return sum(s["durationSeconds"] for v in status["variants"] for s in v["stages"]) + \
+        warmed * float(warmup["duration"].rstrip("s"))
 
 
 def label(settings: dict) -> str:
@@ -44,16 +51,18 @@ def main() -> int:
     parser.add_argument("--rps", type=int, default=80)
     parser.add_argument("--slo-ms", type=float, default=100.0)
     parser.add_argument("--reference-seconds", default="30s")
+    parser.add_argument("--warmup-seconds", type=int, default=10, help="each variant's warm-up, at the goal's rate")
     parser.add_argument("--smoke", action="store_true", help="2 variants, 1 pick, 8 s stages")
     args = parser.parse_args()
     slo = {"p99": f"{args.slo_ms:g}ms"}
     matrix, stage_end = MATRIX, STAGE_END
     if args.smoke:
-        args.runs, args.reference_seconds = 1, "4s"
+        args.runs, args.reference_seconds, args.warmup_seconds = 1, "4s", 2
         matrix, stage_end = {"threads": [1, 4], "cpu": ["250m"]}, {**STAGE_END, "max": "8s"}
     with tempfile.TemporaryDirectory(prefix="loadstage-goal-") as tmp_dir:
         tmp = Path(tmp_dir)
-        grid = run_experiment(tmp, experiment("grid", 1, matrix, slo=slo, stages=[{"arrivalRate": args.rps,
+        warmup = {"arrivalRate": args.rps, "duration": f"{args.warmup_seconds}s"}
+        grid = run_experiment(tmp, experiment("grid", 1, matrix, warmup, slo=slo, stages=[{"arrivalRate": args.rps,
                                                                  "duration": args.reference_seconds}]))
         reference = []
         for variant in grid["variants"]:
@@ -63,16 +72,16 @@ def main() -> int:
                               "outcome": stage["verdict"]["outcome"]})
         passed = [r for r in reference if r["outcome"] == "Pass"]
         optimum = min(passed, key=lambda r: (r["cores"], r["p99Ms"], r["variant"])) if passed else None
-        grid_seconds = sum(s["durationSeconds"] for v in grid["variants"] for s in v["stages"])
+        grid_seconds = load_seconds(grid, warmup)
         print("reference: " + "; ".join(f"{r['label']} p99 {r['p99Ms']:.0f} ms {r['outcome']}" for r in reference)
               + f"; optimum {optimum and optimum['label']}", flush=True)
         picks = []
         for seed in range(1, args.runs + 1):
-            status = run_experiment(tmp, experiment(f"pick-{seed}", seed, matrix, slo=slo, goal={"rps": args.rps},
-                                         stageEnd=stage_end))
+            status = run_experiment(tmp, experiment(f"pick-{seed}", seed, matrix, warmup, slo=slo,
+                                                    goal={"rps": args.rps}, stageEnd=stage_end))
             found = status["recommendation"]
             winner = found["variant"]
-            seconds = sum(s["durationSeconds"] for v in status["variants"] for s in v["stages"])
+            seconds = load_seconds(status, warmup)
             right = optimum is not None and winner is not None and \
                 reference[winner]["cores"] == optimum["cores"] and reference[winner]["outcome"] == "Pass"
             picks.append({"seed": seed, "winner": winner, "label": reference[winner]["label"] if winner is not None
@@ -81,7 +90,7 @@ def main() -> int:
                           "variantsRun": len(found["order"]), "sentence": found["sentence"]})
             print(f"pick {seed}: {found['sentence']}; {seconds:.0f} s of load, {picks[-1]['stages']} stages; "
                   f"right: {right}", flush=True)
-    result = {"rps": args.rps, "sloMs": args.slo_ms, "matrix": matrix, "stageEnd": stage_end,
+    result = {"rps": args.rps, "sloMs": args.slo_ms, "matrix": matrix, "stageEnd": stage_end, "warmup": warmup,
               "reference": {"stageSeconds": args.reference_seconds, "variants": reference,
                             "optimum": optimum, "loadSeconds": grid_seconds},
               "picks": picks, "right": sum(p["right"] for p in picks), "of": len(picks),

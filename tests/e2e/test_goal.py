@@ -27,6 +27,7 @@ def test_a_goal_picks_the_variant_that_meets_the_objective_and_drops_the_one_tha
                                          "--fail-on-threshold"), 240)
     assert code == 0, err   # a variant met the objective: no threshold failed
     assert "the cheapest that meets p99 <= 150ms at 80 req/s: one stage each at that load" in err
+    assert "  note: there is no warm-up: a variant's start-up transient" in err
     status = json.loads(out_file.read_text())["status"]
     found = status["recommendation"]
     one, four = status["variants"]

@@ -9,7 +9,7 @@ import json
 
 from loadstage.api.load import parse_experiment
 from loadstage.engine.argv import locust_master_command
-from loadstage.engine.recommend import per_core_margin, ranked
+from loadstage.engine.recommend import per_core_margin, ranked, warmup_note
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_status
 from loadstage.results.model import Candidate, Cost, RunResults
@@ -226,3 +226,16 @@ def test_the_margin_of_capacity_per_core_spans_both_brackets():
     assert (margin.figure, margin.relative, margin.low, margin.high) == ("perCore", -0.25, -0.3182, None)
     assert margin.describe() == "the runner-up serves -25% [-32%, ?] per core of the winner's (from their brackets)"
     assert per_core_margin(bracketed(0, 400.0, 440.0), None) is None
+
+
+def test_a_goal_warmed_up_lighter_than_its_load_is_told_so(base_doc):
+    exp = goal_experiment(base_doc, {"threads": [1, 4]}, goal={"rps": 80})
+    light = parse_experiment({**base_doc, "spec": {**base_doc["spec"], "warmup": {"arrivalRate": 10,
+                                                                                  "duration": "30s"}}}).spec.warmup
+
+    def note(warmup):
+        return warmup_note(dataclasses.replace(exp, spec=dataclasses.replace(exp.spec, warmup=warmup)))
+    assert note(None).startswith("there is no warm-up: a variant's start-up transient")
+    assert note(light).startswith("the warm-up is lighter or shorter than the goal's load")
+    assert note(dataclasses.replace(light, arrival_rate=80, duration=5.0)).startswith("the warm-up is lighter")
+    assert note(dataclasses.replace(light, arrival_rate=80, duration=10.0)) is None

@@ -142,6 +142,8 @@ def _print_goal(experiment: Experiment, out) -> None:
     for v in order:
         out.write(f"  variant {v.index + 1}: {v.label()}" + (f", {costs[v.index].describe()}" if declared else "")
                   + "\n")
+    if note := recommend.warmup_note(experiment):
+        out.write(f"  note: {note}\n")
 
 
 def _print_plan(experiment: Experiment, out) -> None:

@@ -72,6 +72,27 @@ def cheapest_first(variants: list[Variant]) -> tuple[list[Variant], dict[int, Co
     return ordered, declared, by_cost
 
 
+WARMUP_ADVISED_SECONDS = 10
+
+
+def warmup_note(experiment: Experiment) -> str | None:
+    """With a load goal whose warm-up is none, or lighter than the goal's load: why that costs (a one-off start-up
+    transient lands in each variant's stage instead, measured in docs/experiment.md) and what to do."""
+    spec = experiment.spec
+    goal, warmup = spec.goal, spec.warmup
+    if goal is None or goal.load is None:
+        return None
+    if warmup is not None:
+        at = {"rps": warmup.arrival_rate, "injectors": warmup.injectors,
+              "users": None if warmup.arrival_rate else spec.injectors.users_for(warmup)}[goal.load]
+        if at is not None and at >= goal.amount and warmup.duration >= WARMUP_ADVISED_SECONDS:
+            return None
+    said = "there is no warm-up" if warmup is None else "the warm-up is lighter or shorter than the goal's load"
+    return (f"{said}: a variant's start-up transient (a first burst of work, slow under a CPU limit) then falls in "
+            f"its stage, which may be undecided and run again; a warm-up at {goal.describe()} for "
+            f"{WARMUP_ADVISED_SECONDS} s or more avoids it")
+
+
 def measured_cost(stage: StageResult) -> Cost:
     return Cost(None if stage.target.peak_cpu_cores is None else round(stage.target.peak_cpu_cores, 3), "measured",
                 stage.target.peak_memory_bytes)
