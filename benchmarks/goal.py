@@ -35,8 +35,8 @@ def experiment(name: str, seed: int, matrix: dict, warmup: dict, **spec) -> dict
 
 
 def load_seconds(status: dict, warmup: dict) -> float:
-    """The stages' seconds and each variant's warm-up's: both are load."""
-    warmed = sum(1 for v in status["variants"] if v.get("warmedUp"))
+    """The stages' seconds and each warm-up's (one for each variant that ran a stage): both are load."""
+    warmed = sum(1 for v in status["variants"] if v["stages"])
     return sum(s["durationSeconds"] for v in status["variants"] for s in v["stages"]) + \
         warmed * float(warmup["duration"].rstrip("s"))
 
