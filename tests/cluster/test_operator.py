@@ -1173,6 +1173,10 @@ INVALID = [
     (_variant(matrix={"proxy": ["none", "nginx"], "socket": ["unix"]}),
      "spec: Invalid value: \"object\": a unix socket (spec.target.proxy.socket or spec.matrix.socket) joins a proxy "
      "to the server: every variant needs a proxy"),
+    (_variant(target={"server": "mod_wsgi", "proxy": {"server": "nginx", "socket": "unix"}}),
+     "spec: Invalid value: \"object\": mod_wsgi listens on TCP only: no unix socket"),
+    (_variant(target={"server": "flup", "workerClass": "prefork", "threads": 4, "proxy": {"server": "nginx"}}),
+     "spec: Invalid value: \"object\": flup's prefork class serves one request at a time per process: threads"),
     (_variant(target__proxy={"server": "haproxy"}), "spec.target.proxy.server: Unsupported value: \"haproxy\""),
     (_variant(matrix={"socket": ["tcp", "pipe"]}), "spec.matrix.socket[1]: Unsupported value: \"pipe\""),
     (_variant(target__command=["hypercorn", "{port}"], matrix={"server": ["uwsgi"]}),

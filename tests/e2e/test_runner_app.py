@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from loadstage.api.load import parse_experiment
-from loadstage.api.types import FASTCGI_SERVERS, SERVERS, SINGLE_PROCESS_SERVERS, SINGLE_THREAD_SERVERS
+from loadstage.api.servers import ENTRIES
 from loadstage.engine import argv as commands
 from loadstage.local.ports import free_port
 from loadstage.local.target import closed_to_apache_workers, pod_env, project_root
@@ -38,16 +38,16 @@ def call(url, data=None):
 
 
 # the HTTP servers, spoken to directly; flup (FastCGI) serves this app behind a proxy in test_local_engine
-@pytest.fixture(params=[s for s in SERVERS if s not in FASTCGI_SERVERS])
+@pytest.fixture(params=[e for e in ENTRIES if e.protocol == "http"], ids=lambda e: e.name)
 def app(request, supervisor, tmp_path):
     redis_port, port = free_port(), free_port()
     redis_child = start_redis(supervisor, tmp_path, redis_port)
-    server = request.param
+    entry = request.param
+    server = entry.name
     if server == "mod_wsgi" and (closed := closed_to_apache_workers()):
         pytest.skip(f"Apache, started by root, runs mod_wsgi's app as nobody, who cannot enter {closed}")
-    workers = 1 if server in SINGLE_PROCESS_SERVERS else 2
     experiment = parse_experiment({**BASE, "spec": {**BASE["spec"], "target": {
-        "server": server, "workers": workers, "threads": 1 if server in SINGLE_THREAD_SERVERS else 3}}})
+        "server": server, "workers": entry.default_workers(), "threads": 3 if entry.threads else 1}}})
     variant = experiment.variants()[0]
     env, scratch = pod_env(experiment, variant, f"redis://127.0.0.1:{redis_port}/0", tmp_path / "m", "runner-app-")
     argv = commands.runner_command(experiment, variant, binds=[f"127.0.0.1:{port}"])

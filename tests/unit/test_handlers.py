@@ -12,7 +12,7 @@ import pytest
 import urllib3
 
 from loadstage.engine.stages import StageEngine
-from loadstage.kube import handlers
+from loadstage.edge import handlers
 from loadstage.kube.manifests import Defaults
 from support.documents import BASE
 

@@ -321,7 +321,7 @@ BAD = [
      "spec.matrix.socket: joins a proxy to the server, and no variant has one: set spec.target.proxy or "
      "spec.matrix.proxy"),
     ({"target": {"server": "mod_wsgi", "proxy": {"server": "nginx", "socket": "unix"}}},
-     "spec.target.proxy.socket: mod_wsgi (spec.target.server) is Apache httpd itself and listens on TCP only: "
+     "spec.target.proxy.socket: mod_wsgi (spec.target.server) listens on TCP only: "
      "use tcp"),
     ({"target": {"proxy": {"server": "haproxy"}}},
      "spec.target.proxy.server: must be one of nginx, httpd, got 'haproxy'"),

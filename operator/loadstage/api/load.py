@@ -11,16 +11,12 @@ import yaml
 
 from loadstage.api.names import API_GROUP, API_VERSION, KIND
 from loadstage.api.schema import Problems, ValidationError, key_path
+from loadstage.api.servers import BY_NAME, CUSTOM_SERVER, SERVER_WORKER_CLASSES, names
 from loadstage.api.spec import METADATA, POD_RESOURCES, SPEC
 from loadstage.api.types import (
     COMMAND_PLACEHOLDERS,
-    CUSTOM_SERVER,
     DEFAULT_RUNNER_APP,
-    FASTCGI_SERVERS,
     NO_PROXY,
-    SERVER_WORKER_CLASSES,
-    SINGLE_PROCESS_SERVERS,
-    SINGLE_THREAD_SERVERS,
     Experiment,
     PodResources,
     Spec,
@@ -39,32 +35,35 @@ def server_problems(spec: Spec) -> list[tuple[str, str]]:
     class_field = "spec.matrix.workerClass" if m and m.worker_class else "spec.target.workerClass"
     server_field = "spec.matrix.server" if m and m.server else "spec.target.server"
     classes = (m and m.worker_class) or ([t.worker_class] if t.worker_class else [])
-    classed = [server for server in servers if server in SERVER_WORKER_CLASSES]
+    classed = names(servers, lambda e: e.worker_classes)
     if classes and not classed and CUSTOM_SERVER not in servers:
-        problems.append((class_field, f"a worker class is a gunicorn or a flup setting; "
+        problems.append((class_field, f"a worker class is a {' or a '.join(SERVER_WORKER_CLASSES)} setting; "
                                       f"{', '.join(servers)} ({server_field}) has none"))
     for server in dict.fromkeys(classed) if classes else ():
-        own = SERVER_WORKER_CLASSES[server]
+        own = BY_NAME[server].classes
         if wrong := [c for c in classes if c not in own]:
             problems.append((class_field, f"{', '.join(wrong)} is not a worker class of {server} ({server_field}); "
                                           f"its classes are {', '.join(own)}"))
     workers = (m and m.workers) or ([t.workers] if t.workers is not None else [])
     workers_field = "spec.matrix.workers" if m and m.workers else "spec.target.workers"
-    for server in servers:
-        if server in SINGLE_PROCESS_SERVERS and any(w != 1 for w in workers):
+    for server in names(servers, lambda e: not e.workers):
+        if any(w != 1 for w in workers):
             problems.append((workers_field, f"{server} ({server_field}) runs one process, so workers must be 1, "
                                             f"got {', '.join(map(str, workers))}; use threads or pods instead"))
     threads = (m and m.threads) or ([t.threads] if t.threads is not None else [])
     threads_field = "spec.matrix.threads" if m and m.threads else "spec.target.threads"
-    for server in servers:
-        if server in SINGLE_THREAD_SERVERS and any(n != 1 for n in threads):
+    for server in names(servers, lambda e: not e.threads):
+        if any(n != 1 for n in threads):
             problems.append((threads_field, f"{server} ({server_field}) serves one request at a time per process, "
                                             f"so threads must be 1, got {', '.join(map(str, threads))}; use "
                                             f"workers or pods instead"))
     problems += _proxy_problems(spec, servers, server_field)
-    if "flup" in servers and "prefork" in classes and any(n != 1 for n in threads):
-        problems.append((threads_field, f"flup's prefork class ({class_field}) serves one request at a time per "
-                                        f"process, so threads must be 1, got {', '.join(map(str, threads))}"))
+    for server in names(servers, lambda e: e.one_at_a_time_classes):
+        one = [c for c in classes if c in BY_NAME[server].one_at_a_time_classes]
+        if one and any(n != 1 for n in threads):
+            problems.append((threads_field, f"{server}'s {', '.join(one)} class ({class_field}) serves one request "
+                                            f"at a time per process, so threads must be 1, got "
+                                            f"{', '.join(map(str, threads))}"))
     if t.command:
         for name, value in (("spec.target.server", t.server), ("spec.target.workerClass", t.worker_class),
                             ("spec.matrix.server", m and m.server),
@@ -93,13 +92,11 @@ def _proxy_problems(spec: Spec, servers: list[str], server_field: str) -> list[t
     elif unproxied and "unix" in sockets:
         problems.append((socket_field, f"unix joins a proxy to the server, and {proxy_field} has {NO_PROXY}: the "
                                        f"injectors speak TCP; list unix only where every variant has a proxy"))
-    for server in servers:
-        if server in FASTCGI_SERVERS and unproxied:
-            problems.append((server_field, f"{server} speaks FastCGI, which Locust does not: it needs a front proxy "
-                                           f"({proxy_field}: nginx or httpd)"))
-        if server == "mod_wsgi" and "unix" in sockets:
-            problems.append((socket_field, f"mod_wsgi ({server_field}) is Apache httpd itself and listens on TCP "
-                                           f"only: use tcp"))
+    for server in names(servers, lambda e: e.protocol == "fastcgi") if unproxied else ():
+        problems.append((server_field, f"{server} speaks FastCGI, which Locust does not: it needs a front proxy "
+                                       f"({proxy_field}: nginx or httpd)"))
+    for server in names(servers, lambda e: not e.unix_socket) if "unix" in sockets else ():
+        problems.append((socket_field, f"{server} ({server_field}) listens on TCP only: use tcp"))
     if t.deployment is not None and (t.proxy or (m and m.proxy)):
         problems.append((proxy_field, "spec.target.deployment runs its own pods, and loadstage adds no proxy to "
                                       "them: put the proxy in the Deployment"))

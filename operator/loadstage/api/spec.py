@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from loadstage.api.names import NAME_MAX, NAME_PATTERN, NAME_SUBDOMAIN
 from loadstage.api.quantities import Duration, Percent, Quantity, cpu_cores, format_duration, memory_bytes
+from loadstage.api import servers as entries
 from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
+from loadstage.api.servers import DEFAULT_SERVER, SERVER_WORKER_CLASSES, SERVERS, WORKER_CLASSES, listing
 from loadstage.api.types import (
     CLEANUP_POLICIES,
     COMMAND_PLACEHOLDERS,
@@ -16,10 +18,8 @@ from loadstage.api.types import (
     DEFAULT_METRICS_PATH,
     DEFAULT_RUNNER_APP,
     DEPLOYMENT_MODES,
-    FASTCGI_SERVERS,
     NO_PROXY,
     PROXIES,
-    SERVER_WORKER_CLASSES,
     SOCKETS,
     MAX_ARRIVAL_RATE,
     MAX_INJECTORS,
@@ -38,10 +38,6 @@ from loadstage.api.types import (
     PERCENTILES,
     SEARCH_LOADS,
     STAGE_ENDS,
-    SERVERS,
-    SINGLE_PROCESS_SERVERS,
-    SINGLE_THREAD_SERVERS,
-    WORKER_CLASSES,
     ConfigMapKey,
     DeploymentTarget,
     Exec,
@@ -92,7 +88,9 @@ _CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1) * (has(self
 
 
 _CEL_SERVERS = ("(has(self.matrix) && has(self.matrix.server) ? self.matrix.server : "
-                "[has(self.target) && has(self.target.server) ? self.target.server : 'gunicorn'])")
+                f"[has(self.target) && has(self.target.server) ? self.target.server : '{DEFAULT_SERVER}'])")
+_CEL_SOCKETS = ("(has(self.matrix) && has(self.matrix.socket) ? self.matrix.socket : [has(self.target) && "
+                "has(self.target.proxy) && has(self.target.proxy.socket) ? self.target.proxy.socket : 'tcp'])")
 _CEL_HAS_WORKER_CLASS = ("(has(self.matrix) && has(self.matrix.workerClass)) || "
                          "(has(self.target) && has(self.target.workerClass))")
 _CEL_WORKER_CLASSES = ("(has(self.matrix) && has(self.matrix.workerClass) ? self.matrix.workerClass : "
@@ -108,6 +106,63 @@ _CEL_HAS_WORKERS = "(has(self.matrix) && has(self.matrix.workers)) || (has(self.
 _CEL_WORKERS = "(has(self.matrix) && has(self.matrix.workers) ? self.matrix.workers : [self.target.workers])"
 _CEL_HAS_THREADS = "(has(self.matrix) && has(self.matrix.threads)) || (has(self.target) && has(self.target.threads))"
 _CEL_THREADS = "(has(self.matrix) && has(self.matrix.threads) ? self.matrix.threads : [self.target.threads])"
+
+
+def _among(names: list[str], one: str, many: str) -> str:
+    """'waitress and cheroot run', 'flup speaks'."""
+    return f"{listing(names)} {one if len(names) == 1 else many}"
+
+
+def _server_rules() -> list[Rule]:
+    """The API server's side of load.server_problems(), from the same entries (api.servers)."""
+    def having(have) -> list[str]:
+        return [e.name for e in entries.ENTRIES if have(e)]
+    classed, fastcgi = list(SERVER_WORKER_CLASSES), having(lambda e: e.protocol == "fastcgi")
+    one_process, one_thread = having(lambda e: not e.workers), having(lambda e: not e.threads)
+    tcp_only = having(lambda e: not e.unix_socket)
+    fits = " || ".join(
+        f"({_CEL_SERVERS}.exists(s, s == '{server}') && {_CEL_SERVERS}.all(s, s == '{server}' || !(s in "
+        f"{classed})) && {_CEL_WORKER_CLASSES}.all(c, c in {list(classes)}))"
+        for server, classes in SERVER_WORKER_CLASSES.items())
+    rules = [
+        Rule(None, f"a worker class (spec.target.workerClass or spec.matrix.workerClass) is a "
+                   f"{' or a '.join(classed)} setting: the servers must include {' or '.join(classed)}, not "
+                   f"{'both' if len(classed) == 2 else 'several'}, and each class must be one of its",
+             cel=f"!({_CEL_HAS_WORKER_CLASS}) || {fits}"),
+        Rule(None, f"{_among(fastcgi, 'speaks', 'speak')} FastCGI, not HTTP: "
+                   f"{'it needs' if len(fastcgi) == 1 else 'they need'} a front proxy (spec.target.proxy, and no "
+                   f"'{NO_PROXY}' in spec.matrix.proxy)",
+             cel=f"!{_CEL_SERVERS}.exists(s, s in {fastcgi}) || ({_CEL_HAS_PROXY}) && "
+                 f"!{_CEL_PROXIES}.exists(p, p == '{NO_PROXY}')"),
+        Rule(None, f"{_among(one_process, 'runs', 'run')} one process: workers (spec.target.workers or "
+                   f"spec.matrix.workers) must be 1 when {'it is' if len(one_process) == 1 else 'they are'} "
+                   f"among the servers",
+             cel=f"!({_CEL_HAS_WORKERS}) || !{_CEL_SERVERS}.exists(s, s in {one_process}) || "
+                 f"{_CEL_WORKERS}.all(w, w == 1)"),
+        Rule(None, f"{_among(one_thread, 'serves', 'serve')} one request at a time per process: threads "
+                   f"(spec.target.threads or spec.matrix.threads) must be 1 when "
+                   f"{'it is' if len(one_thread) == 1 else 'they are'} among the servers",
+             cel=f"!({_CEL_HAS_THREADS}) || !{_CEL_SERVERS}.exists(s, s in {one_thread}) || "
+                 f"{_CEL_THREADS}.all(t, t == 1)"),
+        Rule(None, f"{_among(tcp_only, 'listens', 'listen')} on TCP only: no unix socket (spec.target.proxy.socket "
+                   f"or spec.matrix.socket) with {'it' if len(tcp_only) == 1 else 'them'}",
+             cel=f"!{_CEL_SERVERS}.exists(s, s in {tcp_only}) || !{_CEL_SOCKETS}.exists(s, s == 'unix')"),
+    ]
+    for e in entries.ENTRIES:
+        if one := list(e.one_at_a_time_classes):
+            rules.append(Rule(
+                None, f"{e.name}'s {listing(one)} class serves one request at a time per process: threads "
+                      f"(spec.target.threads or spec.matrix.threads) must be 1 with it",
+                cel=f"!({_CEL_HAS_WORKER_CLASS}) || !({_CEL_HAS_THREADS}) || !{_CEL_SERVERS}.exists(s, s == "
+                    f"'{e.name}') || !{_CEL_WORKER_CLASSES}.exists(c, c in {one}) || {_CEL_THREADS}.all(t, t == 1)"))
+    return rules
+
+
+SERVER_RULES = _server_rules()
+_WITHOUT_WORKERS = listing([e.name for e in entries.ENTRIES if not e.workers])
+_ONE_AT_A_TIME = listing([e.name for e in entries.ENTRIES if not e.threads]
+                         + [f"{e.name}'s {c.name}" for e in entries.ENTRIES for c in e.worker_classes
+                            if c.one_at_a_time])
 
 
 _image = Str("Container image; defaults to the image the operator was installed with.")
@@ -197,17 +252,18 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
                default=DEFAULT_RUNNER_APP),
     "pods": Int("Number of target pods (local engine: server instances).", minimum=1, maximum=500,
                 default=1),
-    "server": Str("The WSGI server: gunicorn (the default), uwsgi, waitress, cheroot, granian, bjoern, meinheld, "
-                  "mod_wsgi or flup (FastCGI, behind spec.target.proxy). workers and threads map onto each "
-                  "server's own settings.", enum=SERVERS),
-    "workers": Int("Worker processes per pod (gunicorn, uwsgi and granian; waitress and cheroot run one "
-                   "process). Defaults to 2, or 1 for waitress and cheroot.", minimum=1, maximum=64),
-    "threads": Int("Threads per worker process (gunicorn's gthread class, uwsgi's threads, granian's blocking "
-                   "threads, waitress's and cheroot's thread pool). Defaults to 2; a Deployment target keeps its "
-                   "own unless this is set.", minimum=1, maximum=64),
-    "workerClass": Str("Worker class: gunicorn's (gthread, the default, sync or gevent) or flup's (threaded, the "
-                       "default: workers processes of threads threads; prefork: workers processes of one request "
-                       "at a time).", enum=WORKER_CLASSES),
+    "server": Str("The server: " + listing([f"{e.name} ({e.about})" for e in entries.ENTRIES]) + ". workers and "
+                  "threads map onto each server's own settings.", enum=SERVERS),
+    "workers": Int(f"Worker processes per pod. Defaults to 2, or 1 for {_WITHOUT_WORKERS}, which run one process.",
+                   minimum=1, maximum=64),
+    "threads": Int(f"Threads per worker process (the server's threads, granian's blocking threads, a thread pool). "
+                   f"Defaults to 2, or 1 where a process serves one request at a time ({_ONE_AT_A_TIME}); a "
+                   f"Deployment target keeps its own unless this is set.", minimum=1, maximum=64),
+    "workerClass": Str("Worker class: " + "; ".join(f"{e.name}'s: {listing(list(e.classes))} (the first is the "
+                                                    f"default)" for e in entries.ENTRIES if e.worker_classes)
+                       + ". " + " ".join(f"{e.name}'s {c.name} serves one request at a time per process."
+                                         for e in entries.ENTRIES for c in e.worker_classes if c.one_at_a_time),
+                       enum=WORKER_CLASSES),
     "command": ListOf("Any other server: its command line, instead of server. Placeholders: "
                       + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS)
                       + " ({bind} is host:port); it must listen on {port} or {bind}. Write {{ and }} for a "
@@ -374,9 +430,9 @@ MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these va
                       min_items=1, max_items=20, unique=True),
     "pods": ListOf("Target pod counts.", Int("", minimum=1, maximum=500),
                    min_items=1, max_items=20, unique=True),
-    "workerClass": ListOf("Worker classes, all of gunicorn or all of flup; a server without classes runs once.",
-                          Str("", enum=WORKER_CLASSES),
-                          min_items=1, max_items=3, unique=True),
+    "workerClass": ListOf(f"Worker classes, all of {' or all of '.join(SERVER_WORKER_CLASSES)}; a server without "
+                          f"classes runs once.", Str("", enum=WORKER_CLASSES), min_items=1,
+                          max_items=max(map(len, SERVER_WORKER_CLASSES.values())), unique=True),
     "cpu": ListOf("Target CPU: each value is every target pod's CPU request and limit, so that workers per core "
                   "is one experiment.", Quantity("", "cpu", **CPU_RANGE), min_items=1, max_items=10, unique=True),
     "memory": ListOf("Target memory: each value is every target pod's memory request and limit.",
@@ -618,27 +674,13 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          cel="!has(self.target) || !has(self.target.deployment) || (has(self.redis) && (has(self.redis.url) || "
              "(has(self.redis.deploy) && !self.redis.deploy)))"),
     # the API server's side of server_problems()
-    Rule(None, "a worker class (spec.target.workerClass or spec.matrix.workerClass) is a gunicorn or a flup setting: "
-               "the servers must include gunicorn or flup, not both, and each class must be one of its",
-         cel=f"!({_CEL_HAS_WORKER_CLASS}) || {_CEL_CLASSES_FIT}"),
-    Rule(None, "flup speaks FastCGI, not HTTP: it needs a front proxy (spec.target.proxy, and no 'none' in "
-               "spec.matrix.proxy)",
-         cel=f"!{_CEL_SERVERS}.exists(s, s in {list(FASTCGI_SERVERS)}) || ({_CEL_HAS_PROXY}) && "
-             f"!{_CEL_PROXIES}.exists(p, p == '{NO_PROXY}')"),
     Rule(None, "a unix socket (spec.target.proxy.socket or spec.matrix.socket) joins a proxy to the server: "
                "every variant needs a proxy",
          cel=f"!((has(self.matrix) && has(self.matrix.socket) && self.matrix.socket.exists(s, s == 'unix')) || "
              f"(has(self.target) && has(self.target.proxy) && has(self.target.proxy.socket) && "
              f"self.target.proxy.socket == 'unix')) || ({_CEL_HAS_PROXY}) && !{_CEL_PROXIES}.exists(p, p == "
              f"'{NO_PROXY}')"),
-    Rule(None, "waitress and cheroot run one process: workers (spec.target.workers or spec.matrix.workers) "
-               "must be 1 when they are among the servers",
-         cel=f"!({_CEL_HAS_WORKERS}) || !{_CEL_SERVERS}.exists(s, s in {list(SINGLE_PROCESS_SERVERS)}) || "
-             f"{_CEL_WORKERS}.all(w, w == 1)"),
-    Rule(None, "bjoern and meinheld serve one request at a time per process: threads (spec.target.threads or "
-               "spec.matrix.threads) must be 1 when they are among the servers",
-         cel=f"!({_CEL_HAS_THREADS}) || !{_CEL_SERVERS}.exists(s, s in {list(SINGLE_THREAD_SERVERS)}) || "
-             f"{_CEL_THREADS}.all(t, t == 1)"),
+    *SERVER_RULES,
     Rule(None, "spec.target.command replaces the server: set none of spec.target.server, spec.target.workerClass, "
                "spec.matrix.server or spec.matrix.workerClass with it",
          cel="!has(self.target) || !has(self.target.command) || (!has(self.target.server) && "

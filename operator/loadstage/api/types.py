@@ -12,18 +12,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from loadstage.api.quantities import format_duration
+from loadstage.api.servers import BY_NAME, CUSTOM_SERVER, DEFAULT_SERVER
 
-SERVER_WORKER_CLASSES = {"gunicorn": ("gthread", "sync", "gevent"), "flup": ("threaded", "prefork")}
-WORKER_CLASSES = tuple(c for classes in SERVER_WORKER_CLASSES.values() for c in classes)
-SERVERS = ("gunicorn", "uwsgi", "waitress", "cheroot", "granian", "bjoern", "meinheld", "mod_wsgi", "flup")
-FASTCGI_SERVERS = ("flup",)                         # speak FastCGI, not HTTP: only behind a proxy
 PROXIES = ("nginx", "httpd")
 NO_PROXY = "none"                                   # spec.matrix.proxy's value for a target without one
 SOCKETS = ("tcp", "unix")
-SINGLE_PROCESS_SERVERS = ("waitress", "cheroot")   # threads in one process: no worker processes
-SINGLE_THREAD_SERVERS = ("bjoern", "meinheld")     # an event loop per process, one request at a time
-DEFAULT_SERVER = "gunicorn"
-CUSTOM_SERVER = "command"                           # the server of a target given as spec.target.command
 COMMAND_PLACEHOLDERS = ("app", "host", "port", "bind", "workers", "threads")
 DEFAULT_RUNNER_APP = "runner_app.app:app"
 DEFAULT_METRICS_PATH = "/metrics"
@@ -530,14 +523,15 @@ class Experiment:
         seen: set[Variant] = set()
         for combo in itertools.product(*axes.values()):
             v = dict(zip(axes, combo))
-            if v["server"] not in SERVER_WORKER_CLASSES:
+            entry = BY_NAME.get(v["server"])   # None: a target's own command
+            if entry is None or not entry.worker_classes:
                 v["worker_class"] = None      # a matrix's worker classes are for the servers that have them
             if t.deployment is None:   # a Deployment target keeps what it is not told
                 if v["workers"] is None:
-                    v["workers"] = 1 if v["server"] in SINGLE_PROCESS_SERVERS else 2
-                if v["server"] in SERVER_WORKER_CLASSES:
-                    v["worker_class"] = v["worker_class"] or SERVER_WORKER_CLASSES[v["server"]][0]
-                one_at_a_time = v["server"] in SINGLE_THREAD_SERVERS or v["worker_class"] == "prefork"
+                    v["workers"] = entry.default_workers() if entry else 2
+                if entry is not None and entry.worker_classes:
+                    v["worker_class"] = v["worker_class"] or entry.classes[0]
+                one_at_a_time = entry is not None and entry.one_at_a_time(v["worker_class"])
                 v["threads"] = v["threads"] or (1 if one_at_a_time else DEFAULT_THREADS)
             if v["proxy"] == NO_PROXY:
                 v["proxy"] = v["socket"] = None

@@ -34,7 +34,7 @@ def cmd_operator(args) -> int:
 
     import kopf
 
-    from loadstage.kube import handlers
+    from loadstage.edge import handlers
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -8,16 +8,9 @@ from __future__ import annotations
 import json
 import math
 
-from loadstage.api.types import (
-    DEFAULT_RUNNER_APP,
-    FASTCGI_SERVERS,
-    PERCENTILES,
-    Experiment,
-    Proxy,
-    Slo,
-    Stage,
-    Variant,
-)
+from loadstage.api import servers
+from loadstage.api.servers import LISTEN_BACKLOG, Launch, split_bind, unix_path
+from loadstage.api.types import DEFAULT_RUNNER_APP, PERCENTILES, Experiment, Proxy, Slo, Stage, Variant
 
 RUNNER_PORT = 8000
 REDIS_PORT = 6379
@@ -43,113 +36,18 @@ def redis_command(*, port: int = REDIS_PORT, bind: str = "0.0.0.0", require_pass
     return argv
 
 
-LISTEN_BACKLOG = 2048   # gunicorn's default; every server gets it, so none refuses what another would queue
-WAITRESS_CONNECTION_LIMIT = 10_000   # waitress stops accepting at 100 open connections by default
-SHARED_PORT_SERVERS = ("gunicorn", "uwsgi")  # listen on two addresses, one of them shared (SO_REUSEPORT)
-
-
-UNIX = "unix:"
 APP_PORT_BEHIND_PROXY = 8001            # where the WSGI server listens on loopback behind a front proxy
 APP_SOCKET = "app.sock"                 # its Unix socket, in the directory it shares with the proxy
-SOCKET_PERMISSIONS = "666"              # the proxy may run as another user (a local run as root)
-
-
-def _split(bind: str) -> tuple[str, str]:
-    host, _, port = bind.rpartition(":")
-    return host, port
-
-
-def _unix(bind: str) -> str | None:
-    return bind.removeprefix(UNIX) if bind.startswith(UNIX) else None
-
-
-def gunicorn_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
-    # no control socket: gunicorn would put it under $HOME, read-only in a pod and shared between
-    # the local engine's instances; the runner app's hooks keep its multiprocess metrics right
-    config = ["--config", "python:runner_app.gunicorn_conf"] if app == DEFAULT_RUNNER_APP else []
-    return ["gunicorn", *config, *_each("--bind", binds),
-            "--workers", str(variant.workers), "--threads", str(variant.threads),
-            "--worker-class", variant.worker_class, "--no-control-socket",
-            *(["--reuse-port"] if reuse_port else []), app]
-
-
-def uwsgi_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
-    # --lazy-apps: every worker imports the app, as gunicorn's workers do; --die-on-term: SIGTERM
-    # stops uWSGI (by default it reloads)
-    return ["uwsgi", "--master", *_each("--http-socket", [_unix(b) or b for b in binds]), "--module", app,
-            "--processes", str(variant.workers), "--threads", str(variant.threads), "--enable-threads",
-            "--lazy-apps", "--die-on-term", "--need-app", "--disable-logging", "--listen", str(LISTEN_BACKLOG),
-            "--add-header", "Connection: close",
-            *(["--chmod-socket=" + SOCKET_PERMISSIONS] if any(map(_unix, binds)) else []),
-            *(["--reuse-port"] if reuse_port else [])]
-
-
-def waitress_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
-    listen = [f"--unix-socket={path}" if (path := _unix(b)) else f"--listen={b}" for b in binds]
-    listen += [f"--unix-socket-perms={SOCKET_PERMISSIONS}"] if any(map(_unix, binds)) else []
-    return ["waitress-serve", *listen, f"--threads={variant.threads}",
-            f"--backlog={LISTEN_BACKLOG}", f"--connection-limit={WAITRESS_CONNECTION_LIMIT}", app]
-
-
-def cheroot_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
-    (bind,) = binds
-    return ["cheroot", "--bind", _unix(bind) or bind, "--threads", str(variant.threads),
-            "--max-threads", str(variant.threads), "--request-queue-size", str(LISTEN_BACKLOG), app]
-
-
-def granian_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
-    (bind,) = binds
-    host, port = _split(bind)
-    listen = ["--uds", path, "--uds-permissions", f"0o{SOCKET_PERMISSIONS}"] if (path := _unix(bind)) else \
-        ["--host", host, "--port", port]
-    return ["granian", "--interface", "wsgi", *listen,
-            "--workers", str(variant.workers), "--blocking-threads", str(variant.threads),
-            "--backlog", str(LISTEN_BACKLOG), app]
-
-
-# Apache's own connections at once: its default (20 with 2 x 2 daemon threads) closed connections it kept alive
-# once its workers were all busy, failing requests in flight (15 of 6,591 with 20 users)
-MOD_WSGI_MAX_CLIENTS = 200
-MOD_WSGI_USER = ("nobody", "nogroup")   # whom Apache's workers run as when started by root (a local run as root)
-
-
-def mod_wsgi_command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
-    # daemon mode (mod_wsgi-express's default): Apache's workers take the connections and hand each request to
-    # W daemon processes of T threads. Its server root is $TMPDIR/mod_wsgi-HOST:PORT:UID, one per instance.
-    (bind,) = binds
-    host, port = _split(bind)
-    module, _, callable_object = app.partition(":")
-    return ["mod_wsgi-express", "start-server", "--application-type", "module", module,
-            "--callable-object", callable_object or "application", "--host", host, "--port", port,
-            "--processes", str(variant.workers), "--threads", str(variant.threads),
-            "--server-backlog", str(LISTEN_BACKLOG), "--max-clients", str(MOD_WSGI_MAX_CLIENTS),
-            "--log-to-terminal", "--locale", "C.UTF-8", "--user", MOD_WSGI_USER[0], "--group", MOD_WSGI_USER[1]]
-
-
-def prefork_command(server: str):
-    """bjoern, meinheld and flup are libraries: loadstage's launcher (loadstage.servers.prefork) serves the app."""
-    def command(app: str, variant: Variant, binds: list[str], reuse_port: bool) -> list[str]:
-        (bind,) = binds
-        flup = ["--worker-class", variant.worker_class, "--threads", str(variant.threads)] if server == "flup" else []
-        return ["loadstage-prefork", server, app, "--bind", bind, "--workers", str(variant.workers),
-                "--backlog", str(LISTEN_BACKLOG), *flup]
-    return command
 
 
 def custom_command(template: list[str], app: str, variant: Variant, binds: list[str]) -> list[str]:
     (bind,) = binds
-    host, port = _split(bind)
-    if _unix(bind):
+    host, port = split_bind(bind)
+    if unix_path(bind):
         host = port = ""
     values = {"app": app, "host": host, "port": port, "bind": bind,
               "workers": str(variant.workers), "threads": str(variant.threads)}
     return [arg.format(**values) for arg in template]
-
-
-SERVER_COMMANDS = {"gunicorn": gunicorn_command, "uwsgi": uwsgi_command, "waitress": waitress_command,
-                   "cheroot": cheroot_command, "granian": granian_command,
-                   "bjoern": prefork_command("bjoern"), "meinheld": prefork_command("meinheld"),
-                   "mod_wsgi": mod_wsgi_command, "flup": prefork_command("flup")}
 
 
 def _each(option: str, values: list[str]) -> list[str]:
@@ -159,22 +57,24 @@ def _each(option: str, values: list[str]) -> list[str]:
 def runner_command(experiment: Experiment, variant: Variant, *, binds: list[str],
                    reuse_port: bool = False) -> list[str]:
     """One target instance (a pod, or a local instance) serving the app on `binds` (host:port);
-    `reuse_port`: the first bind is shared with other instances (only SHARED_PORT_SERVERS)."""
+    `reuse_port`: the first bind is shared with other instances (a server that shares_port)."""
     target = experiment.spec.target
     if target.command:
         return custom_command(target.command, target.app, variant, binds)
-    return SERVER_COMMANDS[variant.server](target.app, variant, binds, reuse_port)
+    return servers.BY_NAME[variant.server].command(Launch(
+        target.app, variant.workers, variant.threads, variant.worker_class, tuple(binds), reuse_port,
+        runner_app=target.app == DEFAULT_RUNNER_APP))
 
 
 def app_bind(variant: Variant, *, port: int = APP_PORT_BEHIND_PROXY, socket_dir: str) -> str:
     """Where the WSGI server listens behind the variant's proxy: loopback TCP, or a Unix socket in `socket_dir`."""
-    return f"{UNIX}{socket_dir}/{APP_SOCKET}" if variant.socket == "unix" else f"127.0.0.1:{port}"
+    return f"{servers.UNIX}{socket_dir}/{APP_SOCKET}" if variant.socket == "unix" else f"127.0.0.1:{port}"
 
 
 def proxy_command(variant: Variant, proxy: Proxy, *, listen: list[str], upstream: str) -> list[str]:
     """The front proxy (loadstage.servers.proxy): it listens on `listen` and forwards to `upstream` (app_bind),
     in FastCGI to a FastCGI server, else in HTTP."""
-    protocol = "fastcgi" if variant.server in FASTCGI_SERVERS else "http"
+    protocol = servers.BY_NAME[variant.server].protocol if variant.server in servers.BY_NAME else "http"
     return ["loadstage-proxy", proxy.server, *_each("--listen", listen), "--upstream", upstream,
             "--protocol", protocol, "--workers", str(proxy.workers), "--backlog", str(LISTEN_BACKLOG)]
 

@@ -1,2 +1,2 @@
-"""The operator: Kopf handlers at the edge, the Kubernetes backend of the stage engine and its parts,
-the child manifests (pure functions returning dicts), the status writer and leader election."""
+"""The operator's Kubernetes side: the backend of the stage engine and its parts (the Kopf handlers are in
+loadstage.edge), the child manifests (pure functions returning dicts), the status writer and leader election."""

@@ -9,22 +9,9 @@ import copy
 import shlex
 from typing import Any
 
-from loadstage.api.types import SINGLE_PROCESS_SERVERS, SINGLE_THREAD_SERVERS, Variant
+from loadstage.api.servers import BY_NAME, Setting
+from loadstage.api.types import Variant
 from loadstage.engine.errors import ExperimentFailed
-
-# per server and setting: the command-line flags it reads, and its environment variable (None: flags only)
-FLAGS = {
-    "gunicorn": {"workers": (("-w", "--workers"), None), "threads": (("--threads",), None),
-                 "worker_class": (("-k", "--worker-class"), None)},
-    "uwsgi": {"workers": (("-p", "--processes", "--workers"), "UWSGI_PROCESSES"),
-              "threads": (("--threads",), "UWSGI_THREADS")},
-    "granian": {"workers": (("--workers",), "GRANIAN_WORKERS"),
-                "threads": (("--blocking-threads",), "GRANIAN_BLOCKING_THREADS")},
-    "waitress": {"threads": (("--threads",), None)},
-    "cheroot": {"threads": (("--threads",), None)},
-}
-GUNICORN_ENV = "GUNICORN_CMD_ARGS"
-SERVER_PROGRAMS = {"waitress": "waitress-serve", "cheroot": "cheroot"}
 
 
 class SettingsNotSettable(ExperimentFailed):
@@ -34,8 +21,9 @@ class SettingsNotSettable(ExperimentFailed):
 
 def _wanted(variant: Variant) -> dict[str, str]:
     # a single-process server has no workers to set, a single-thread one no threads: the rules hold them at 1
-    workers = None if variant.server in SINGLE_PROCESS_SERVERS else variant.workers
-    threads = None if variant.server in SINGLE_THREAD_SERVERS else variant.threads
+    entry = BY_NAME.get(variant.server)
+    workers = variant.workers if entry is None or entry.workers else None
+    threads = variant.threads if entry is None or entry.threads else None
     values = {"workers": workers, "threads": threads, "worker_class": variant.worker_class}
     return {k: str(v) for k, v in values.items() if v is not None}
 
@@ -71,11 +59,12 @@ def _set_env(env: list[dict[str, Any]], name: str, value: str) -> list[dict[str,
     return [e for e in env if e.get("name") != name] + [{"name": name, "value": value}]
 
 
-def _merged_gunicorn_args(env: list[dict[str, Any]], settings: dict[str, tuple[tuple[str, ...], str]]) -> str:
-    """GUNICORN_CMD_ARGS: the value already set, its flags for these settings replaced."""
-    current = next((e for e in env if e.get("name") == GUNICORN_ENV), None)
+def _merged_args(variable: str, env: list[dict[str, Any]], settings: dict[str, tuple[tuple[str, ...], str]]) -> str:
+    """A variable of the server's flags (gunicorn's GUNICORN_CMD_ARGS): the value already set, its flags for these
+    settings replaced."""
+    current = next((e for e in env if e.get("name") == variable), None)
     if current is not None and "value" not in current:
-        raise SettingsNotSettable(f"{GUNICORN_ENV} comes from a Secret or ConfigMap (valueFrom), which loadstage "
+        raise SettingsNotSettable(f"{variable} comes from a Secret or ConfigMap (valueFrom), which loadstage "
                                   f"does not rewrite; give the workers and threads as flags in the container's "
                                   f"args, or set the variable as a plain value")
     argv = shlex.split(current["value"]) if current else []
@@ -91,8 +80,8 @@ def apply_server_settings(container: dict[str, Any], variant: Variant) -> dict[s
     wanted = _wanted(variant)
     if not wanted:
         return container
-    server = variant.server
-    known = FLAGS.get(server)
+    server, entry = variant.server, BY_NAME.get(variant.server)
+    known: dict[str, Setting] | None = entry and entry.settings
     if known is None:
         raise SettingsNotSettable(f"loadstage cannot set workers or threads of a {server} server in an existing "
                                   f"container; leave them out of spec.target and spec.matrix")
@@ -104,7 +93,7 @@ def apply_server_settings(container: dict[str, Any], variant: Variant) -> dict[s
         if setting not in known:
             raise SettingsNotSettable(f"{server} has no {setting.replace('_', ' ')} setting (spec.target or "
                                       f"spec.matrix sets one)")
-        flags, variable = known[setting]
+        flags, variable = known[setting].flags, known[setting].env
         command, in_command = _rewrite(command, flags, value)
         args, in_args = _rewrite(args, flags, value)
         if in_command or in_args:
@@ -113,12 +102,12 @@ def apply_server_settings(container: dict[str, Any], variant: Variant) -> dict[s
             env = _set_env(env, variable, value)
         else:
             unflagged[setting] = (flags, value)
-    if unflagged and server == "gunicorn":
-        env = _set_env(env, GUNICORN_ENV, _merged_gunicorn_args(env, unflagged))
+    if unflagged and entry.settings_env_args:
+        env = _set_env(env, entry.settings_env_args, _merged_args(entry.settings_env_args, env, unflagged))
     elif unflagged:
-        program = SERVER_PROGRAMS[server]
+        program = entry.program
         added = [a for flags, value in unflagged.values()
-                 for a in ([f"{flags[-1]}={value}"] if server == "waitress" else [flags[-1], value])]
+                 for a in ([f"{flags[-1]}={value}"] if entry.flag_equals else [flags[-1], value])]
         # options go right after the program: waitress-serve reads none after the app
         for part in (command, args):
             at = next((i for i, a in enumerate(part) if a.rsplit("/", 1)[-1] == program), None)

@@ -29,7 +29,7 @@ from loadstage.kube.pod_watch import NamespacePods
 from loadstage.kube.pods import Pod, cannot_start, ready
 from loadstage.kube.redis_auth import derived_password
 from loadstage.kube.scheduling import refusals_from, refused_creation, unschedulable
-from loadstage.samplers.worker_log import BOOT_LINES, workers_started
+from loadstage.samplers.worker_log import logs_workers, workers_started
 
 SETTINGS_LOG_WAIT_SECONDS = 5    # a ready pod's server may still be booting its other workers
 REFUSAL_CHECK_SECONDS = 15       # how often a target not yet ready has its pods' refusals looked up
@@ -96,7 +96,7 @@ class Target:
         (an entrypoint with flags of its own), and the variant's figures would be of something else. Returns
         what was seen, for the TargetReady event."""
         c = self.context
-        if variant.workers is None or variant.server not in BOOT_LINES:
+        if variant.workers is None or not logs_workers(variant.server):
             return ""
         container = c.experiment.spec.target.deployment.container
         selector = ",".join(f"{k}={v}" for k, v in manifests.runner_selector(c.experiment).items())

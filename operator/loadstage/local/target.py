@@ -22,6 +22,7 @@ from typing import Callable
 
 import redis
 
+from loadstage.api import servers
 from loadstage.api.types import Experiment, Probe, Resources, Variant
 from loadstage.engine import argv
 from loadstage.engine.errors import ExperimentFailed
@@ -101,7 +102,7 @@ def local_problems(experiment: Experiment, cgroups_unavailable=cgroups.unavailab
         problems.append((pods_field, f"the local engine runs one {proxied} per target instance on its own "
                                      f"port, so with a proxy pods must be 1; a cluster runs any number of pods"))
     for server in dict.fromkeys(v.server for v in several if not v.proxy):
-        if server not in argv.SHARED_PORT_SERVERS:
+        if not (entry := servers.server(server)) or not entry.shares_port:
             problems.append((pods_field, f"the local engine runs {server} as one instance (it cannot listen on a "
                                          f"shared port and a port of its own), so pods must be 1; a cluster runs "
                                          f"any number of pods"))
@@ -244,7 +245,7 @@ def pod_env(experiment: Experiment, variant: Variant, redis_url: str | None, met
 
 def _scratch_dir(prefix: str) -> Path:
     """A directory in the system's temporary directory. Under root, open to all: Apache, started by root, runs
-    the app as nobody (argv.MOD_WSGI_USER), and the run's own directories are root's alone."""
+    the app as nobody (servers.MOD_WSGI_USER), and the run's own directories are root's alone."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
     if os.geteuid() == 0:
         path.chmod(0o777)

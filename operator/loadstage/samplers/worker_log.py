@@ -8,24 +8,23 @@ import re
 from pathlib import Path
 from typing import Protocol
 
+from loadstage.api.servers import BY_NAME
 from loadstage.results.model import TargetPodHealth
 
-BOOT_LINES = {"gunicorn": "Booting worker with pid", "uwsgi": "spawned uWSGI worker"}
-DEATHS = {
-    "gunicorn": re.compile(r"(Worker \(pid:\d+\) (?:exited with code \d+|was sent \w+!?.*)|WORKER TIMEOUT \(pid:\d+\))"),
-    "uwsgi": re.compile(r"(worker \d+ \(pid: \d+\) died.*?)(?: :\(|$)"),
-}
+
+def logs_workers(server: str) -> bool:
+    """Whether the server's log tells of its workers (gunicorn, uWSGI)."""
+    return server in BY_NAME and BY_NAME[server].boot_line is not None
 
 
 def workers_started(server: str, log: str) -> int | None:
     """How many worker processes a server's log says it started, where its log says (gunicorn, uWSGI)."""
-    line = BOOT_LINES.get(server)
-    return None if line is None else log.count(line)
+    return log.count(BY_NAME[server].boot_line) if logs_workers(server) else None
 
 
 def worker_deaths(server: str, log: str) -> list[str]:
     """Each worker death the log tells of, without its pid: 'Worker exited with code 7'."""
-    pattern = DEATHS.get(server)
+    pattern = BY_NAME[server].death_pattern if server in BY_NAME else None
     found = [] if pattern is None else [m.group(1).strip() for m in pattern.finditer(log)]
     return [re.sub(r"\s*\(pid: ?\d+\)", "", line) for line in found]
 
@@ -54,7 +53,7 @@ class Logged(Protocol):
 def worker_restarts(server: str, pods: list[Logged], offsets: list[int]) -> tuple[TargetPodHealth, ...] | None:
     """Each server instance whose workers died since its log's `offsets`; None for a server whose log does
     not tell."""
-    if server not in BOOT_LINES:
+    if not logs_workers(server):
         return None
     health = []
     for pod, offset in zip(pods, offsets):

@@ -15,19 +15,20 @@ import socket
 import sys
 import traceback
 
-SERVERS = ("bjoern", "meinheld", "flup")
-FLUP_CLASSES = ("threaded", "prefork")
+from loadstage.api.servers import BY_NAME, PREFORK_SERVERS
+
+FLUP_CLASSES = BY_NAME["flup"].classes
 UNIX_SOCKET_MODE = 0o666   # a front proxy may run as another user
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="loadstage-prefork", description=__doc__.split("\n\n")[0])
-    parser.add_argument("server", choices=SERVERS)
+    parser.add_argument("server", choices=PREFORK_SERVERS)
     parser.add_argument("app", help="module:callable")
     parser.add_argument("--bind", required=True, help="host:port or unix:PATH")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--backlog", type=int, default=2048)
-    parser.add_argument("--worker-class", choices=FLUP_CLASSES, default="threaded", help="flup only")
+    parser.add_argument("--worker-class", choices=FLUP_CLASSES, default=FLUP_CLASSES[0], help="flup only")
     parser.add_argument("--threads", type=int, default=1, help="flup's threaded class only")
     return parser.parse_args(argv)
 
