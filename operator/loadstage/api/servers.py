@@ -66,6 +66,8 @@ class Server:
     settings: dict[str, Setting] | None = None   # on a container loadstage did not build; None: none settable
     settings_env_args: str | None = None       # one variable of the server's flags (GUNICORN_CMD_ARGS)
     flag_equals: bool = False                  # a flag added to its command line as --flag=VALUE
+    workers_are: str = "worker processes"      # what workers and threads are to it, for the docs
+    threads_are: str = "threads per process"
     boot_line: str | None = None               # its log's line for each worker started
     death_pattern: re.Pattern[str] | None = field(default=None, compare=False)   # group 1: the death
 
@@ -168,7 +170,8 @@ ENTRIES = (
            worker_classes=(WorkerClass("gthread"), WorkerClass("sync"), WorkerClass("gevent")), shares_port=True,
            settings={"workers": Setting(("-w", "--workers")), "threads": Setting(("--threads",)),
                      "worker_class": Setting(("-k", "--worker-class"))},
-           settings_env_args="GUNICORN_CMD_ARGS", boot_line="Booting worker with pid",
+           settings_env_args="GUNICORN_CMD_ARGS", threads_are="gthread threads (sync, gevent: workerClass)",
+           boot_line="Booting worker with pid",
            death_pattern=re.compile(r"(Worker \(pid:\d+\) (?:exited with code \d+|was sent \w+!?.*)|"
                                     r"WORKER TIMEOUT \(pid:\d+\))")),
     Server("uwsgi", "uwsgi", "the pyuwsgi wheel", _uwsgi, shares_port=True,
@@ -176,18 +179,24 @@ ENTRIES = (
                      "threads": Setting(("--threads",), "UWSGI_THREADS")},
            boot_line="spawned uWSGI worker", death_pattern=re.compile(r"(worker \d+ \(pid: \d+\) died.*?)(?: :\(|$)")),
     Server("waitress", "waitress-serve", "threads in one process", _waitress, workers=False,
-           settings={"threads": Setting(("--threads",))}, flag_equals=True),
+           settings={"threads": Setting(("--threads",))}, flag_equals=True, workers_are="always 1",
+           threads_are="its thread pool"),
     Server("cheroot", "cheroot", "CherryPy's server: threads in one process", _cheroot, workers=False,
-           settings={"threads": Setting(("--threads",))}),
+           settings={"threads": Setting(("--threads",))}, workers_are="always 1", threads_are="its thread pool"),
     Server("granian", "granian", "its WSGI interface: blocking threads", _granian,
            settings={"workers": Setting(("--workers",), "GRANIAN_WORKERS"),
-                     "threads": Setting(("--blocking-threads",), "GRANIAN_BLOCKING_THREADS")}),
-    Server("bjoern", PREFORK_PROGRAM, "an event loop per process", _prefork("bjoern"), threads=False),
-    Server("meinheld", PREFORK_PROGRAM, "an event loop per process", _prefork("meinheld"), threads=False),
-    Server("mod_wsgi", "mod_wsgi-express", "Apache httpd, daemon mode", _mod_wsgi, unix_socket=False),
+                     "threads": Setting(("--blocking-threads",), "GRANIAN_BLOCKING_THREADS")},
+           threads_are="blocking threads per worker"),
+    Server("bjoern", PREFORK_PROGRAM, "an event loop per process", _prefork("bjoern"), threads=False,
+           workers_are="forked processes, each on its own event loop", threads_are="always 1"),
+    Server("meinheld", PREFORK_PROGRAM, "an event loop per process", _prefork("meinheld"), threads=False,
+           workers_are="forked processes, each on its own event loop", threads_are="always 1"),
+    Server("mod_wsgi", "mod_wsgi-express", "Apache httpd, daemon mode", _mod_wsgi, unix_socket=False,
+           workers_are="daemon processes (behind Apache's event MPM)", threads_are="threads per daemon process"),
     Server("flup", PREFORK_PROGRAM, "FastCGI, behind spec.target.proxy", _prefork("flup"),
            worker_classes=(WorkerClass("threaded"), WorkerClass("prefork", one_at_a_time=True)),
-           protocol="fastcgi"),
+           protocol="fastcgi", workers_are="forked processes",
+           threads_are="threaded: a pool of T per process; prefork: always 1"),
 )
 BY_NAME = {s.name: s for s in ENTRIES}
 DEFAULT_SERVER = "gunicorn"
