@@ -10,16 +10,8 @@ import redis
 from flask import Flask, Response, abort, g, redirect, request
 
 from . import delays, metrics, store
+from .questions import ANSWER_MAX, PAGES, QUESTIONS
 
-QUESTIONS = [
-    "How did you hear about us?",
-    "How often do you use the product?",
-    "What do you like most?",
-    "What should we improve?",
-    "Would you recommend us?",
-]
-PAGES = len(QUESTIONS)
-ANSWER_MAX = 500
 
 
 def create_app() -> Flask:

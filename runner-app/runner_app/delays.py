@@ -60,12 +60,16 @@ def _request_scale() -> float:
 REQUEST_SCALE = _request_scale()
 
 
+def request_delay() -> float:
+    """One draw of RUNNER_DELAY's profile, scaled; 0 when it is not set."""
+    return 0.0 if REQUEST_PROFILE is None else draw(REQUEST_PROFILE) * REQUEST_SCALE
+
+
 def wait_request_delay() -> float:
     """Sleeps for one draw of RUNNER_DELAY's profile, if it is set; returns the seconds slept."""
-    if REQUEST_PROFILE is None:
-        return 0.0
-    seconds = draw(REQUEST_PROFILE) * REQUEST_SCALE
-    time.sleep(seconds)
+    seconds = request_delay()
+    if seconds:
+        time.sleep(seconds)
     return seconds
 
 
@@ -80,13 +84,18 @@ def _stall() -> tuple[float, float] | None:
 STALL = _stall()
 
 
-def wait_out_stall(now: float | None = None) -> float:
-    """Sleeps until the current stall is over, if one is on; returns the seconds slept."""
+def stall_left(now: float | None = None) -> float:
+    """The seconds until the current stall is over; 0 when none is on."""
     if STALL is None:
         return 0.0
     every, duration = STALL
     into = (time.time() if now is None else now) % every
-    if into >= duration:
-        return 0.0
-    time.sleep(duration - into)
-    return duration - into
+    return 0.0 if into >= duration else duration - into
+
+
+def wait_out_stall(now: float | None = None) -> float:
+    """Sleeps until the current stall is over, if one is on; returns the seconds slept."""
+    seconds = stall_left(now)
+    if seconds:
+        time.sleep(seconds)
+    return seconds

@@ -30,30 +30,30 @@ def client() -> redis.Redis:
         return redis.Redis(connection_pool=_pool[1])
 
 
-def _key(sid: str) -> str:
+def key(sid: str) -> str:
     return f"survey:{sid}"
 
 
 def start_session() -> str:
     sid = secrets.token_urlsafe(12)
-    client().hset(_key(sid), mapping={"page": 1, "started": time.time()})
-    client().expire(_key(sid), SESSION_TTL_SECONDS)
+    client().hset(key(sid), mapping={"page": 1, "started": time.time()})
+    client().expire(key(sid), SESSION_TTL_SECONDS)
     return sid
 
 
 def load_session(sid: str) -> dict[str, str] | None:
     """Reads the session and counts the view: one read and one write per page view."""
     pipe = client().pipeline(transaction=False)
-    pipe.hgetall(_key(sid))
-    pipe.hincrby(_key(sid), "views", 1)
+    pipe.hgetall(key(sid))
+    pipe.hincrby(key(sid), "views", 1)
     data, _ = pipe.execute()
     return data or None
 
 
 def save_answer(sid: str, page: int, answer: str, next_page: int) -> bool:
     pipe = client().pipeline(transaction=False)
-    pipe.exists(_key(sid))
-    pipe.hset(_key(sid), mapping={f"answer:{page}": answer, "page": next_page})
+    pipe.exists(key(sid))
+    pipe.hset(key(sid), mapping={f"answer:{page}": answer, "page": next_page})
     exists, _ = pipe.execute()
     return bool(exists)
 

@@ -1164,10 +1164,10 @@ INVALID = [
      "spec: Invalid value: \"object\": waitress and cheroot run one process: workers"),
     (_variant(matrix={"server": ["uwsgi", "granian"], "workerClass": ["sync"]}),
      "spec: Invalid value: \"object\": a worker class (spec.target.workerClass or spec.matrix.workerClass) is a "
-     "gunicorn or a flup setting"),
+     "gunicorn or a flup or a hypercorn setting"),
     (_variant(target={"server": "flup", "proxy": {"server": "nginx"}}, matrix={"workerClass": ["sync"]}),
      "spec: Invalid value: \"object\": a worker class (spec.target.workerClass or spec.matrix.workerClass) is a "
-     "gunicorn or a flup setting"),
+     "gunicorn or a flup or a hypercorn setting"),
     (_variant(target__server="flup"), "spec: Invalid value: \"object\": flup speaks FastCGI, not HTTP: it needs a "
                                       "front proxy"),
     (_variant(matrix={"proxy": ["none", "nginx"], "socket": ["unix"]}),

@@ -38,16 +38,20 @@ def call(url, data=None):
 
 
 # the HTTP servers, spoken to directly; flup (FastCGI) serves this app behind a proxy in test_local_engine
-@pytest.fixture(params=[e for e in ENTRIES if e.protocol == "http"], ids=lambda e: e.name)
+# and each worker class that serves another interface (gunicorn's uvicorn class: the ASGI app)
+@pytest.fixture(params=[(e, None) for e in ENTRIES if e.protocol == "http"]
+                + [(e, c.name) for e in ENTRIES for c in e.worker_classes if c.kind],
+                ids=lambda p: "-".join(filter(None, (p[0].name, p[1]))))
 def app(request, supervisor, tmp_path):
     redis_port, port = free_port(), free_port()
     redis_child = start_redis(supervisor, tmp_path, redis_port)
-    entry = request.param
+    entry, worker_class = request.param
     server = entry.name
     if server == "mod_wsgi" and (closed := closed_to_apache_workers()):
         pytest.skip(f"Apache, started by root, runs mod_wsgi's app as nobody, who cannot enter {closed}")
     experiment = parse_experiment({**BASE, "spec": {**BASE["spec"], "target": {
-        "server": server, "workers": entry.default_workers(), "threads": 3 if entry.threads else 1}}})
+        "server": server, "workers": entry.default_workers(), "threads": 3 if entry.threads else 1,
+        **({"workerClass": worker_class} if worker_class else {})}}})
     variant = experiment.variants()[0]
     env, scratch = pod_env(experiment, variant, f"redis://127.0.0.1:{redis_port}/0", tmp_path / "m", "runner-app-")
     argv = commands.runner_command(experiment, variant, binds=[f"127.0.0.1:{port}"])

@@ -214,7 +214,7 @@ BAD = [
      "spec.stages[0].injectors: must be an integer, got 'ten'"),
     ({"target": {"threads": 0}}, "spec.target.threads: must be >= 1, got 0"),
     ({"target": {"workerClass": "eventlet"}},
-     "spec.target.workerClass: must be one of gthread, sync, gevent, threaded, prefork, got 'eventlet'"),
+     "spec.target.workerClass: must be one of gthread, sync, gevent, uvicorn, threaded, prefork, asyncio, uvloop, got 'eventlet'"),
     ({"target": {"podz": 3}}, "spec.target.podz: unknown field (did you mean 'pods'?)"),
     ({"target": {"app": "not an app"}}, "spec.target.app: must be module:callable, got 'not an app'"),
     ({"target": {"env": {"1BAD": "x"}}}, "spec.target.env.1BAD: key must be an environment variable name"),
@@ -281,7 +281,7 @@ BAD = [
      "injectors.maxUsersPerInjector and arrivalRate / injectors.maxRatePerInjector must be <= 1000"),
     ({"target": {"server": "tornado"}},
      "spec.target.server: must be one of gunicorn, uwsgi, waitress, cheroot, granian, bjoern, meinheld, mod_wsgi, flup, "
-     "got 'tornado'"),
+     "uvicorn, hypercorn, got 'tornado'"),
     ({"target": {"threads": 2}, "matrix": {"server": ["gunicorn", "meinheld"]}},
      "spec.target.threads: meinheld (spec.matrix.server) serves one request at a time per process, so threads must "
      "be 1, got 2; use workers or pods instead"),
@@ -295,16 +295,16 @@ BAD = [
      "spec.matrix.workers: waitress (spec.matrix.server) runs one process, so workers must be 1, got 1, 2; "
      "use threads or pods instead"),
     ({"target": {"server": "uwsgi", "workerClass": "gevent"}},
-     "spec.target.workerClass: a worker class is a gunicorn or a flup setting; uwsgi (spec.target.server) has none"),
+     "spec.target.workerClass: a worker class is a gunicorn or a flup or a hypercorn setting; uwsgi (spec.target.server) has none"),
     ({"matrix": {"server": ["uwsgi", "granian"], "workerClass": ["sync", "gthread"]}},
-     "spec.matrix.workerClass: a worker class is a gunicorn or a flup setting; uwsgi, granian (spec.matrix.server) "
+     "spec.matrix.workerClass: a worker class is a gunicorn or a flup or a hypercorn setting; uwsgi, granian (spec.matrix.server) "
      "has none"),
     ({"matrix": {"server": ["gunicorn", "flup"], "workerClass": ["sync", "prefork"]}, "target": {"proxy": {"server": "nginx"}}},
      "spec.matrix.workerClass: prefork is not a worker class of gunicorn (spec.matrix.server); its classes are "
-     "gthread, sync, gevent"),
+     "gthread, sync, gevent, uvicorn"),
     ({"target": {"server": "gunicorn", "workerClass": "prefork"}},
      "spec.target.workerClass: prefork is not a worker class of gunicorn (spec.target.server); its classes are "
-     "gthread, sync, gevent"),
+     "gthread, sync, gevent, uvicorn"),
     ({"target": {"server": "flup", "workerClass": "prefork", "threads": 4, "proxy": {"server": "nginx"}}},
      "spec.target.threads: flup's prefork class (spec.target.workerClass) serves one request at a time per "
      "process, so threads must be 1, got 4"),

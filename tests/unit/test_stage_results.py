@@ -173,8 +173,23 @@ def test_custom_locustfile_replaces_the_scenario_but_keeps_the_results_extension
 
 def test_runner_environment_names_redis_and_the_metrics_directory():
     e = experiment(target={"workers": 7, "threads": 3, "env": {"FEATURE": "on"}})
-    env = commands.runner_env(e, redis_url="redis://r:6379/0", metrics_dir="/tmp/m")
+    env = commands.runner_env(e, e.variants()[0], redis_url="redis://r:6379/0", metrics_dir="/tmp/m")
     assert env == {"FEATURE": "on", "REDIS_URL": "redis://r:6379/0", "PROMETHEUS_MULTIPROC_DIR": "/tmp/m"}
+
+
+def test_an_asgi_variant_serves_the_asgi_runner_app_with_its_threads_as_the_sync_pool():
+    e = experiment(matrix={"server": ["gunicorn", "uvicorn"], "workerClass": ["gthread", "uvicorn"],
+                           "threads": [3]})
+    by_label = {(v.server, v.worker_class): v for v in e.variants()}
+    assert set(by_label) == {("gunicorn", "gthread"), ("gunicorn", "uvicorn"), ("uvicorn", None)}
+    for (server, klass), variant in by_label.items():
+        asgi = klass == "uvicorn" or server == "uvicorn"
+        argv = commands.runner_command(e, variant, binds=["0.0.0.0:8000"])
+        assert argv[-1] == ("runner_app.asgi:app" if asgi else "runner_app.app:app"), argv
+        env = commands.runner_env(e, variant, redis_url=None, metrics_dir="/tmp/m")
+        assert env.get("RUNNER_SYNC_THREADS") == ("3" if asgi else None)
+    assert "uvicorn_worker.UvicornWorker" in commands.runner_command(e, by_label["gunicorn", "uvicorn"],
+                                                                      binds=["0.0.0.0:8000"])
 
 
 def test_step_labels_name_variant_and_stage():

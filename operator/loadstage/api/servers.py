@@ -37,10 +37,17 @@ class Launch:
         return only
 
 
+WSGI, ASGI = "wsgi", "asgi"
+ASGI_RUNNER_APP = "runner_app.asgi:app"
+SYNC_THREADS_ENV = "RUNNER_SYNC_THREADS"   # an ASGI app's sync thread pool: the ASGI runner app reads it
+
+
 @dataclass(frozen=True)
 class WorkerClass:
     name: str
     one_at_a_time: bool = False   # serves one request at a time per process: threads must be 1
+    argument: str | None = None   # what the server is given for it, where not its name
+    kind: str | None = None       # the interface of the app it serves, where not its server's
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ class Server:
     program: str                               # its argv[0]
     about: str                                 # a few words for the docs and the schema
     command: Callable[[Launch], list[str]]
+    kind: str = WSGI                           # the interface of the app it serves: wsgi or asgi
     workers: bool = True                       # False: one process; workers must be 1
     threads: bool = True                       # False: one request at a time per process; threads must be 1
     worker_classes: tuple[WorkerClass, ...] = ()   # the first is the default
@@ -84,6 +92,15 @@ class Server:
 
     def one_at_a_time(self, worker_class: str | None) -> bool:
         return not self.threads or worker_class in self.one_at_a_time_classes
+
+    def kind_of(self, worker_class: str | None) -> str:
+        """The interface of the app it serves with this class: an ASGI class makes gunicorn an ASGI server."""
+        chosen = next((c for c in self.worker_classes if c.name == worker_class), None)
+        return chosen.kind if chosen is not None and chosen.kind else self.kind
+
+    def class_argument(self, worker_class: str | None) -> str | None:
+        chosen = next((c for c in self.worker_classes if c.name == worker_class), None)
+        return chosen.argument or chosen.name if chosen is not None else worker_class
 
 
 def _each(option: str, values) -> list[str]:
@@ -141,6 +158,20 @@ def _granian(run: Launch) -> list[str]:
             "--backlog", str(LISTEN_BACKLOG), run.app]
 
 
+def _uvicorn(run: Launch) -> list[str]:
+    # one process per worker, each with its own event loop; a sync endpoint runs on the app's thread pool
+    path = unix_path(run.bind)
+    host, port = split_bind(run.bind)
+    listen = ["--uds", path] if path else ["--host", host, "--port", port]
+    return ["uvicorn", *listen, "--workers", str(run.workers), "--backlog", str(LISTEN_BACKLOG),
+            "--no-access-log", "--timeout-graceful-shutdown", "5", run.app]
+
+
+def _hypercorn(run: Launch) -> list[str]:
+    return ["hypercorn", "--bind", run.bind, "--workers", str(run.workers), "--worker-class", run.worker_class,
+            "--backlog", str(LISTEN_BACKLOG), "--graceful-timeout", "5", run.app]
+
+
 def _mod_wsgi(run: Launch) -> list[str]:
     # daemon mode (mod_wsgi-express's default): Apache's workers take the connections and hand each request to
     # W daemon processes of T threads. Its server root is $TMPDIR/mod_wsgi-HOST:PORT:UID, one per instance.
@@ -167,10 +198,13 @@ def _prefork(server: str) -> Callable[[Launch], list[str]]:
 
 ENTRIES = (
     Server("gunicorn", "gunicorn", "the default", _gunicorn,
-           worker_classes=(WorkerClass("gthread"), WorkerClass("sync"), WorkerClass("gevent")), shares_port=True,
+           worker_classes=(WorkerClass("gthread"), WorkerClass("sync"), WorkerClass("gevent"),
+                           WorkerClass("uvicorn", argument="uvicorn_worker.UvicornWorker", kind=ASGI)),
+           shares_port=True,
            settings={"workers": Setting(("-w", "--workers")), "threads": Setting(("--threads",)),
                      "worker_class": Setting(("-k", "--worker-class"))},
-           settings_env_args="GUNICORN_CMD_ARGS", threads_are="gthread threads (sync, gevent: workerClass)",
+           settings_env_args="GUNICORN_CMD_ARGS",
+           threads_are="gthread threads (sync, gevent: workerClass); uvicorn: the app's sync thread pool",
            boot_line="Booting worker with pid",
            death_pattern=re.compile(r"(Worker \(pid:\d+\) (?:exited with code \d+|was sent \w+!?.*)|"
                                     r"WORKER TIMEOUT \(pid:\d+\))")),
@@ -197,6 +231,13 @@ ENTRIES = (
            worker_classes=(WorkerClass("threaded"), WorkerClass("prefork", one_at_a_time=True)),
            protocol="fastcgi", workers_are="forked processes",
            threads_are="threaded: a pool of T per process; prefork: always 1"),
+    Server("uvicorn", "uvicorn", "ASGI: an event loop per worker process", _uvicorn, kind=ASGI,
+           settings={"workers": Setting(("--workers",), "UVICORN_WORKERS")},
+           threads_are="the app's sync thread pool (RUNNER_SYNC_THREADS)"),
+    Server("hypercorn", "hypercorn", "ASGI: an event loop per worker process", _hypercorn, kind=ASGI,
+           worker_classes=(WorkerClass("asyncio"), WorkerClass("uvloop")),
+           settings={"workers": Setting(("-w", "--workers")), "worker_class": Setting(("-k", "--worker-class"))},
+           threads_are="the app's sync thread pool (RUNNER_SYNC_THREADS)"),
 )
 BY_NAME = {s.name: s for s in ENTRIES}
 DEFAULT_SERVER = "gunicorn"
@@ -204,7 +245,7 @@ CUSTOM_SERVER = "command"     # the server of a target given as spec.target.comm
 
 SERVERS = tuple(BY_NAME)
 SERVER_WORKER_CLASSES = {s.name: s.classes for s in ENTRIES if s.worker_classes}
-WORKER_CLASSES = tuple(c for classes in SERVER_WORKER_CLASSES.values() for c in classes)
+WORKER_CLASSES = tuple(dict.fromkeys(c for classes in SERVER_WORKER_CLASSES.values() for c in classes))
 PREFORK_SERVERS = tuple(s.name for s in ENTRIES if s.program == PREFORK_PROGRAM)
 
 

@@ -10,7 +10,7 @@ import math
 
 from loadstage.api import servers
 from loadstage.api.servers import LISTEN_BACKLOG, Launch, split_bind, unix_path
-from loadstage.api.types import DEFAULT_RUNNER_APP, PERCENTILES, Experiment, Proxy, Slo, Stage, Variant
+from loadstage.api.types import PERCENTILES, Experiment, Proxy, Slo, Stage, Variant
 
 RUNNER_PORT = 8000
 REDIS_PORT = 6379
@@ -61,9 +61,22 @@ def runner_command(experiment: Experiment, variant: Variant, *, binds: list[str]
     target = experiment.spec.target
     if target.command:
         return custom_command(target.command, target.app, variant, binds)
-    return servers.BY_NAME[variant.server].command(Launch(
-        target.app, variant.workers, variant.threads, variant.worker_class, tuple(binds), reuse_port,
-        runner_app=target.app == DEFAULT_RUNNER_APP))
+    entry = servers.BY_NAME[variant.server]
+    return entry.command(Launch(
+        app_of(experiment, variant), variant.workers, variant.threads, entry.class_argument(variant.worker_class),
+        tuple(binds), reuse_port, runner_app=target.runner_app))
+
+
+def kind_of(variant: Variant) -> str:
+    """The interface the variant's server speaks to the app: wsgi or asgi (a target's own command: wsgi)."""
+    entry = servers.BY_NAME.get(variant.server)
+    return entry.kind_of(variant.worker_class) if entry else servers.WSGI
+
+
+def app_of(experiment: Experiment, variant: Variant) -> str:
+    """The app the variant serves: the runner app in the interface its server speaks, or the target's own."""
+    target = experiment.spec.target
+    return servers.ASGI_RUNNER_APP if target.runner_app and kind_of(variant) == servers.ASGI else target.app
 
 
 def app_bind(variant: Variant, *, port: int = APP_PORT_BEHIND_PROXY, socket_dir: str) -> str:
@@ -79,13 +92,16 @@ def proxy_command(variant: Variant, proxy: Proxy, *, listen: list[str], upstream
             "--protocol", protocol, "--workers", str(proxy.workers), "--backlog", str(LISTEN_BACKLOG)]
 
 
-def runner_env(experiment: Experiment, *, redis_url: str | None, metrics_dir: str) -> dict[str, str]:
-    """Environment of one target instance: the app's Redis (if it uses one), and where the runner app's
-    processes keep their Prometheus metrics."""
+def runner_env(experiment: Experiment, variant: Variant, *, redis_url: str | None,
+               metrics_dir: str) -> dict[str, str]:
+    """Environment of one target instance: the app's Redis (if it uses one), where the runner app's
+    processes keep their Prometheus metrics, and for an ASGI app its sync thread pool (threads)."""
     target = experiment.spec.target
+    asgi = kind_of(variant) == servers.ASGI and variant.threads is not None
     # PROMETHEUS_MULTIPROC_DIR switches prometheus_client into multiprocess mode: the runner app's only
     return {**target.env, **({"REDIS_URL": redis_url} if redis_url else {}),
-            **({"PROMETHEUS_MULTIPROC_DIR": metrics_dir} if target.runner_app else {})}
+            **({"PROMETHEUS_MULTIPROC_DIR": metrics_dir} if target.runner_app else {}),
+            **({servers.SYNC_THREADS_ENV: str(variant.threads)} if asgi else {})}
 
 
 def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) -> str:

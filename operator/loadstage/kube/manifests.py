@@ -251,7 +251,7 @@ def runner_deployment(experiment: Experiment, variant: Variant, defaults: Defaul
     port and the readiness probe (through it, to the server); the liveness probe stays on the server."""
     target = experiment.spec.target
     proxy = target.proxy_of(variant)
-    env = argv.runner_env(experiment, redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
+    env = argv.runner_env(experiment, variant, redis_url=redis_url(experiment), metrics_dir="/tmp/metrics")
     bind = argv.app_bind(variant, socket_dir=SOCKET_DIR) if proxy else f"0.0.0.0:{argv.RUNNER_PORT}"
     port = {"name": "http", "containerPort": argv.RUNNER_PORT, "protocol": "TCP"}
     sockets = [{"name": "sockets", "mountPath": SOCKET_DIR}] if variant.socket == "unix" else []

@@ -230,7 +230,7 @@ def pod_env(experiment: Experiment, variant: Variant, redis_url: str | None, met
     """A local pod's environment (argv.runner_env), and the scratch directory it needs, if any: mod_wsgi gets
     one for the app's metrics and for Apache's server root ($TMPDIR), to be removed when the pod stops."""
     if variant.server != "mod_wsgi":
-        return argv.runner_env(experiment, redis_url=redis_url, metrics_dir=str(metrics_dir)), None
+        return argv.runner_env(experiment, variant, redis_url=redis_url, metrics_dir=str(metrics_dir)), None
     if closed := closed_to_apache_workers():
         raise LocalRunError(f"mod_wsgi, run by root, serves the app as nobody, who cannot enter {closed} (on the "
                             f"way to this Python or checkout); run loadstage as another user, or from a directory "
@@ -239,7 +239,7 @@ def pod_env(experiment: Experiment, variant: Variant, redis_url: str | None, met
     metrics_dir = scratch / "metrics"
     metrics_dir.mkdir()
     metrics_dir.chmod(scratch.stat().st_mode & 0o777)
-    return {**argv.runner_env(experiment, redis_url=redis_url, metrics_dir=str(metrics_dir)),
+    return {**argv.runner_env(experiment, variant, redis_url=redis_url, metrics_dir=str(metrics_dir)),
             "TMPDIR": str(scratch)}, scratch
 
 
