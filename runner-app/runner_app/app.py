@@ -13,7 +13,6 @@ from . import delays, metrics, store
 from .questions import ANSWER_MAX, PAGES, QUESTIONS
 
 
-
 def create_app() -> Flask:
     app = Flask(__name__)
 

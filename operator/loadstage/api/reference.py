@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from loadstage.api import servers
 from loadstage.api.names import API_GROUP, API_VERSION, KIND
 from loadstage.api.quantities import DURATION_PATTERN, PERCENT_PATTERN
-from loadstage.api import servers
 from loadstage.api.spec import SPEC
 
 NAMED_PATTERNS = {f"^{DURATION_PATTERN}$": "a duration (90s, 20m, 1h30m, 250ms)",
