@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadstage.results.model import TargetPodHealth
-from loadstage.samplers.worker_log import log_size, worker_deaths, worker_restarts
+from loadstage.samplers.worker_log import log_size, worker_deaths, worker_restarts, workers_started
 
 GUNICORN = """[2026-11-26 13:10:01 +0000] [11] [INFO] Booting worker with pid: 12
 [2026-11-26 13:10:01 +0000] [11] [INFO] Booting worker with pid: 13
@@ -23,6 +23,16 @@ Respawned uWSGI worker 1 (new pid: 4460)
 DAMN ! worker 2 (pid: 4413) died :( trying respawn ...
 """
 
+UVICORN = """INFO:     Started parent process [2922]
+INFO:     Started server process [2926]
+INFO:     Started server process [2925]
+INFO:     Child process [2925] died
+INFO:     Started server process [2995]
+"""
+HYPERCORN = """[2026-11-27 02:11:06 +0000] [3006] [INFO] Running on http://127.0.0.1:18124 (CTRL + C to quit)
+[2026-11-27 02:11:06 +0000] [3007] [INFO] Running on http://127.0.0.1:18124 (CTRL + C to quit)
+"""
+
 
 @dataclass
 class Pod:
@@ -33,6 +43,12 @@ class Pod:
 def test_deaths_are_named_without_their_pids():
     assert worker_deaths("uwsgi", UWSGI_STAGE) == ["worker 1 died, killed by signal 9", "worker 2 died"]
     assert worker_deaths("granian", GUNICORN_STAGE) == []
+    assert worker_deaths("uvicorn", UVICORN) == ["Child process died"]
+
+
+def test_the_asgi_servers_logs_count_their_workers():
+    # real lines: uvicorn --workers 2 with a worker killed (it starts another); hypercorn --workers 2
+    assert workers_started("uvicorn", UVICORN) == 3 and workers_started("hypercorn", HYPERCORN) == 2
 
 
 def test_only_what_the_log_says_after_the_stage_began_counts(tmp_path):

@@ -233,11 +233,12 @@ ENTRIES = (
            threads_are="threaded: a pool of T per process; prefork: always 1"),
     Server("uvicorn", "uvicorn", "ASGI: an event loop per worker process", _uvicorn, kind=ASGI,
            settings={"workers": Setting(("--workers",), "UVICORN_WORKERS")},
-           threads_are="the app's sync thread pool (RUNNER_SYNC_THREADS)"),
+           threads_are="the app's sync thread pool (RUNNER_SYNC_THREADS)", boot_line="Started server process",
+           death_pattern=re.compile(r"(Child process \[\d+\] died)")),
     Server("hypercorn", "hypercorn", "ASGI: an event loop per worker process", _hypercorn, kind=ASGI,
            worker_classes=(WorkerClass("asyncio"), WorkerClass("uvloop")),
            settings={"workers": Setting(("-w", "--workers")), "worker_class": Setting(("-k", "--worker-class"))},
-           threads_are="the app's sync thread pool (RUNNER_SYNC_THREADS)"),
+           threads_are="the app's sync thread pool (RUNNER_SYNC_THREADS)", boot_line="] [INFO] Running on "),
 )
 BY_NAME = {s.name: s for s in ENTRIES}
 DEFAULT_SERVER = "gunicorn"

@@ -1,4 +1,4 @@
-"""What a server's own log says of its worker processes (gunicorn and uWSGI log it): how many it started, and
+"""What a server's own log says of its worker processes (gunicorn, uWSGI, uvicorn and hypercorn log it): how many it started, and
 each that died. Read from where a stage began, each death is a restart of its instance. A boot alone is not:
 a server that passed its readiness probe may still be booting its other workers."""
 
@@ -26,7 +26,7 @@ def worker_deaths(server: str, log: str) -> list[str]:
     """Each worker death the log tells of, without its pid: 'Worker exited with code 7'."""
     pattern = BY_NAME[server].death_pattern if server in BY_NAME else None
     found = [] if pattern is None else [m.group(1).strip() for m in pattern.finditer(log)]
-    return [re.sub(r"\s*\(pid: ?\d+\)", "", line) for line in found]
+    return [re.sub(r"\s*(\(pid: ?\d+\)|\[\d+\])", "", line) for line in found]
 
 
 def log_size(path: Path) -> int:
