@@ -91,7 +91,7 @@ class Target:
         return ref.name
 
     async def _check_settings(self, variant: Variant) -> str:
-        """The workers each runner pod's server says it started, where its log says (gunicorn and uWSGI, at
+        """The workers each runner pod's server says it started, where its log says (its entry's boot_line, at
         their default log level): another number than the variant's means the settings did not reach the server
         (an entrypoint with flags of its own), and the variant's figures would be of something else. Returns
         what was seen, for the TargetReady event."""
