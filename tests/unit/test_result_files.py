@@ -5,6 +5,7 @@ import contextlib
 import copy
 import io
 import json
+import math
 
 import pytest
 import yaml
@@ -148,3 +149,18 @@ def test_a_damaged_artifact_is_refused_by_the_html_report_naming_it(tmp_path, ca
     assert capsys.readouterr().err == (f"error: artifacts (variant 1, stage 2).histogram: is not an encoded HDR "
                                        f"histogram (in {path})\n")
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "out").exists()
+
+
+def test_what_hypothesis_found_is_refused_or_read_without_a_traceback():
+    """Three damaged stored runs it drew: a list that is null, a confidence of 1.5, an interval of 600 orders of
+    magnitude."""
+    from loadstage.results.differences import difference
+    from loadstage.results.model import _intervals
+    from loadstage.results.status_reader import ShapeError, checked
+    with pytest.raises(ShapeError, match="must be list, got None"):
+        checked({"variant": 1, "stages": None}, {"variant": int, "stages": list}, required=("stages",))
+    with pytest.raises(ShapeError, match="must be above 0 and below 1, got 1.5"):
+        _intervals({"intervals": {"confidence": 1.5, "method": "bootstrap"}})
+    wide = {"p99": [1e-300, 1e300], "confidence": 0.95}
+    found = difference("p99", 10.0, wide, 10.0, wide)
+    assert found.low == -1.0 and math.isfinite(found.high) and found.relative == 0.0

@@ -105,5 +105,13 @@ def difference(figure: str, base: float | None, base_intervals: dict[str, Any] |
     freedom = _welch(errors, [_freedom(base_intervals), _freedom(new_intervals)])
     spread = _quantile(confidence, freedom) * math.hypot(*errors)
     log_ratio = math.log(_centre(new, new_intervals, figure) / _centre(base, base_intervals, figure))
-    return Difference(figure, math.expm1(log_ratio), math.expm1(log_ratio - spread), math.expm1(log_ratio + spread),
+    return Difference(figure, _relative(log_ratio), _relative(log_ratio - spread), _relative(log_ratio + spread),
                       confidence)
+
+
+def _relative(log_ratio: float) -> float:
+    """A ratio's logarithm as a relative difference; a damaged interval's absurd width is held to a finite one."""
+    return math.expm1(min(log_ratio, MAX_LOG_RATIO))
+
+
+MAX_LOG_RATIO = 700.0   # e^700: beyond any figure, below a float's overflow

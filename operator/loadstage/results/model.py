@@ -11,7 +11,7 @@ from typing import Any
 
 from loadstage.results import histograms
 from loadstage.results.intervals import FIGURES as INTERVAL_FIGURES
-from loadstage.results.status_reader import ShapeError, checked, read, reads_status
+from loadstage.results.status_reader import Fields, ShapeError, checked, read, reads_status
 
 PERCENTILE_KEYS = ("p50", "p90", "p95", "p99", "p999")
 Setting = str | int | float | bool | None
@@ -22,7 +22,12 @@ INTERVAL_ENTRIES = {**dict.fromkeys(INTERVAL_FIGURES, tuple[float, float] | None
 
 
 def _intervals(d: dict[str, Any]) -> dict[str, Any] | None:
-    return checked(d.get("intervals"), INTERVAL_ENTRIES, required=("confidence", "method"))
+    found = checked(d.get("intervals"), INTERVAL_ENTRIES, required=("confidence", "method"))
+    if found is not None and not 0 < found["confidence"] < 1:
+        raw = d["intervals"]
+        raise ShapeError(raw._at("confidence") if isinstance(raw, Fields) else "intervals.confidence",
+                         f"must be above 0 and below 1, got {found['confidence']}")
+    return found
 
 
 def _omit_none(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

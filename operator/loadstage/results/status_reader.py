@@ -109,6 +109,8 @@ def _allows(hint: Any, value: Any) -> bool:
         return not args or all(_allows(args[0], item) for item in value)
     if dataclasses.is_dataclass(hint):
         return isinstance(value, hint)
+    if hint in (list, dict, tuple):   # a bare container: of any items
+        return isinstance(value, list if hint is tuple else hint)
     return True
 
 
