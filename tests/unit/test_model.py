@@ -561,3 +561,14 @@ def test_a_ladder_by_users_gets_injectors_from_max_users_per_injector():
     small = e.scaled(users_scale=0.1)
     assert [(s.injectors, s.users) for s in small.spec.stages] == [(1, 10), (1, 25), (1, 25), (1, 100), (3, None)]
     assert parse_experiment(small.source).spec == small.spec
+
+
+def test_every_document_the_api_server_refuses_the_parser_refuses_naming_the_same_field():
+    """The cluster tier's list (support.invalid_documents), through the parser: the other half of each rule."""
+    from support.invalid_documents import INVALID
+    assert len(INVALID) >= 80
+    for doc, expected in INVALID:
+        found = problems(copy.deepcopy(doc))
+        field = expected.split(": ", 1)[0]
+        if field != "spec":    # a rule across fields is named by its message, which differs between the halves
+            assert any(p.split(": ", 1)[0].startswith(field.split("[")[0]) for p in found), (expected, found)
