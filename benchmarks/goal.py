@@ -34,11 +34,10 @@ def experiment(name: str, seed: int, matrix: dict, warmup: dict, **spec) -> dict
                      "warmup": warmup, "matrix": matrix, **spec}}
 
 
-def load_seconds(status: dict, warmup: dict) -> float:
+def load_seconds(status: dict, warmup_seconds: float) -> float:
     """The stages' seconds and each warm-up's (one for each variant that ran a stage): both are load."""
     warmed = sum(1 for v in status["variants"] if v["stages"])
-    return sum(s["durationSeconds"] for v in status["variants"] for s in v["stages"]) + \
-        warmed * float(warmup["duration"].rstrip("s"))
+    return sum(s["durationSeconds"] for v in status["variants"] for s in v["stages"]) + warmed * warmup_seconds
 
 
 def label(settings: dict) -> str:
@@ -72,7 +71,7 @@ def main() -> int:
                               "outcome": stage["verdict"]["outcome"]})
         passed = [r for r in reference if r["outcome"] == "Pass"]
         optimum = min(passed, key=lambda r: (r["cores"], r["p99Ms"], r["variant"])) if passed else None
-        grid_seconds = load_seconds(grid, warmup)
+        grid_seconds = load_seconds(grid, args.warmup_seconds)
         print("reference: " + "; ".join(f"{r['label']} p99 {r['p99Ms']:.0f} ms {r['outcome']}" for r in reference)
               + f"; optimum {optimum and optimum['label']}", flush=True)
         picks = []
@@ -81,7 +80,7 @@ def main() -> int:
                                                     goal={"rps": args.rps}, stageEnd=stage_end))
             found = status["recommendation"]
             winner = found["variant"]
-            seconds = load_seconds(status, warmup)
+            seconds = load_seconds(status, args.warmup_seconds)
             right = optimum is not None and winner is not None and \
                 reference[winner]["cores"] == optimum["cores"] and reference[winner]["outcome"] == "Pass"
             picks.append({"seed": seed, "winner": winner, "label": reference[winner]["label"] if winner is not None

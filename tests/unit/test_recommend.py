@@ -12,7 +12,7 @@ from loadstage.engine.argv import locust_master_command
 from loadstage.engine.recommend import per_core_margin, ranked, warmup_note
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_status
-from loadstage.results.model import Candidate, Cost, RunResults
+from loadstage.results.model import Candidate, Cost, Margin, RunResults
 from support.played import SLO_MS, KneeBackend, RateBackend, run, stages_run
 
 USERS = 60   # p99_at(60, knee) <= 30 ms for a knee from 41.6 up
@@ -226,6 +226,8 @@ def test_the_margin_of_capacity_per_core_spans_both_brackets():
     assert (margin.figure, margin.relative, margin.low, margin.high) == ("perCore", -0.25, -0.3182, None)
     assert margin.describe() == "the runner-up serves -25% [-32%, ?] per core of the winner's (from their brackets)"
     assert per_core_margin(bracketed(0, 400.0, 440.0), None) is None
+    # a stored margin without its level (a damaged status) still reads as a sentence
+    assert Margin("p99", 0.1, None, 0.2, None).describe() == "the runner-up's p99 is +10% [?, +20%] of the winner's"
 
 
 def test_a_goal_warmed_up_lighter_than_its_load_is_told_so(base_doc):

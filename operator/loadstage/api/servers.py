@@ -250,11 +250,6 @@ WORKER_CLASSES = tuple(dict.fromkeys(c for classes in SERVER_WORKER_CLASSES.valu
 PREFORK_SERVERS = tuple(s.name for s in ENTRIES if s.program == PREFORK_PROGRAM)
 
 
-def server(name: str) -> Server | None:
-    """Its entry; None for a target's own command (CUSTOM_SERVER)."""
-    return BY_NAME.get(name)
-
-
 def names(servers, have: Callable[[Server], bool]) -> list[str]:
     """Those of `servers` whose entry has it, in order."""
     return [s for s in servers if s in BY_NAME and have(BY_NAME[s])]

@@ -7,7 +7,7 @@ from loadstage.api.names import NAME_MAX, NAME_PATTERN, NAME_SUBDOMAIN
 from loadstage.api.quantities import Duration, Percent, Quantity, cpu_cores, format_duration, memory_bytes
 from loadstage.api import servers as entries
 from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
-from loadstage.api.servers import DEFAULT_SERVER, SERVER_WORKER_CLASSES, SERVERS, WORKER_CLASSES, listing
+from loadstage.api.servers import DEFAULT_SERVER, SERVER_WORKER_CLASSES, SERVERS, WORKER_CLASSES, listing, names
 from loadstage.api.types import (
     CLEANUP_POLICIES,
     COMMAND_PLACEHOLDERS,
@@ -116,7 +116,7 @@ def _among(names: list[str], one: str, many: str) -> str:
 def _server_rules() -> list[Rule]:
     """The API server's side of load.server_problems(), from the same entries (api.servers)."""
     def having(have) -> list[str]:
-        return [e.name for e in entries.ENTRIES if have(e)]
+        return names(SERVERS, have)
     classed, fastcgi = list(SERVER_WORKER_CLASSES), having(lambda e: e.protocol == "fastcgi")
     one_process, one_thread = having(lambda e: not e.workers), having(lambda e: not e.threads)
     tcp_only = having(lambda e: not e.unix_socket)
@@ -159,8 +159,8 @@ def _server_rules() -> list[Rule]:
 
 
 SERVER_RULES = _server_rules()
-_WITHOUT_WORKERS = listing([e.name for e in entries.ENTRIES if not e.workers])
-_ONE_AT_A_TIME = listing([e.name for e in entries.ENTRIES if not e.threads]
+_WITHOUT_WORKERS = listing(names(SERVERS, lambda e: not e.workers))
+_ONE_AT_A_TIME = listing(names(SERVERS, lambda e: not e.threads)
                          + [f"{e.name}'s {c.name}" for e in entries.ENTRIES for c in e.worker_classes
                             if c.one_at_a_time])
 

@@ -102,7 +102,7 @@ def local_problems(experiment: Experiment, cgroups_unavailable=cgroups.unavailab
         problems.append((pods_field, f"the local engine runs one {proxied} per target instance on its own "
                                      f"port, so with a proxy pods must be 1; a cluster runs any number of pods"))
     for server in dict.fromkeys(v.server for v in several if not v.proxy):
-        if not (entry := servers.server(server)) or not entry.shares_port:
+        if not (entry := servers.BY_NAME.get(server)) or not entry.shares_port:
             problems.append((pods_field, f"the local engine runs {server} as one instance (it cannot listen on a "
                                          f"shared port and a port of its own), so pods must be 1; a cluster runs "
                                          f"any number of pods"))

@@ -655,7 +655,8 @@ class Margin:
         span = f"[{bound(self.low, '?')}, {bound(self.high, '?')}]"
         if self.figure == "perCore":
             return f"the runner-up serves {self.relative:+.0%} {span} per core of the winner's (from their brackets)"
-        return f"the runner-up's {self.figure} is {self.relative:+.0%} {span} of the winner's ({self.confidence:.0%})"
+        level = "" if self.confidence is None else f" ({self.confidence:.0%})"
+        return f"the runner-up's {self.figure} is {self.relative:+.0%} {span} of the winner's{level}"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from loadstage.results.model import TargetPodHealth
 
 
 def logs_workers(server: str) -> bool:
-    """Whether the server's log tells of its workers (gunicorn, uWSGI)."""
+    """Whether the server's log tells of its workers (its entry has a boot_line)."""
     return server in BY_NAME and BY_NAME[server].boot_line is not None
 
 
