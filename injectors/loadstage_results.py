@@ -11,7 +11,8 @@
   closed model hides (coordinated omission) shows.
 - With --arrival-rate R, the injectors start R tasks a second in all, on schedule (loadstage.locust.arrivals),
   each on a free user of the injector's pool (--users); an arrival that finds none is dropped and counted. The
-  load, and the stage's clock, begin once every pool is up (Locust's spawning_complete).
+  load, and the stage's clock, begin once every pool is up (Locust's spawning_complete, on the master): the master
+  gives its workers that instant, and each makes its share of the stage's arrivals from it, rate x seconds in all.
 - When the stage ends (or Locust quits), the master (or a standalone runner) writes the stage's headline to
   --summary-file and its artifact (every histogram, endpoint and error row, the time series) to
   --artifact-file; `-` prints the artifact as one line on stdout, for a pod's log.
@@ -227,6 +228,7 @@ def _set_up(environment):
     if compat.is_worker(runner):
         environment.events.report_to_master.add_listener(lambda client_id, data: _report(environment, data))
         runner.register_message(FLUSH, _flush_worker)
+        runner.register_message(BEGIN, lambda environment, msg, **_: _start_arrivals(environment, msg.data))
 
 
 def _note_arrivals(environment):
@@ -262,6 +264,7 @@ def _on_init(environment, **_kwargs):
         _wait_for_start_file(environment, options.start_file)   # before Locust waits for its workers and starts
 
 
+BEGIN = "loadstage_begin"          # master -> worker: the load began at this instant (epoch seconds)
 FLUSH = "loadstage_flush"          # master -> worker: stop your users, report now, then acknowledge
 FLUSHED = "loadstage_flushed"      # worker -> master: my last report is in (it was sent before this)
 DONE = "loadstage_done"            # worker -> master: my share of --stage-requests has completed
@@ -279,6 +282,11 @@ def _share_done(environment):
         environment.runner.send_message(DONE)
     else:
         gevent.spawn(_end_stage, environment, 0)
+
+
+def _start_arrivals(environment, began):
+    if (arrivals := getattr(environment, "loadstage_arrivals", None)) is not None:
+        arrivals.start(began, environment.parsed_options.stage_seconds)
 
 
 def _stop_arrivals(environment):
@@ -345,7 +353,6 @@ def _before_users(environment, options):
     if options.arrival_rate:
         arrivals = environment.loadstage_arrivals = Arrivals(
             options.arrival_rate, options.expect_workers or 1, compat.worker_index(compat.runner_of(environment)))
-        environment.events.spawning_complete.add_listener(lambda **_: arrivals.start())
         environment.events.test_stopping.add_listener(lambda **_: arrivals.stop())   # whatever stops the users
         for user_class in environment.user_classes:
             user_class.on_start = _first_on_arrival(user_class.on_start)
@@ -384,6 +391,10 @@ def _begin_load(environment, options):
     environment.loadstage_began = True
     if options.arrival_rate:
         environment.loadstage_started = time.time()
+        if compat.is_master(environment.runner):
+            environment.runner.send_message(BEGIN, environment.loadstage_started)
+        else:
+            _start_arrivals(environment, environment.loadstage_started)
     if options.stage_seconds:
         gevent.spawn(_end_stage, environment, options.stage_seconds)
         if options.slo:

@@ -77,6 +77,22 @@ def test_an_arrival_that_finds_every_user_busy_is_dropped_not_queued():
     assert median(lateness) < 0.01       # a dropped arrival is not run late instead
 
 
+def test_a_stage_of_given_seconds_makes_its_share_of_arrivals_from_the_masters_instant_and_ends_by_itself():
+    arrivals = Arrivals(rate=500, injectors=2, index=1)
+    lateness = []
+    greenlets = users(arrivals, 3, 0.001, lateness)
+    gevent.sleep(0)
+    began = time.time() - 0.05      # the master's instant, 50 ms before this injector heard of it
+    arrivals.start(began, 0.2)
+    with gevent.Timeout(10):
+        while not arrivals.ended:
+            gevent.sleep(0.005)
+    gevent.killall(greenlets)
+    assert arrivals.arrived == len(intended_starts(500, 2, 1, 0.2)) == 50   # its share, to the arrival
+    assert time.time() - began >= offset(500, 2, 1, 49)                    # the last one not early
+    assert max(lateness) >= 0.04 > median(lateness)   # those already due began at once, the rest on time
+
+
 def test_a_user_stopped_while_it_waits_gets_no_arrival():
     arrivals = Arrivals(rate=1000, injectors=1, index=0)
     waiting = gevent.spawn(arrivals.take)

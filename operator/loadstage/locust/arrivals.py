@@ -1,14 +1,16 @@
 """An open-model load on an injector: a stage's `arrivalRate`.
 
 The stage's rate is shared by its injectors and interleaved: injector i of n starts its arrivals at
-i / rate, (i + n) / rate, (i + 2n) / rate ... after the load begins, so that together they start one every
-1 / rate seconds, whatever the answers. Each arrival goes to a user of the injector's pool that is free (waiting
+i / rate, (i + n) / rate, (i + 2n) / rate ... after the load begins (one instant, the master's, for all), so
+that together they start one every 1 / rate seconds, whatever the answers, and exactly rate x seconds in all
+over a stage of `seconds`. Each arrival goes to a user of the injector's pool that is free (waiting
 for one); an arrival that finds none is dropped and counted, as k6 counts dropped_iterations. A user records its
 requests' latency from its arrival's intended start as well, so that an arrival that waits for its user (a late
 scheduler) is not hidden."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 
@@ -39,19 +41,24 @@ class Arrivals:
         self._free: deque[AsyncResult] = deque()
         self._scheduler: gevent.Greenlet | None = None
 
-    def start(self, at: float | None = None) -> None:
-        """Arrivals from `at` (epoch seconds; default now) until stop()."""
+    def start(self, at: float | None = None, seconds: float | None = None) -> None:
+        """Arrivals from `at` (epoch seconds; default now) for `seconds` (default: until stop())."""
         if self._scheduler is None:
-            self._scheduler = gevent.spawn(self._run, time.time() if at is None else at)
+            self._scheduler = gevent.spawn(self._run, time.time() if at is None else at, seconds)
+
+    @property
+    def ended(self) -> bool:
+        """The last of a stage's arrivals is made (or stop() came first)."""
+        return self._scheduler is not None and self._scheduler.dead
 
     def stop(self) -> None:
         if self._scheduler is not None:
             self._scheduler.kill(block=False)
 
-    def _run(self, began: float) -> None:
-        k = 0
-        while True:
-            intended = began + offset(self.rate, self.injectors, self.index, k)
+    def _run(self, began: float, seconds: float | None) -> None:
+        k, limit = 0, math.inf if seconds is None else seconds
+        while (after := offset(self.rate, self.injectors, self.index, k)) < limit:
+            intended = began + after
             gevent.sleep(max(0.0, intended - time.time()))   # late: at once, the intended start kept
             self.arrived += 1
             if self._free:
