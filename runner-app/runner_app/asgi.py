@@ -1,24 +1,26 @@
 """The runner app for ASGI servers (Starlette): the Flask app's endpoints and Redis use, some `async def` and
-some plain `def`. A plain one runs on the sync thread pool (AnyIO's, 40 threads by default; RUNNER_SYNC_THREADS
+some plain `def`. A plain one runs on the sync thread pool (AnyIO's, 40 threads by default; LOADSTAGE_SYNC_THREADS
 sets it, which loadstage does from `threads`), so that the pool's size matters as threads do under gunicorn:
 - async, on the event loop: /healthz, /readyz, /metrics, /hello, /readbody, POST /surveys, an answer, and
-  /async/delay/PROFILE; Redis through redis.asyncio;
+  /async/delay/PROFILE; Redis through redis.asyncio (under trio, which redis.asyncio does not run on: the sync
+  client on the thread pool);
 - sync, on the thread pool: a page view, /done and /delay/PROFILE; Redis through the Flask app's store.
 RUNNER_DELAY and RUNNER_STALL hold every instrumented request, as in the Flask app: in its thread for a sync
 endpoint, on the event loop (without blocking it) for an async one."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import secrets
 import time
 import urllib.parse
 
+import anyio
 import anyio.to_thread
 import redis
 import redis.asyncio
+import sniffio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -28,7 +30,7 @@ from starlette.routing import Route
 from . import delays, metrics, store
 from .questions import ANSWER_MAX, PAGES, QUESTIONS
 
-SYNC_THREADS_ENV = "RUNNER_SYNC_THREADS"
+SYNC_THREADS_ENV = "LOADSTAGE_SYNC_THREADS"
 _async_clients: dict[int, redis.asyncio.Redis] = {}
 
 
@@ -42,6 +44,20 @@ def _async_client() -> redis.asyncio.Redis:
     return client
 
 
+async def _pipeline(build) -> list:
+    """A Redis pipeline of the commands `build(pipe)` adds, without a transaction, awaited."""
+    if sniffio.current_async_library() == "asyncio":
+        pipe = _async_client().pipeline(transaction=False)
+        build(pipe)
+        return await pipe.execute()
+
+    def run() -> list:
+        pipe = store.client().pipeline(transaction=False)
+        build(pipe)
+        return pipe.execute()
+    return await anyio.to_thread.run_sync(run)
+
+
 def _observed(route: str, response: Response, started: float, method: str) -> Response:
     metrics.observe(method, route, response.status_code, time.perf_counter() - started)
     return response
@@ -53,7 +69,7 @@ def timed_async(route: str):
         @functools.wraps(handler)
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
-            await asyncio.sleep(delays.stall_left() + delays.request_delay())
+            await anyio.sleep(delays.stall_left() + delays.request_delay())
             return _observed(route, await handler(request), started, request.method)
         return endpoint
     return wrap
@@ -77,7 +93,7 @@ async def healthz(_request: Request) -> Response:
 
 
 async def readyz(_request: Request) -> Response:
-    await _async_client().ping()
+    await _pipeline(lambda pipe: pipe.ping())
     return PlainTextResponse("ready\n")
 
 
@@ -100,7 +116,7 @@ async def async_delay(request: Request) -> Response:
     seconds = delays.draw(request.path_params["profile"])
     if seconds is None:
         raise HTTPException(404)
-    await asyncio.sleep(seconds)
+    await anyio.sleep(seconds)
     return PlainTextResponse(f"{seconds * 1000:.3f}\n")
 
 
@@ -117,10 +133,8 @@ async def readbody(request: Request) -> Response:
 @timed_async("/surveys")
 async def start(_request: Request) -> Response:
     sid = secrets.token_urlsafe(12)
-    pipe = _async_client().pipeline(transaction=False)
-    pipe.hset(store.key(sid), mapping={"page": 1, "started": time.time()})
-    pipe.expire(store.key(sid), store.SESSION_TTL_SECONDS)
-    await pipe.execute()
+    await _pipeline(lambda pipe: pipe.hset(store.key(sid), mapping={"page": 1, "started": time.time()})
+                    .expire(store.key(sid), store.SESSION_TTL_SECONDS))
     return RedirectResponse(f"/surveys/{sid}/pages/1", status_code=303)
 
 
@@ -146,10 +160,8 @@ async def answer(request: Request) -> Response:
     sid, page = _page(request)
     form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"))   # no python-multipart
     text = form.get("answer", [""])[0][:ANSWER_MAX]
-    pipe = _async_client().pipeline(transaction=False)
-    pipe.exists(store.key(sid))
-    pipe.hset(store.key(sid), mapping={f"answer:{page}": text, "page": page + 1})
-    exists, _ = await pipe.execute()
+    exists, _ = await _pipeline(lambda pipe: pipe.exists(store.key(sid))
+                                .hset(store.key(sid), mapping={f"answer:{page}": text, "page": page + 1}))
     if not exists:
         raise HTTPException(404)
     target = f"/surveys/{sid}/pages/{page + 1}" if page < PAGES else f"/surveys/{sid}/done"

@@ -25,8 +25,11 @@ from loadstage.api.load import parse_experiment
 from loadstage.api.quantities import parse_duration
 from loadstage.kube.children import Children
 from loadstage.kube.context import ExperimentContext
-from support.invalid_documents import INVALID, _search, _variant
+from support.invalid_documents import CASES, case_document, document, within
 from support.kube import (
+    GROUP,
+    PLURAL,
+    VERSION,
     a_running_pod_of_job,
     api_requests,
     apply,
@@ -403,8 +406,8 @@ def test_a_search_in_the_operator_steps_its_workers_up_and_resumes_after_a_resta
     """The stored stage (p99 52 ms, intervals from 10 one-second blocks) passes p99 <= 1s at any load, so the
     search doubles its injectors up to its ceiling: 1, 2, then 4, each stage's worker Job that wide."""
     first = operator()
-    doc = _search(search={"load": "injectors", "from": 1, "max": 4, "duration": "30s"}, slo={"p99": "1s"},
-                  cleanup="Keep")
+    doc = document("search", {"search": {"load": "injectors", "from": 1, "max": 4, "duration": "30s"},
+                              "slo": {"p99": "1s"}, "cleanup": "Keep"})
     assert apply(cluster, namespace, doc).returncode == 0
     play_stage(cluster, namespace, "cluster-ladder", "v1-s1", 1, real_stage)
     wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == 1)
@@ -436,9 +439,8 @@ def test_a_goal_in_the_operator_runs_the_cheapest_variants_first_and_resumes_aft
     """The stored stage (p99 52 ms) meets p99 <= 1s: the cheapest variant (2 pods of 250m) wins, the next
     cheapest is its runner-up, and the dearest is never run."""
     first = operator()
-    doc = _variant(matrix={"cpu": ["1", "250m", "500m"]}, goal={"injectors": 2}, slo={"p99": "1s"},
-                   stageEnd={"when": "Decided", "min": "8s", "max": "30s"}, cleanup="Keep")
-    del doc["spec"]["stages"], doc["spec"]["thresholds"]
+    doc = document("goal", {"matrix": {"cpu": ["1", "250m", "500m"]}, "slo": {"p99": "1s"},
+                            "stageEnd": {"when": "Decided", "min": "8s", "max": "30s"}, "cleanup": "Keep"})
     assert apply(cluster, namespace, doc).returncode == 0
     play_stage(cluster, namespace, "cluster-ladder", "v2-s1", 2, real_stage)
     wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder", variant=1) == 1)
@@ -467,9 +469,9 @@ def test_maximize_in_the_operator_searches_every_variant_and_picks_the_most_per_
     """The stored stage passes p99 <= 1s at any load: each search passes up to its ceiling of 2 injectors, so the
     variant that costs less (2 pods of 250m against 2 of 500m) serves the most per core."""
     operator()
-    doc = _variant(matrix={"cpu": ["500m", "250m"]}, goal={"maximize": "capacityPerCore"}, slo={"p99": "1s"},
-                   search={"load": "injectors", "from": 1, "max": 2, "duration": "30s"}, cleanup="Keep")
-    del doc["spec"]["stages"], doc["spec"]["thresholds"]
+    doc = document(spec={"matrix": {"cpu": ["500m", "250m"]}, "goal": {"maximize": "capacityPerCore"},
+                         "slo": {"p99": "1s"}, "search": {"load": "injectors", "from": 1, "max": 2, "duration": "30s"},
+                         "cleanup": "Keep", "stages": None, "thresholds": None})
     assert apply(cluster, namespace, doc).returncode == 0
     for variant in (1, 2):
         play_stage(cluster, namespace, "cluster-ladder", f"v{variant}-s1", 1, real_stage)
@@ -1062,14 +1064,44 @@ def test_problems_the_schema_cannot_see_end_failed_with_a_message(cluster, names
 
 
 def test_invalid_resources_are_refused_by_the_api_server_naming_the_field(cluster, namespace):
-    long_name = example("cluster-ladder")
-    long_name["metadata"]["name"] = "a" * 41
-    cases = INVALID + [(long_name, "metadata.name must be at most 40 characters")]
-    assert len(cases) >= 15
-    for doc, expected in cases:
-        result = apply(cluster, namespace, doc)
-        assert result.returncode != 0, f"accepted: {doc['spec']}"
-        assert expected in result.stderr, result.stderr
+    """tests/data/invalid, created in a dry run: each `apiServer` case refused naming its field, or the object
+    that holds it (a rule across fields), and each `cel` case accepted, a rule left to the parser (the unit tier
+    runs every case through it)."""
+    wrong = []
+    for case in CASES:
+        try:
+            cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, case_document(case),
+                                                           dry_run="All", field_validation="Strict")
+            refused = None
+        except ApiException as e:
+            status = json.loads(e.body)
+            refused = [(c.get("field", "").replace("<nil>", ""), c["message"])
+                       for c in (status.get("details") or {}).get("causes") or [status]]
+        if "cel" in case:
+            if refused:
+                wrong.append(f"{case['name']}: refused, though left to the parser: {refused}")
+        elif not any(within(case["field"], field) and case["apiServer"] in message for field, message in refused or []):
+            wrong.append(f"{case['name']}: not refused with {case['field']}: {case['apiServer']!r}: {refused}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_rule_left_to_the_parser_fails_the_experiment_naming_the_field_and_the_rule(cluster, namespace, operator):
+    """Each `cel` case of tests/data/invalid: the API server takes it, and the operator ends it in phase Failed
+    with the parser's message, creating nothing."""
+    operator()
+    left = [case for case in CASES if "cel" in case]
+    assert left
+    for number, case in enumerate(left):
+        doc = case_document(case)
+        doc["metadata"]["name"] = f"left-to-the-parser-{number}"
+        assert apply(cluster, namespace, doc).returncode == 0, case["name"]
+    for number, case in enumerate(left):
+        name = f"left-to-the-parser-{number}"
+        wait_phase(cluster, namespace, name, "Failed")
+        status = cluster.status(namespace, name)
+        assert status["reason"] == "InvalidSpec" and f"{case['field']}: {case['parser']}" in status["message"], \
+            (case["name"], status)
+        assert not children(cluster, namespace, name), case["name"]
 
 
 def test_the_api_server_accepts_every_example_and_study(cluster, namespace):

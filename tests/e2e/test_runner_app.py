@@ -4,7 +4,9 @@ import shutil
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
+import psutil
 import pytest
 import redis
 
@@ -37,21 +39,24 @@ def call(url, data=None):
         return e.code, e.headers, e.read().decode()
 
 
-# the HTTP servers, spoken to directly; flup (FastCGI) serves this app behind a proxy in test_local_engine
-# and each worker class that serves another interface (gunicorn's uvicorn class: the ASGI app)
-@pytest.fixture(params=[(e, None) for e in ENTRIES if e.protocol == "http"]
-                + [(e, c.name) for e in ENTRIES for c in e.worker_classes if c.kind],
-                ids=lambda p: "-".join(filter(None, (p[0].name, p[1]))))
+# the HTTP servers, spoken to directly (flup, FastCGI, serves this app behind a proxy in test_local_engine); each
+# worker class that serves another interface or runs another event loop (gunicorn's uvicorn class: the ASGI app;
+# hypercorn's trio), and each interface a server can be given (granian's asgi)
+@pytest.fixture(params=[(e, None, None) for e in ENTRIES if e.protocol == "http"]
+                + [(e, c.name, None) for e in ENTRIES for c in e.worker_classes if c.kind or c.name == "trio"]
+                + [(e, None, i) for e in ENTRIES for i in e.interfaces[1:]],
+                ids=lambda p: "-".join(filter(None, (p[0].name, *p[1:]))))
 def app(request, supervisor, tmp_path):
     redis_port, port = free_port(), free_port()
     redis_child = start_redis(supervisor, tmp_path, redis_port)
-    entry, worker_class = request.param
+    entry, worker_class, interface = request.param
     server = entry.name
     if server == "mod_wsgi" and (closed := closed_to_apache_workers()):
         pytest.skip(f"Apache, started by root, runs mod_wsgi's app as nobody, who cannot enter {closed}")
     experiment = parse_experiment({**BASE, "spec": {**BASE["spec"], "target": {
         "server": server, "workers": entry.default_workers(), "threads": 3 if entry.threads else 1,
-        **({"workerClass": worker_class} if worker_class else {})}}})
+        **({"workerClass": worker_class} if worker_class else {}),
+        **({"interface": interface} if interface else {})}}})
     variant = experiment.variants()[0]
     env, scratch = pod_env(experiment, variant, f"redis://127.0.0.1:{redis_port}/0", tmp_path / "m", "runner-app-")
     argv = commands.runner_command(experiment, variant, binds=[f"127.0.0.1:{port}"])
@@ -138,3 +143,27 @@ def test_redis_outage_gives_fast_503_and_the_app_recovers(app, supervisor, tmp_p
     start_redis(supervisor, tmp_path, app["redis_port"])
     wait_for(lambda: call(f"{app['base']}/readyz")[0] == 200)
     assert walk_questionnaire(app["base"])[1] == 5
+
+
+@pytest.mark.parametrize("server,threads,most", [("uvicorn", 2, 2), ("uvicorn", 8, 8), ("granian", 2, 2)])
+def test_an_asgi_apps_threads_bound_its_sync_endpoints_in_flight(supervisor, tmp_path, server, threads, most):
+    """threads is the ASGI app's sync thread pool: 8 requests at once to a sync endpoint (~180 ms each) start
+    at most that many of AnyIO's worker threads, and with a pool of 8 most of the 8 run side by side."""
+    port = free_port()
+    experiment = parse_experiment({**BASE, "spec": {**BASE["spec"], "target": {
+        "server": server, "workers": 1, "threads": threads, **({"interface": "asgi"} if server == "granian" else {})}}})
+    variant = experiment.variants()[0]
+    env, _ = pod_env(experiment, variant, None, tmp_path / "m", "runner-app-")
+    argv = commands.runner_command(experiment, variant, binds=[f"127.0.0.1:{port}"])
+    target = supervisor.start(server, argv, env=env, log_path=tmp_path / f"{server}.log", cwd=project_root())
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: call_or_none(f"{base}/healthz") == 200, timeout=30)
+    (worker,) = [p for p in [psutil.Process(target.pid), *psutil.Process(target.pid).children(recursive=True)]
+                 if p.children() == [] and p.pid != target.pid] or [psutil.Process(target.pid)]
+    before = worker.num_threads()
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: call(f"{base}/delay/slow")[0], range(8)))
+    assert answers == [200] * 8
+    started = worker.num_threads() - before          # AnyIO keeps an idle worker thread for 10 s
+    assert (threads // 2 if threads > 2 else 1) <= started <= most, (before, started)
+    supervisor.stop(target)

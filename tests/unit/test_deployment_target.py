@@ -89,12 +89,28 @@ def test_unset_workers_and_threads_leave_the_container_as_it_is():
      {"command": ["/venv/bin/waitress-serve", "--threads=2", "--port=8080", "app:app"]}),
     ("gunicorn", {"args": ["gunicorn", "-w4", "--threads=8", "app:app"]},
      {"args": ["gunicorn", "-w3", "--threads=2", "app:app"]}),
+    # an ASGI app's threads: its sync thread pool, which it reads from its environment
+    ("uvicorn", {"args": ["uvicorn", "--workers", "8", "app:app"]},
+     {"args": ["uvicorn", "--workers", "3", "app:app"], "env": [{"name": "LOADSTAGE_SYNC_THREADS", "value": "2"}]}),
+    ("gunicorn/uvicorn", {"args": ["gunicorn", "-k", "uvicorn.workers.UvicornWorker", "app:app"]},
+     {"args": ["gunicorn", "-k", "uvicorn_worker.UvicornWorker", "app:app"],
+      "env": [{"name": "LOADSTAGE_SYNC_THREADS", "value": "2"},
+              {"name": "GUNICORN_CMD_ARGS", "value": "--workers 3"}]}),
+    ("hypercorn/uvloop", {"command": ["hypercorn", "-w", "1", "app:app"]},
+     {"command": ["hypercorn", "--worker-class", "uvloop", "-w", "3", "app:app"],
+      "env": [{"name": "LOADSTAGE_SYNC_THREADS", "value": "2"}]}),
+    ("granian/asgi", {"args": ["granian", "--interface", "asgi", "app:app"]},
+     {"args": ["granian", "--interface", "asgi", "app:app"],
+      "env": [{"name": "LOADSTAGE_SYNC_THREADS", "value": "2"}, {"name": "GRANIAN_WORKERS", "value": "3"}]}),
 ])
 def test_each_server_gets_workers_and_threads_the_way_it_reads_them(server, container, expected):
     workers = 1 if server == "waitress" else 3
+    server, _, choice = server.partition("/")
+    chosen = {"interface": choice} if choice in ("wsgi", "asgi") else {"workerClass": choice} if choice else {}
     e = parse_experiment({**BASE, "spec": {**BASE["spec"], "redis": {"deploy": False}, "target": {
-        "deployment": {"name": "x"}, "server": server, "workers": workers, "threads": 2}}})
-    assert apply_server_settings({"name": "web", **container}, e.variants()[0]) == {"name": "web", **expected}
+        "deployment": {"name": "x"}, "server": server, "workers": workers, "threads": 2, **chosen}}})
+    assert apply_server_settings({"name": "web", **container}, e.variants()[0], e.spec.target.interface) == \
+        {"name": "web", **expected}
 
 
 def test_a_setting_loadstage_cannot_reach_is_refused_naming_why():

@@ -178,18 +178,26 @@ def test_runner_environment_names_redis_and_the_metrics_directory():
 
 
 def test_an_asgi_variant_serves_the_asgi_runner_app_with_its_threads_as_the_sync_pool():
-    e = experiment(matrix={"server": ["gunicorn", "uvicorn"], "workerClass": ["gthread", "uvicorn"],
-                           "threads": [3]})
+    e = experiment(matrix={"server": ["gunicorn", "uvicorn", "granian"], "workerClass": ["gthread", "uvicorn"],
+                           "threads": [3]}, target={"interface": "asgi"})
     by_label = {(v.server, v.worker_class): v for v in e.variants()}
-    assert set(by_label) == {("gunicorn", "gthread"), ("gunicorn", "uvicorn"), ("uvicorn", None)}
+    assert set(by_label) == {("gunicorn", "gthread"), ("gunicorn", "uvicorn"), ("uvicorn", None), ("granian", None)}
     for (server, klass), variant in by_label.items():
-        asgi = klass == "uvicorn" or server == "uvicorn"
+        asgi = klass == "uvicorn" or server in ("uvicorn", "granian")
         argv = commands.runner_command(e, variant, binds=["0.0.0.0:8000"])
         assert argv[-1] == ("runner_app.asgi:app" if asgi else "runner_app.app:app"), argv
         env = commands.runner_env(e, variant, redis_url=None, metrics_dir="/tmp/m")
-        assert env.get("RUNNER_SYNC_THREADS") == ("3" if asgi else None)
+        assert env.get("LOADSTAGE_SYNC_THREADS") == ("3" if asgi else None)
     assert "uvicorn_worker.UvicornWorker" in commands.runner_command(e, by_label["gunicorn", "uvicorn"],
                                                                       binds=["0.0.0.0:8000"])
+    granian = commands.runner_command(e, by_label["granian", None], binds=["0.0.0.0:8000"])
+    # granian's ASGI interface takes one blocking thread; the threads are the app's pool
+    assert granian[granian.index("--interface") + 1] == "asgi" and \
+        granian[granian.index("--blocking-threads") + 1] == "1"
+    wsgi = experiment(target={"server": "granian", "threads": 3})
+    granian = commands.runner_command(wsgi, wsgi.variants()[0], binds=["0.0.0.0:8000"])
+    assert (granian[granian.index("--interface") + 1], granian[granian.index("--blocking-threads") + 1],
+            granian[-1]) == ("wsgi", "3", "runner_app.app:app")
 
 
 def test_step_labels_name_variant_and_stage():

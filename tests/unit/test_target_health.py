@@ -57,3 +57,34 @@ def test_a_stage_resumed_by_a_restarted_operator_keeps_the_restarts_made_while_n
     health._observe({p["metadata"]["name"]: p for p in (older, newer, steady)})
     found = {p.pod: p.restarts for p in asyncio.run(health.pods())}
     assert found == {"older": 1, "newer": 2}
+
+
+class Watch:
+    """A pod watch that has listed its pods: the stage's first look happens when its task first runs."""
+    listed = True
+
+    def __init__(self, *pods):
+        self.pods = list(pods)
+
+    def snapshot(self, _experiment, _labels):
+        return {p["metadata"]["name"]: p for p in self.pods}
+
+    async def until(self, experiment, labels, check, _stopped):
+        while check(self.snapshot(experiment, labels)) is None:
+            await asyncio.sleep(0)
+
+
+class Stage(NoEvents):
+    experiment = type("Experiment", (), {"name": "lx"})()
+    stopped = asyncio.Event
+
+
+def test_a_restart_the_moment_the_stage_began_is_the_stages_though_the_watch_had_not_looked_yet():
+    async def stage():
+        watch = Watch(pod("a", restarts=1))
+        async with TargetHealth(Stage(), watch) as health:
+            watch.pods = [pod("a", restarts=3, last={"reason": "Error", "exitCode": 1})]   # before any await
+            await asyncio.sleep(0)
+        return await health.pods()
+    (restarted,) = asyncio.run(stage())
+    assert restarted.restarts == 2 and restarted.causes == ("Error (exit 1)",)

@@ -11,7 +11,7 @@ import yaml
 
 from loadstage.api.names import API_GROUP, API_VERSION, KIND
 from loadstage.api.schema import Problems, ValidationError, key_path
-from loadstage.api.servers import BY_NAME, CUSTOM_SERVER, SERVER_WORKER_CLASSES, names
+from loadstage.api.servers import BY_NAME, CHOOSE_INTERFACE, CUSTOM_SERVER, SERVER_WORKER_CLASSES, listing, names
 from loadstage.api.spec import METADATA, POD_RESOURCES, SPEC
 from loadstage.api.types import (
     COMMAND_PLACEHOLDERS,
@@ -64,8 +64,13 @@ def server_problems(spec: Spec) -> list[tuple[str, str]]:
             problems.append((threads_field, f"{server}'s {', '.join(one)} class ({class_field}) serves one request "
                                             f"at a time per process, so threads must be 1, got "
                                             f"{', '.join(map(str, threads))}"))
+    if t.interface and not t.command and not names(servers, lambda e: len(e.interfaces) > 1):
+        problems.append(("spec.target.interface", f"{', '.join(servers)} ({server_field}) serves one interface; "
+                                                  f"the interface is chosen for {listing(list(CHOOSE_INTERFACE))} "
+                                                  f"only"))
     if t.command:
         for name, value in (("spec.target.server", t.server), ("spec.target.workerClass", t.worker_class),
+                            ("spec.target.interface", t.interface),
                             ("spec.matrix.server", m and m.server),
                             ("spec.matrix.workerClass", m and m.worker_class)):
             if value:

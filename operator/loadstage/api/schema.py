@@ -163,9 +163,11 @@ class ListOf(Node):
 
 
 class MapOf(Node):
-    def __init__(self, description, value: Node, *, key_pattern=None, key_hint=None, default=MISSING):
+    def __init__(self, description, value: Node, *, key_pattern=None, key_hint=None, keys_in_cel=True,
+                 default=MISSING):
+        """`keys_in_cel`: the API server checks the keys too (a CEL rule, which its cost budget may not take)."""
         self.description, self.value, self.default = description, value, default
-        self.key_pattern, self.key_hint = key_pattern, key_hint
+        self.key_pattern, self.key_hint, self.keys_in_cel = key_pattern, key_hint, keys_in_cel
 
     def parse(self, value, path, problems):
         if not isinstance(value, dict):
@@ -180,7 +182,12 @@ class MapOf(Node):
         return out
 
     def openapi(self):
-        return self._with_meta({"type": "object", "additionalProperties": self.value.openapi()})
+        schema = {"type": "object", "additionalProperties": self.value.openapi()}
+        if self.key_pattern and self.keys_in_cel:
+            schema["x-kubernetes-validations"] = [{
+                "rule": "self.all(k, k.matches('^(?:" + self.key_pattern.replace('\\', '\\\\') + ")$'))",
+                "message": f"every key must be {self.key_hint or 'a string'}"}]
+        return self._with_meta(schema)
 
 
 @dataclasses.dataclass(frozen=True)

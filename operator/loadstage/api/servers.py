@@ -20,6 +20,9 @@ MOD_WSGI_MAX_CLIENTS = 200
 MOD_WSGI_USER = ("nobody", "nogroup")   # whom Apache's workers run as when started by root (a local run as root)
 
 
+WSGI, ASGI = "wsgi", "asgi"
+
+
 @dataclass(frozen=True)
 class Launch:
     """What one instance of a server is started with."""
@@ -30,6 +33,7 @@ class Launch:
     binds: tuple[str, ...]       # host:port or unix:PATH; the first shared between instances with reuse_port
     reuse_port: bool = False
     runner_app: bool = False     # the bundled runner app: its own server hooks
+    interface: str = WSGI        # the app's, where the server serves more than one
 
     @property
     def bind(self) -> str:
@@ -37,9 +41,8 @@ class Launch:
         return only
 
 
-WSGI, ASGI = "wsgi", "asgi"
 ASGI_RUNNER_APP = "runner_app.asgi:app"
-SYNC_THREADS_ENV = "RUNNER_SYNC_THREADS"   # an ASGI app's sync thread pool: the ASGI runner app reads it
+SYNC_THREADS_ENV = "LOADSTAGE_SYNC_THREADS"   # an ASGI app's sync thread pool: the ASGI runner app reads it
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class Server:
     about: str                                 # a few words for the docs and the schema
     command: Callable[[Launch], list[str]]
     kind: str = WSGI                           # the interface of the app it serves: wsgi or asgi
+    interfaces: tuple[str, ...] = ()           # more than one: spec.target.interface chooses (the first: default)
     workers: bool = True                       # False: one process; workers must be 1
     threads: bool = True                       # False: one request at a time per process; threads must be 1
     worker_classes: tuple[WorkerClass, ...] = ()   # the first is the default
@@ -93,8 +97,11 @@ class Server:
     def one_at_a_time(self, worker_class: str | None) -> bool:
         return not self.threads or worker_class in self.one_at_a_time_classes
 
-    def kind_of(self, worker_class: str | None) -> str:
-        """The interface of the app it serves with this class: an ASGI class makes gunicorn an ASGI server."""
+    def kind_of(self, worker_class: str | None, interface: str | None = None) -> str:
+        """The interface of the app it serves with this class (an ASGI class makes gunicorn an ASGI server), or
+        the one chosen (spec.target.interface) where it serves several."""
+        if interface in self.interfaces:
+            return interface
         chosen = next((c for c in self.worker_classes if c.name == worker_class), None)
         return chosen.kind if chosen is not None and chosen.kind else self.kind
 
@@ -153,9 +160,10 @@ def _granian(run: Launch) -> list[str]:
     host, port = split_bind(run.bind)
     listen = ["--uds", path, "--uds-permissions", f"0o{SOCKET_PERMISSIONS}"] if (path := unix_path(run.bind)) else \
         ["--host", host, "--port", port]
-    return ["granian", "--interface", "wsgi", *listen,
-            "--workers", str(run.workers), "--blocking-threads", str(run.threads),
-            "--backlog", str(LISTEN_BACKLOG), run.app]
+    # its ASGI interface takes one blocking thread (the event loop's); threads are then the app's sync pool
+    blocking = run.threads if run.interface == WSGI else 1
+    return ["granian", "--interface", run.interface, *listen, "--workers", str(run.workers),
+            "--blocking-threads", str(blocking), "--backlog", str(LISTEN_BACKLOG), run.app]
 
 
 def _uvicorn(run: Launch) -> list[str]:
@@ -217,10 +225,11 @@ ENTRIES = (
            threads_are="its thread pool"),
     Server("cheroot", "cheroot", "CherryPy's server: threads in one process", _cheroot, workers=False,
            settings={"threads": Setting(("--threads",))}, workers_are="always 1", threads_are="its thread pool"),
-    Server("granian", "granian", "its WSGI interface: blocking threads", _granian,
+    Server("granian", "granian", "Rust; WSGI, or ASGI with spec.target.interface", _granian,
+           interfaces=(WSGI, ASGI),
            settings={"workers": Setting(("--workers",), "GRANIAN_WORKERS"),
                      "threads": Setting(("--blocking-threads",), "GRANIAN_BLOCKING_THREADS")},
-           threads_are="blocking threads per worker"),
+           threads_are="wsgi: blocking threads per worker; asgi: the app's sync thread pool"),
     Server("bjoern", PREFORK_PROGRAM, "an event loop per process", _prefork("bjoern"), threads=False,
            workers_are="forked processes, each on its own event loop", threads_are="always 1"),
     Server("meinheld", PREFORK_PROGRAM, "an event loop per process", _prefork("meinheld"), threads=False,
@@ -233,12 +242,12 @@ ENTRIES = (
            threads_are="threaded: a pool of T per process; prefork: always 1"),
     Server("uvicorn", "uvicorn", "ASGI: an event loop per worker process", _uvicorn, kind=ASGI,
            settings={"workers": Setting(("--workers",), "UVICORN_WORKERS")},
-           threads_are="the app's sync thread pool (RUNNER_SYNC_THREADS)", boot_line="Started server process",
+           threads_are=f"the app's sync thread pool ({SYNC_THREADS_ENV})", boot_line="Started server process",
            death_pattern=re.compile(r"(Child process \[\d+\] died)")),
     Server("hypercorn", "hypercorn", "ASGI: an event loop per worker process", _hypercorn, kind=ASGI,
-           worker_classes=(WorkerClass("asyncio"), WorkerClass("uvloop")),
+           worker_classes=(WorkerClass("asyncio"), WorkerClass("uvloop"), WorkerClass("trio")),
            settings={"workers": Setting(("-w", "--workers")), "worker_class": Setting(("-k", "--worker-class"))},
-           threads_are="the app's sync thread pool (RUNNER_SYNC_THREADS)", boot_line="] [INFO] Running on "),
+           threads_are=f"the app's sync thread pool ({SYNC_THREADS_ENV})", boot_line="] [INFO] Running on "),
 )
 BY_NAME = {s.name: s for s in ENTRIES}
 DEFAULT_SERVER = "gunicorn"
@@ -248,6 +257,8 @@ SERVERS = tuple(BY_NAME)
 SERVER_WORKER_CLASSES = {s.name: s.classes for s in ENTRIES if s.worker_classes}
 WORKER_CLASSES = tuple(dict.fromkeys(c for classes in SERVER_WORKER_CLASSES.values() for c in classes))
 PREFORK_SERVERS = tuple(s.name for s in ENTRIES if s.program == PREFORK_PROGRAM)
+INTERFACES = (WSGI, ASGI)
+CHOOSE_INTERFACE = tuple(s.name for s in ENTRIES if len(s.interfaces) > 1)   # spec.target.interface
 
 
 def names(servers, have: Callable[[Server], bool]) -> list[str]:

@@ -7,7 +7,18 @@ from loadstage.api.names import NAME_MAX, NAME_PATTERN, NAME_SUBDOMAIN
 from loadstage.api.quantities import Duration, Percent, Quantity, cpu_cores, format_duration, memory_bytes
 from loadstage.api import servers as entries
 from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
-from loadstage.api.servers import DEFAULT_SERVER, SERVER_WORKER_CLASSES, SERVERS, WORKER_CLASSES, listing, names
+from loadstage.api.servers import (
+    ASGI_RUNNER_APP,
+    CHOOSE_INTERFACE,
+    DEFAULT_SERVER,
+    INTERFACES,
+    SERVER_WORKER_CLASSES,
+    SERVERS,
+    SYNC_THREADS_ENV,
+    WORKER_CLASSES,
+    listing,
+    names,
+)
 from loadstage.api.types import (
     CLEANUP_POLICIES,
     COMMAND_PLACEHOLDERS,
@@ -147,6 +158,11 @@ def _server_rules() -> list[Rule]:
         Rule(None, f"{_among(tcp_only, 'listens', 'listen')} on TCP only: no unix socket (spec.target.proxy.socket "
                    f"or spec.matrix.socket) with {'it' if len(tcp_only) == 1 else 'them'}",
              cel=f"!{_CEL_SERVERS}.exists(s, s in {tcp_only}) || !{_CEL_SOCKETS}.exists(s, s == 'unix')"),
+        Rule(None, f"spec.target.interface chooses the interface of {listing(list(CHOOSE_INTERFACE))}, which "
+                   f"{'serves' if len(CHOOSE_INTERFACE) == 1 else 'serve'} more than one: the servers must include "
+                   f"{'it' if len(CHOOSE_INTERFACE) == 1 else 'one of them'}",
+             cel=f"!has(self.target) || !has(self.target.interface) || has(self.target.command) || "
+                 f"{_CEL_SERVERS}.exists(s, s in {list(CHOOSE_INTERFACE)})"),
     ]
     for e in entries.ENTRIES:
         if one := list(e.one_at_a_time_classes):
@@ -227,7 +243,8 @@ def resources(what: str, *, cpu_limit_minimum: str | None = None, default=None) 
 
 _LABELS = MapOf("Labels the selected objects carry, all of them.", Str("Value.", max_length=63),
                 key_pattern=r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", key_hint="a label key")
+                            r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", key_hint="a label key",
+                keys_in_cel=False)   # inside spec.target.allowFrom's list: 26 times the API server's CEL budget
 PEER = Obj(Peer, "Pods, namespaces or addresses that may reach the target's pods, as in a NetworkPolicy's from: "
                  "podSelector and namespaceSelector (matchLabels; both together: those pods in those namespaces), "
                  "or ipBlock.", {
@@ -245,9 +262,10 @@ PEER = Obj(Peer, "Pods, namespaces or addresses that may reach the target's pods
                "ipBlock stands alone: give it without podSelector and namespaceSelector",
                cel="!has(self.ipBlock) || (!has(self.podSelector) && !has(self.namespaceSelector))")])
 
-TARGET = Obj(Target, "The system under test: a WSGI app, served by the server you choose.", {
+TARGET = Obj(Target, "The system under test: a WSGI or ASGI app, served by the server you choose.", {
     "image": _image,
-    "app": Str("WSGI application that the server serves (module:callable).",
+    "app": Str("The application the server serves (module:callable): a WSGI one, or an ASGI one under an ASGI "
+               f"server. The default, the runner app, serves either ({ASGI_RUNNER_APP} under an ASGI server).",
                pattern=r"[A-Za-z_][\w.]*:[A-Za-z_][\w.()]*", pattern_hint="module:callable",
                default=DEFAULT_RUNNER_APP),
     "pods": Int("Number of target pods (local engine: server instances).", minimum=1, maximum=500,
@@ -256,14 +274,18 @@ TARGET = Obj(Target, "The system under test: a WSGI app, served by the server yo
                   "threads map onto each server's own settings.", enum=SERVERS),
     "workers": Int(f"Worker processes per pod. Defaults to 2, or 1 for {_WITHOUT_WORKERS}, which run one process.",
                    minimum=1, maximum=64),
-    "threads": Int(f"Threads per worker process (the server's threads, granian's blocking threads, a thread pool). "
-                   f"Defaults to 2, or 1 where a process serves one request at a time ({_ONE_AT_A_TIME}); a "
-                   f"Deployment target keeps its own unless this is set.", minimum=1, maximum=64),
+    "threads": Int(f"Threads per worker process (the server's threads, granian's blocking threads, a thread pool); "
+                   f"under an ASGI server, the app's thread pool for its sync endpoints ({SYNC_THREADS_ENV}, read by "
+                   f"the runner app; AnyIO's default is 40). Defaults to 2, or 1 where a process serves one request "
+                   f"at a time ({_ONE_AT_A_TIME}); a Deployment target keeps its own unless this is set.",
+                   minimum=1, maximum=64),
     "workerClass": Str("Worker class: " + "; ".join(f"{e.name}'s: {listing(list(e.classes))} (the first is the "
                                                     f"default)" for e in entries.ENTRIES if e.worker_classes)
                        + ". " + " ".join(f"{e.name}'s {c.name} serves one request at a time per process."
                                          for e in entries.ENTRIES for c in e.worker_classes if c.one_at_a_time),
                        enum=WORKER_CLASSES),
+    "interface": Str(f"The interface {listing(list(CHOOSE_INTERFACE))} serves the app with (default "
+                     f"{INTERFACES[0]}); every other server's is its own, or its worker class's.", enum=INTERFACES),
     "command": ListOf("Any other server: its command line, instead of server. Placeholders: "
                       + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS)
                       + " ({bind} is host:port); it must listen on {port} or {bind}. Write {{ and }} for a "
@@ -680,11 +702,19 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
              f"(has(self.target) && has(self.target.proxy) && has(self.target.proxy.socket) && "
              f"self.target.proxy.socket == 'unix')) || ({_CEL_HAS_PROXY}) && !{_CEL_PROXIES}.exists(p, p == "
              f"'{NO_PROXY}')"),
+    Rule(None, "spec.target.deployment runs its own pods, and loadstage adds no proxy to them: no spec.target.proxy "
+               "or spec.matrix.proxy with it (put the proxy in the Deployment)",
+         cel="!has(self.target) || !has(self.target.deployment) || !(" + _CEL_HAS_PROXY + ")"),
+    Rule(None, "spec.target.command with a unix socket must listen on {bind}, which is then unix:PATH ({host} and "
+               "{port} are empty)",
+         cel=f"!has(self.target) || !has(self.target.command) || !{_CEL_SOCKETS}.exists(s, s == 'unix') || "
+             "self.target.command.exists(a, a.replace('{{', '').contains('{bind}'))"),
     *SERVER_RULES,
     Rule(None, "spec.target.command replaces the server: set none of spec.target.server, spec.target.workerClass, "
-               "spec.matrix.server or spec.matrix.workerClass with it",
+               "spec.target.interface, spec.matrix.server or spec.matrix.workerClass with it",
          cel="!has(self.target) || !has(self.target.command) || (!has(self.target.server) && "
-             "!has(self.target.workerClass) && (!has(self.matrix) || (!has(self.matrix.server) && "
+             "!has(self.target.workerClass) && !has(self.target.interface) && (!has(self.matrix) || "
+             "(!has(self.matrix.server) && "
              "!has(self.matrix.workerClass))))"),
     Rule(None, "spec.target.command must listen on {port} or {bind}, and use only the placeholders "
                + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS),

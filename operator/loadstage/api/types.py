@@ -210,6 +210,7 @@ class Target:
     deployment: DeploymentTarget | None = None
     allow_from: list[Peer] = field(default_factory=list)
     proxy: Proxy | None = None
+    interface: str | None = None   # None: wsgi where the server serves several (granian)
 
     @property
     def runner_app(self) -> bool:

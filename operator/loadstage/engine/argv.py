@@ -64,19 +64,20 @@ def runner_command(experiment: Experiment, variant: Variant, *, binds: list[str]
     entry = servers.BY_NAME[variant.server]
     return entry.command(Launch(
         app_of(experiment, variant), variant.workers, variant.threads, entry.class_argument(variant.worker_class),
-        tuple(binds), reuse_port, runner_app=target.runner_app))
+        tuple(binds), reuse_port, runner_app=target.runner_app, interface=kind_of(experiment, variant)))
 
 
-def kind_of(variant: Variant) -> str:
+def kind_of(experiment: Experiment, variant: Variant) -> str:
     """The interface the variant's server speaks to the app: wsgi or asgi (a target's own command: wsgi)."""
     entry = servers.BY_NAME.get(variant.server)
-    return entry.kind_of(variant.worker_class) if entry else servers.WSGI
+    return entry.kind_of(variant.worker_class, experiment.spec.target.interface) if entry else servers.WSGI
 
 
 def app_of(experiment: Experiment, variant: Variant) -> str:
     """The app the variant serves: the runner app in the interface its server speaks, or the target's own."""
     target = experiment.spec.target
-    return servers.ASGI_RUNNER_APP if target.runner_app and kind_of(variant) == servers.ASGI else target.app
+    asgi = kind_of(experiment, variant) == servers.ASGI
+    return servers.ASGI_RUNNER_APP if target.runner_app and asgi else target.app
 
 
 def app_bind(variant: Variant, *, port: int = APP_PORT_BEHIND_PROXY, socket_dir: str) -> str:
@@ -97,7 +98,7 @@ def runner_env(experiment: Experiment, variant: Variant, *, redis_url: str | Non
     """Environment of one target instance: the app's Redis (if it uses one), where the runner app's
     processes keep their Prometheus metrics, and for an ASGI app its sync thread pool (threads)."""
     target = experiment.spec.target
-    asgi = kind_of(variant) == servers.ASGI and variant.threads is not None
+    asgi = kind_of(experiment, variant) == servers.ASGI and variant.threads is not None
     # PROMETHEUS_MULTIPROC_DIR switches prometheus_client into multiprocess mode: the runner app's only
     return {**target.env, **({"REDIS_URL": redis_url} if redis_url else {}),
             **({"PROMETHEUS_MULTIPROC_DIR": metrics_dir} if target.runner_app else {}),

@@ -84,27 +84,28 @@ class KubernetesBackend:
         c = self.context
         exp = c.experiment
         master = manifests.master_name(exp, step)
-        created = await self.children.create(manifests.master_service(exp, step))
-        created = await self.children.create(manifests.master_job(
-            exp, step, self.defaults, self.runner_ips, self.target.server_port)) or created
-        created = await self.children.create(manifests.workers_job(exp, step, self.defaults)) or created
-        budget = manifests.stage_budget(exp, step)
-        await self.children.create(budget)
-        c.on_event("StageStarted" if created else "StageResumed",
-                   f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
-        sampling_from = now()
-        began = None if created else await self._began(master)
+        began = await self._began(master)    # a resumed stage's; None: the stage begins now
         selector = f"{LABEL_EXPERIMENT}={exp.name},{LABEL_ROLE}=runner"
         redis_url = self.redis_sample_url if c.experiment.spec.redis.used else None
-        async with AsyncRedisSampler(redis_url, password=self.redis_password) as redis_sampler, \
-                PodMetricsSampler(c.custom, c.namespace, selector,
-                                  metrics_interval(step.stage.duration)) as pod_metrics, \
-                TargetHealth(c, self.pods, since=began) as target_health, \
+        # the target's health from before its Jobs exist: a restart as the injectors start is the stage's
+        async with TargetHealth(c, self.pods, since=began) as target_health, \
                 (TargetHealth(c, self.pods, since=began, role="redis") if exp.spec.redis.deployed
                  else contextlib.nullcontext()) as redis_health:
-            with metrics.LIVE.stage(series_labels(exp, step),
-                                    lambda: target_samples(pod_metrics.now, redis_sampler.now)):
-                pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
+            created = await self.children.create(manifests.master_service(exp, step))
+            created = await self.children.create(manifests.master_job(
+                exp, step, self.defaults, self.runner_ips, self.target.server_port)) or created
+            created = await self.children.create(manifests.workers_job(exp, step, self.defaults)) or created
+            budget = manifests.stage_budget(exp, step)
+            await self.children.create(budget)
+            c.on_event("StageStarted" if created else "StageResumed",
+                       f"{step.label()}: Jobs {master} and {manifests.workers_name(exp, step)}")
+            sampling_from = now()
+            async with AsyncRedisSampler(redis_url, password=self.redis_password) as redis_sampler, \
+                    PodMetricsSampler(c.custom, c.namespace, selector,
+                                      metrics_interval(step.stage.duration)) as pod_metrics:
+                with metrics.LIVE.stage(series_labels(exp, step),
+                                        lambda: target_samples(pod_metrics.now, redis_sampler.now)):
+                    pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
         if redis_health is not None and (redis_lost := await redis_health.pods()):
             raise StageDisrupted("; ".join(f"the Redis pod {p.describe()}" for p in redis_lost), reason="RedisLost")
         await self.children.delete("PodDisruptionBudget", budget["metadata"]["name"])

@@ -76,7 +76,7 @@ def variant_template(experiment: Experiment, variant: Variant, deployment: dict[
     template = copy.deepcopy(deployment["spec"]["template"])
     index = container_index(experiment, deployment)
     containers = template["spec"]["containers"]
-    container = apply_server_settings(containers[index], variant)
+    container = apply_server_settings(containers[index], variant, experiment.spec.target.interface)
     container["resources"] = _resources(containers[index], variant, defaults)
     containers[index] = container
     metadata = template.setdefault("metadata", {})

@@ -1,7 +1,8 @@
 """Workers and threads on a container loadstage did not build (an existing Deployment's), set the way its
 server reads them: a flag already in the container's command line is rewritten; otherwise the server's
-environment variable is set (gunicorn's GUNICORN_CMD_ARGS merged with the value already there). A value that
-cannot be set is refused, naming why; it is never dropped."""
+environment variable is set (gunicorn's GUNICORN_CMD_ARGS merged with the value already there). An ASGI app's
+threads are its sync thread pool, set as SYNC_THREADS_ENV, which the app reads. A value that cannot be set is
+refused, naming why; it is never dropped."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import copy
 import shlex
 from typing import Any
 
-from loadstage.api.servers import BY_NAME, Setting
+from loadstage.api.servers import ASGI, BY_NAME, SYNC_THREADS_ENV, Setting
 from loadstage.api.types import Variant
 from loadstage.engine.errors import ExperimentFailed
 
@@ -19,12 +20,14 @@ class SettingsNotSettable(ExperimentFailed):
         super().__init__("SettingsNotSettable", message)
 
 
-def _wanted(variant: Variant) -> dict[str, str]:
-    # a single-process server has no workers to set, a single-thread one no threads: the rules hold them at 1
+def _wanted(variant: Variant, asgi: bool) -> dict[str, str]:
+    # a single-process server has no workers to set, a single-thread one no threads: the rules hold them at 1;
+    # an ASGI app's threads are its sync thread pool, set in its environment
     entry = BY_NAME.get(variant.server)
     workers = variant.workers if entry is None or entry.workers else None
-    threads = variant.threads if entry is None or entry.threads else None
-    values = {"workers": workers, "threads": threads, "worker_class": variant.worker_class}
+    threads = variant.threads if (entry is None or entry.threads) and not asgi else None
+    worker_class = entry.class_argument(variant.worker_class) if entry else variant.worker_class
+    values = {"workers": workers, "threads": threads, "worker_class": worker_class}
     return {k: str(v) for k, v in values.items() if v is not None}
 
 
@@ -75,19 +78,25 @@ def _merged_args(variable: str, env: list[dict[str, Any]], settings: dict[str, t
     return shlex.join(argv)
 
 
-def apply_server_settings(container: dict[str, Any], variant: Variant) -> dict[str, Any]:
-    """The container with the variant's workers, threads and worker class, as its server reads them."""
-    wanted = _wanted(variant)
-    if not wanted:
-        return container
+def apply_server_settings(container: dict[str, Any], variant: Variant, interface: str | None = None
+                          ) -> dict[str, Any]:
+    """The container with the variant's workers, threads and worker class, as its server reads them; under an
+    ASGI server (its worker class's, or `interface`), threads are the app's sync thread pool (SYNC_THREADS_ENV)."""
     server, entry = variant.server, BY_NAME.get(variant.server)
+    asgi = entry is not None and entry.kind_of(variant.worker_class, interface) == ASGI
+    wanted = _wanted(variant, asgi)
+    sync_threads = [(SYNC_THREADS_ENV, str(variant.threads))] if asgi and variant.threads is not None else []
+    if not wanted and not sync_threads:
+        return container
     known: dict[str, Setting] | None = entry and entry.settings
-    if known is None:
+    if known is None and wanted:
         raise SettingsNotSettable(f"loadstage cannot set workers or threads of a {server} server in an existing "
                                   f"container; leave them out of spec.target and spec.matrix")
     container = copy.deepcopy(container)
     command, args = list(container.get("command") or []), list(container.get("args") or [])
     env = list(container.get("env") or [])
+    for name, value in sync_threads:
+        env = _set_env(env, name, value)
     unflagged: dict[str, tuple[tuple[str, ...], str]] = {}
     for setting, value in wanted.items():
         if setting not in known:

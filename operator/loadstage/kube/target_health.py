@@ -64,6 +64,8 @@ class TargetHealth:
         self._outgoing: set[str] = set()
 
     async def __aenter__(self) -> TargetHealth:
+        if self.watch.listed:    # the baseline now, not when the task first runs
+            self._observe(self.watch.snapshot(self.context.experiment.name, {LABEL_ROLE: self.role}))
         self._task = asyncio.create_task(self._follow())
         return self
 
