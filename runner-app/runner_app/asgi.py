@@ -21,6 +21,8 @@ import anyio.to_thread
 import redis
 import redis.asyncio
 import sniffio
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -38,9 +40,12 @@ def _async_client() -> redis.asyncio.Redis:
     """One pool per worker process, as the sync store has."""
     client = _async_clients.get(os.getpid())
     if client is None:
+        # once more on a closed connection: a pooled one whose server restarted may not show it until used
+        # (an outage still fails fast: a refused connect is not retried)
         client = _async_clients[os.getpid()] = redis.asyncio.Redis.from_url(
             os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), socket_connect_timeout=0.5,
-            socket_timeout=2.0, password=os.environ.get("REDIS_PASSWORD") or None)
+            socket_timeout=2.0, password=os.environ.get("REDIS_PASSWORD") or None,
+            retry=Retry(NoBackoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)))
     return client
 
 
