@@ -269,6 +269,7 @@ FLUSH = "loadstage_flush"          # master -> worker: stop your users, report n
 FLUSHED = "loadstage_flushed"      # worker -> master: my last report is in (it was sent before this)
 DONE = "loadstage_done"            # worker -> master: my share of --stage-requests has completed
 FLUSH_TIMEOUT_SECONDS = compat.REPORT_INTERVAL_SECONDS + 1
+ARRIVALS_DUE_SECONDS = 0.5   # at the stage's end, an injector running late still makes the arrivals due in it
 
 
 def _worker_done(environment, msg, **_kwargs):
@@ -291,7 +292,7 @@ def _start_arrivals(environment, began):
 
 def _stop_arrivals(environment):
     if (arrivals := getattr(environment, "loadstage_arrivals", None)) is not None:
-        arrivals.stop()
+        arrivals.finish(ARRIVALS_DUE_SECONDS)
 
 
 def _flush_worker(environment, msg, **_kwargs):

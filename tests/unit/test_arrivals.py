@@ -121,3 +121,15 @@ def test_a_stage_that_drops_over_1_percent_of_its_arrivals_is_injector_bound():
     assert (over["droppedArrivals"], over["injectorBound"]) == (102, True)
     closed = build(RequestStats(), StageRecorder())[0]
     assert "arrivals" not in closed and "droppedArrivals" not in closed
+
+
+def test_a_stage_that_ends_while_its_scheduler_runs_late_still_makes_the_arrivals_due_in_it():
+    arrivals = Arrivals(rate=1000, injectors=1, index=0)
+    arrivals.start(time.time() - 0.2, 0.1)     # every one of its 100 arrivals is already due
+    arrivals.finish(5)                          # the stage ends before the scheduler has run at all
+    assert arrivals.ended and arrivals.arrived == 100 == arrivals.dropped   # made (no user waited), none lost
+    unbounded = Arrivals(rate=1000, injectors=1, index=0)
+    unbounded.start()
+    started = time.monotonic()
+    unbounded.finish(5)                          # no schedule to finish: stopped at once
+    assert time.monotonic() - started < 1 and unbounded.ended

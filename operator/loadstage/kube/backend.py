@@ -78,7 +78,9 @@ class KubernetesBackend:
     async def _began(self, master: str) -> str | None:
         """When a resumed stage began: its master Job's creation."""
         job = await self.children.read("Job", master)
-        return job.metadata.creation_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ") if job else None
+        if job is None or not self.children.owns(job):    # none yet, or an earlier experiment's of the same name
+            return None
+        return job.metadata.creation_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def run_stage(self, step: Step) -> StageMeasurement:
         c = self.context

@@ -68,7 +68,7 @@ class Children:
             existing = await self.read(kind, name)
             if existing is None:
                 continue
-            if self._owned(existing) and existing.metadata.deletion_timestamp is None:
+            if self.owns(existing) and existing.metadata.deletion_timestamp is None:
                 return False
             await self._wait_until_gone(kind, name, existing)
 
@@ -94,7 +94,7 @@ class Children:
                 return None
             raise
 
-    def _owned(self, obj) -> bool:
+    def owns(self, obj) -> bool:
         return any(ref.uid == self.context.owner_uid for ref in obj.metadata.owner_references or [])
 
     async def _wait_until_gone(self, kind: str, name: str, existing) -> None:

@@ -40,16 +40,24 @@ class Arrivals:
         self.dropped = 0
         self._free: deque[AsyncResult] = deque()
         self._scheduler: gevent.Greenlet | None = None
+        self._bounded = False
 
     def start(self, at: float | None = None, seconds: float | None = None) -> None:
         """Arrivals from `at` (epoch seconds; default now) for `seconds` (default: until stop())."""
         if self._scheduler is None:
+            self._bounded = seconds is not None
             self._scheduler = gevent.spawn(self._run, time.time() if at is None else at, seconds)
 
     @property
     def ended(self) -> bool:
         """The last of a stage's arrivals is made (or stop() came first)."""
         return self._scheduler is not None and self._scheduler.dead
+
+    def finish(self, timeout: float) -> None:
+        """The stage's arrivals still due (a scheduler running late), for at most `timeout` seconds; then stop."""
+        if self._scheduler is not None and self._bounded:
+            self._scheduler.join(timeout)
+        self.stop()
 
     def stop(self) -> None:
         if self._scheduler is not None:
