@@ -50,17 +50,10 @@ def _async_client() -> redis.asyncio.Redis:
 
 
 async def _pipeline(build) -> list:
-    """A Redis pipeline of the commands `build(pipe)` adds, without a transaction, awaited."""
+    """A Redis pipeline, without a transaction, of the commands `build(pipe)` adds (it returns the pipe)."""
     if sniffio.current_async_library() == "asyncio":
-        pipe = _async_client().pipeline(transaction=False)
-        build(pipe)
-        return await pipe.execute()
-
-    def run() -> list:
-        pipe = store.client().pipeline(transaction=False)
-        build(pipe)
-        return pipe.execute()
-    return await anyio.to_thread.run_sync(run)
+        return await build(_async_client().pipeline(transaction=False)).execute()
+    return await anyio.to_thread.run_sync(lambda: build(store.client().pipeline(transaction=False)).execute())
 
 
 def _observed(route: str, response: Response, started: float, method: str) -> Response:

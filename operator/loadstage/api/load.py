@@ -64,7 +64,7 @@ def server_problems(spec: Spec) -> list[tuple[str, str]]:
             problems.append((threads_field, f"{server}'s {', '.join(one)} class ({class_field}) serves one request "
                                             f"at a time per process, so threads must be 1, got "
                                             f"{', '.join(map(str, threads))}"))
-    if t.interface and not t.command and not names(servers, lambda e: len(e.interfaces) > 1):
+    if t.interface and not t.command and not set(servers) & set(CHOOSE_INTERFACE):
         problems.append(("spec.target.interface", f"{', '.join(servers)} ({server_field}) serves one interface; "
                                                   f"the interface is chosen for {listing(list(CHOOSE_INTERFACE))} "
                                                   f"only"))

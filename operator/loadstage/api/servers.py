@@ -261,6 +261,17 @@ INTERFACES = (WSGI, ASGI)
 CHOOSE_INTERFACE = tuple(s.name for s in ENTRIES if len(s.interfaces) > 1)   # spec.target.interface
 
 
+def kind(server: str, worker_class: str | None, interface: str | None) -> str:
+    """The interface the server speaks to the app: wsgi or asgi (a target's own command: wsgi)."""
+    entry = BY_NAME.get(server)
+    return entry.kind_of(worker_class, interface) if entry else WSGI
+
+
+def sync_pool_env(kind_: str, threads: int | None) -> dict[str, str]:
+    """An ASGI app's threads: its sync thread pool, which it reads from SYNC_THREADS_ENV."""
+    return {SYNC_THREADS_ENV: str(threads)} if kind_ == ASGI and threads is not None else {}
+
+
 def names(servers, have: Callable[[Server], bool]) -> list[str]:
     """Those of `servers` whose entry has it, in order."""
     return [s for s in servers if s in BY_NAME and have(BY_NAME[s])]

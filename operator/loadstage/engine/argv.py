@@ -69,8 +69,7 @@ def runner_command(experiment: Experiment, variant: Variant, *, binds: list[str]
 
 def kind_of(experiment: Experiment, variant: Variant) -> str:
     """The interface the variant's server speaks to the app: wsgi or asgi (a target's own command: wsgi)."""
-    entry = servers.BY_NAME.get(variant.server)
-    return entry.kind_of(variant.worker_class, experiment.spec.target.interface) if entry else servers.WSGI
+    return servers.kind(variant.server, variant.worker_class, experiment.spec.target.interface)
 
 
 def app_of(experiment: Experiment, variant: Variant) -> str:
@@ -98,11 +97,10 @@ def runner_env(experiment: Experiment, variant: Variant, *, redis_url: str | Non
     """Environment of one target instance: the app's Redis (if it uses one), where the runner app's
     processes keep their Prometheus metrics, and for an ASGI app its sync thread pool (threads)."""
     target = experiment.spec.target
-    asgi = kind_of(experiment, variant) == servers.ASGI and variant.threads is not None
     # PROMETHEUS_MULTIPROC_DIR switches prometheus_client into multiprocess mode: the runner app's only
     return {**target.env, **({"REDIS_URL": redis_url} if redis_url else {}),
             **({"PROMETHEUS_MULTIPROC_DIR": metrics_dir} if target.runner_app else {}),
-            **({servers.SYNC_THREADS_ENV: str(variant.threads)} if asgi else {})}
+            **servers.sync_pool_env(kind_of(experiment, variant), variant.threads)}
 
 
 def locustfiles(experiment: Experiment, custom_locustfile: str | None = None) -> str:

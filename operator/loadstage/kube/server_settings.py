@@ -1,8 +1,8 @@
 """Workers and threads on a container loadstage did not build (an existing Deployment's), set the way its
 server reads them: a flag already in the container's command line is rewritten; otherwise the server's
 environment variable is set (gunicorn's GUNICORN_CMD_ARGS merged with the value already there). An ASGI app's
-threads are its sync thread pool, set as SYNC_THREADS_ENV, which the app reads. A value that cannot be set is
-refused, naming why; it is never dropped."""
+threads are its sync thread pool, set in its environment (servers.sync_pool_env), which the app reads. A value
+that cannot be set is refused, naming why; it is never dropped."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import copy
 import shlex
 from typing import Any
 
-from loadstage.api.servers import ASGI, BY_NAME, SYNC_THREADS_ENV, Setting
+from loadstage.api.servers import ASGI, BY_NAME, Setting, kind, sync_pool_env
 from loadstage.api.types import Variant
 from loadstage.engine.errors import ExperimentFailed
 
@@ -83,9 +83,9 @@ def apply_server_settings(container: dict[str, Any], variant: Variant, interface
     """The container with the variant's workers, threads and worker class, as its server reads them; under an
     ASGI server (its worker class's, or `interface`), threads are the app's sync thread pool (SYNC_THREADS_ENV)."""
     server, entry = variant.server, BY_NAME.get(variant.server)
-    asgi = entry is not None and entry.kind_of(variant.worker_class, interface) == ASGI
-    wanted = _wanted(variant, asgi)
-    sync_threads = [(SYNC_THREADS_ENV, str(variant.threads))] if asgi and variant.threads is not None else []
+    app_kind = kind(server, variant.worker_class, interface)
+    wanted = _wanted(variant, app_kind == ASGI)
+    sync_threads = sync_pool_env(app_kind, variant.threads)
     if not wanted and not sync_threads:
         return container
     known: dict[str, Setting] | None = entry and entry.settings
@@ -95,7 +95,7 @@ def apply_server_settings(container: dict[str, Any], variant: Variant, interface
     container = copy.deepcopy(container)
     command, args = list(container.get("command") or []), list(container.get("args") or [])
     env = list(container.get("env") or [])
-    for name, value in sync_threads:
+    for name, value in sync_threads.items():
         env = _set_env(env, name, value)
     unflagged: dict[str, tuple[tuple[str, ...], str]] = {}
     for setting, value in wanted.items():
