@@ -52,7 +52,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from loadstage.api.types import PERCENTILES, Slo
 from loadstage.locust import compat, live, summary
-from loadstage.locust.arrivals import Arrivals
+from loadstage.locust.arrivals import ARRIVALS_DUE_SECONDS, Arrivals
 from loadstage.locust.recorder import REPORT_KEY, WINDOW_SECONDS, WINDOW_SETTLE_SECONDS, StageRecorder
 from loadstage.locust.request_gate import RequestGate, install
 from loadstage.locust.served_count import REQUEST_METRIC, scrape_served_requests, served_between
@@ -269,7 +269,6 @@ FLUSH = "loadstage_flush"          # master -> worker: stop your users, report n
 FLUSHED = "loadstage_flushed"      # worker -> master: my last report is in (it was sent before this)
 DONE = "loadstage_done"            # worker -> master: my share of --stage-requests has completed
 FLUSH_TIMEOUT_SECONDS = compat.REPORT_INTERVAL_SECONDS + 1
-ARRIVALS_DUE_SECONDS = 0.5   # at the stage's end, an injector running late still makes the arrivals due in it
 
 
 def _worker_done(environment, msg, **_kwargs):

@@ -5,9 +5,10 @@ threads, each request held ~18 ms (the runner app's `fast` delay), serves at mos
 import json
 
 import pytest
-
-from support.documents import BASE
 from test_local_engine import finish, start_cli
+
+from loadstage.locust.arrivals import ARRIVALS_DUE_SECONDS
+from support.documents import BASE
 
 pytestmark = pytest.mark.e2e
 
@@ -29,7 +30,9 @@ def test_an_arrival_rate_holds_across_injectors_and_a_pool_too_small_drops_arriv
     asked = RATE * SECONDS
     assert held["target"]["servedRequests"] == held["requests"], held    # every arrival reached the target once
     assert abs(held["target"]["servedRequests"] - asked) <= asked / 100, held   # the rate, within 1%
-    assert abs(held["rps"] - RATE) <= RATE / 100, held
+    # rps spans the stage's start to its last answer: the last arrival, its answer and a late scheduler's lag
+    # (at most ARRIVALS_DUE_SECONDS); the rate itself is the counts above
+    assert SECONDS - 1 / RATE <= held["requests"] / held["rps"] <= SECONDS + ARRIVALS_DUE_SECONDS, held
     assert (held["arrivalRate"], held["droppedArrivals"], held["injectorBound"]) == (RATE, 0, False), held
     assert held["arrivals"] == asked and held["failures"] == 0      # each injector's share, from the master's start
     assert held["users"] == INJECTORS * 10                           # the pools

@@ -90,6 +90,20 @@ class RealNode(Cluster):
         return {f"{p.metadata.name}/{c.name}": self.logs(namespace, p.metadata.name, c.name)
                 for p in self.core.list_namespaced_pod(namespace).items for c in p.spec.containers}
 
+    def evidence(self, path: Path) -> str:
+        """After a failure: every pod and Job, the Events, and every container's log in the node's namespaces go
+        to `path`; returns a short account (the pods not Succeeded, the last Events, the operator's last lines)."""
+        pods = self.kubectl("get", "pods,jobs", "-A", "-o", "wide").stdout
+        events = self.kubectl("get", "events", "-A", "--sort-by=.lastTimestamp").stdout
+        namespaces = [n.metadata.name for n in self.core.list_namespace().items
+                      if not n.metadata.name.startswith("kube-") and n.metadata.name != "default"]
+        logs = {f"{n}/{k}": v for n in namespaces for k, v in self.all_logs(n).items()}
+        path.write_text("\n".join([pods, events, *(f"== {k}\n{v}" for k, v in sorted(logs.items()))]))
+        operator = next((v for k, v in logs.items() if k.startswith(f"{OPERATOR_NAMESPACE}/")), "")
+        unfinished = [line for line in pods.splitlines() if "Completed" not in line and "Succeeded" not in line]
+        return "\n".join(["pods and Jobs:", *unfinished, "last Events:", *events.splitlines()[-25:],
+                          "the operator's last lines:", *operator.splitlines()[-40:], f"(all of it in {path})"])
+
     def redis_cli(self, namespace: str, redis_deployment: str, *command: str, auth: bool = True) -> str:
         """redis-cli inside the Redis pod, with the password the pod was given (if any)."""
         login = 'REDISCLI_AUTH="$REDIS_PASSWORD" ' if auth else ""

@@ -70,3 +70,42 @@ def test_an_api_error_that_is_not_an_api_exception_is_retried_with_a_message(mon
                                  memo=memo, logger=handlers.logging.getLogger("test"), post_event=lambda *a: None))
     assert written[-1]["message"].startswith("Kubernetes API unreachable (")
     assert type(error).__name__ in written[-1]["message"] and "retrying in 10s" in written[-1]["message"]
+
+
+def test_an_unexpected_error_is_on_record_retried_and_fails_the_experiment_when_it_persists(monkeypatch):
+    written, raised = [], []
+
+    class Recorder:
+        def __init__(self, *args):
+            pass
+
+        def __call__(self, status):
+            written.append(status)
+
+    async def fail(self, status):
+        raise KeyError("startedAt")
+    monkeypatch.setattr(handlers, "StatusWriter", Recorder)
+    monkeypatch.setattr(StageEngine, "run", fail)
+    memo = kopf.Memo(config=handlers.OperatorConfig(defaults=Defaults("r", "i", "redis")), api=None,
+                     pod_watches=lambda namespace: None, errors=handlers.RepeatedErrors())
+
+    def attempt(recorded_stages):
+        status = {"variants": [{"index": 0, "stages": [{"stage": n + 1} for n in range(recorded_stages)]}]}
+        try:
+            asyncio.run(handlers.run({**BASE, "metadata": {"name": "demo", "uid": "u1"}}, status, "ns", 1,
+                                     stopped=False, memo=memo, logger=handlers.logging.getLogger("test"),
+                                     post_event=lambda *a: None))
+        except kopf.TemporaryError as e:
+            raised.append(e)
+        return written[-1]
+
+    first = attempt(0)
+    assert "phase" not in first and first["message"] == (
+        "the operator's unexpected error: KeyError: 'startedAt'; retrying in 10s (1 of 3 before the experiment fails)")
+    attempt(0)
+    assert attempt(1)["message"].endswith("(1 of 3 before the experiment fails)")   # a stage recorded since
+    attempt(1)
+    failed = attempt(1)
+    assert (failed["phase"], failed["reason"]) == ("Failed", "OperatorError") and len(raised) == 4
+    assert failed["message"] == ("the operator's unexpected error: KeyError: 'startedAt' (3 times in a row; its "
+                                 "traceback is in the operator's log)")

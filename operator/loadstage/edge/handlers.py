@@ -41,6 +41,7 @@ from loadstage.kube.pod_watch import PodWatches
 from loadstage.kube.status import StatusWriter
 
 API_WAIT_SECONDS = 120
+SAME_ERROR_LIMIT = 3   # an unexpected error met this many times in a row, with no stage recorded between, fails it
 API_NOT_SERVING = {404: "the LoadExperiment CRD is not installed", 429: "the API server is initializing its storage",
                    503: "the API server is unavailable"}
 
@@ -102,9 +103,30 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.
     memo.api = api_client()
     memo.pod_watches = PodWatches(kubernetes.client.CoreV1Api(memo.api))
     memo.running = set()
+    memo.errors = RepeatedErrors()
     if memo.config.metrics_port:
         metrics.serve(memo.config.metrics_port, memo.config.listen_address)
     wait_for_the_api(memo.api, memo.config.namespaces, logger)
+
+
+class RepeatedErrors:
+    """Unexpected errors by experiment: the same one again, with no stage recorded since, counts up."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], tuple[str, int, int]] = {}
+
+    def count(self, key: tuple[str, str], message: str, recorded: int) -> int:
+        said, at, times = self._last.get(key, (None, None, 0))
+        times = times + 1 if (said, at) == (message, recorded) else 1
+        self._last[key] = (message, recorded, times)
+        return times
+
+    def forget(self, key: tuple[str, str]) -> None:
+        self._last.pop(key, None)
+
+
+def _recorded_stages(status: dict[str, Any]) -> int:
+    return sum(len(v.get("stages") or ()) for v in status.get("variants") or ())
 
 
 @kopf.on.probe(id="runningExperiments")
@@ -177,6 +199,19 @@ async def run(document: dict[str, Any], status: dict[str, Any], namespace: str, 
     except ExperimentFailed as e:
         logger.warning("failed: %s: %s", e.reason, e.message)
         await write({**status, "phase": "Failed", "reason": e.reason, "message": e.message, "finishedAt": now()})
+    except Exception as e:   # the operator's own bug: on record, retried, and failing the experiment if it persists
+        logger.exception("unexpected error")
+        key, message = (namespace, name), f"the operator's unexpected error: {type(e).__name__}: {e}"
+        times = memo.errors.count(key, message, _recorded_stages(status))
+        if times >= SAME_ERROR_LIMIT:
+            memo.errors.forget(key)
+            await write({**status, "phase": "Failed", "reason": "OperatorError", "finishedAt": now(),
+                         "message": f"{message} ({times} times in a row; its traceback is in the operator's log)"})
+            return
+        await write({**status, "message": f"{message}; retrying in {API_RETRY_SECONDS}s ({times} of "
+                                          f"{SAME_ERROR_LIMIT} before the experiment fails)"})
+        raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
+    memo.errors.forget((namespace, name))
 
 
 def _in_place(spec) -> str | None:

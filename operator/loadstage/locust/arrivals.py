@@ -17,6 +17,8 @@ from collections import deque
 import gevent
 from gevent.event import AsyncResult
 
+ARRIVALS_DUE_SECONDS = 0.5   # at the stage's end, an injector running late still makes the arrivals due in it
+
 
 def offset(rate: float, injectors: int, index: int, k: int) -> float:
     """When injector `index` of `injectors` starts its k-th arrival (0-based), in seconds after the load began."""
