@@ -1003,6 +1003,25 @@ def test_an_injector_that_crashes_fails_the_experiment_within_60s_naming_pod_and
     assert "exited with code 1 (Error): ModuleNotFoundError: No module named 'mylib'" in status["message"]
 
 
+def test_a_master_whose_artifact_line_is_cut_runs_its_stage_again_naming_it(cluster, namespace, operator,
+                                                                             real_stage):
+    operator()
+    assert apply(cluster, namespace, one_stage_ladder()).returncode == 0
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-master")
+    running_pods_of_job(cluster, namespace, "cluster-ladder-v1-s1-workers", 2)
+    (master,) = pods(cluster, namespace, "job-name=cluster-ladder-v1-s1-master")
+    finish_stage(cluster, namespace, "cluster-ladder-v1-s1-master", "cluster-ladder-v1-s1-workers", real_stage,
+                 cut=120)
+    play_stage(cluster, namespace, "cluster-ladder", "v1-s1-a2", 2, real_stage)
+    wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
+    (stage,) = cluster.status(namespace, "cluster-ladder")["variants"][0]["stages"]
+    assert stage["attempts"] == 2 and stage["requests"] == real_stage.summary["requests"]
+    (retry,) = stage["retries"]
+    assert retry["reason"] == "ArtifactUnreadable", retry
+    assert re.fullmatch(rf"the Locust master {master.metadata.name}'s log, read 3 times: its artifact line \(120 "
+                        r"characters\) cannot be read: .+", retry["cause"]), retry
+
+
 def test_an_unpullable_injector_image_fails_the_experiment_within_60s_naming_pod_and_image(cluster, namespace,
                                                                                            operator):
     operator()

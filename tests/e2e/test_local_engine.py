@@ -56,12 +56,12 @@ def finish(proc, timeout):
             out, err = proc.communicate(timeout=60)
             raise AssertionError(f"loadstage run did not finish in {timeout}s:\n{out}\n{err}")
         for p in descendants(proc.pid):
-            if p.pid not in seen:
-                try:
-                    p.argv = p.cmdline()   # still known once it has exited
-                except psutil.Error:
-                    p.argv = []
-                seen[p.pid] = p
+            p = seen.setdefault(p.pid, p)
+            try:   # read again while it lives: one first seen between its fork and its exec had its parent's
+                argv = p.cmdline()
+            except psutil.Error:
+                argv = []
+            p.argv = argv or getattr(p, "argv", [])   # still known once it has exited
         time.sleep(0.2)
     out, err = proc.communicate()
     return proc.returncode, out, err, list(seen.values())

@@ -254,20 +254,22 @@ class RealStage:
     artifact: dict
 
 
-def serve_master_log(cluster, namespace, pod_name, artifact: dict, log_dir: Path) -> None:
+def serve_master_log(cluster, namespace, pod_name, artifact: dict, log_dir: Path, cut: int | None = None) -> None:
     """What a kubelet serves as the master container's log: here kwok serves it from a file named by a
-    Logs object. The file is in the CRI log format."""
+    Logs object. The file is in the CRI log format. `cut`: the artifact line ends after that many characters."""
     log_file = log_dir / f"{namespace}-{pod_name}.log"
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
-    log_file.write_text(f"{stamp} stdout F locust: the stage is over\n{stamp} stdout F {artifact_line(artifact)}\n")
+    line = artifact_line(artifact)[:cut]
+    log_file.write_text(f"{stamp} stdout F locust: the stage is over\n{stamp} stdout F {line}\n")
     cluster.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", {
         "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs", "metadata": {"name": pod_name},
         "spec": {"logs": [{"containers": ["locust-master"], "logsFile": str(log_file)}]}})
 
 
-def finish_stage(cluster, namespace, master, workers, stage: RealStage, log_dir: Path = Path(tempfile.gettempdir())):
+def finish_stage(cluster, namespace, master, workers, stage: RealStage, log_dir: Path = Path(tempfile.gettempdir()),
+                 cut: int | None = None):
     (pod,) = [p for p in pods(cluster, namespace, f"job-name={master}") if p.status.container_statuses]
-    serve_master_log(cluster, namespace, pod.metadata.name, stage.artifact, log_dir)
+    serve_master_log(cluster, namespace, pod.metadata.name, stage.artifact, log_dir, cut)
     assert finish_job_pods(cluster, namespace, master, json.dumps(stage.summary)) == 1
     finish_job_pods(cluster, namespace, workers)
 

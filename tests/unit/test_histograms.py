@@ -9,13 +9,23 @@ import random
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from locust.event import Events
 from locust.stats import RequestStats, setup_distributed_stats_event_listeners
 
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import INJECTOR_BOUND_PERCENT, MAX_ENDPOINTS, TERMINATION_MESSAGE_LIMIT, build
 from loadstage.results import histograms
-from loadstage.results.artifact import ARTIFACT_BUDGET, encode, fit_artifact
+from loadstage.results.artifact import (
+    ARTIFACT_BUDGET,
+    ARTIFACT_MARKER,
+    UnreadableArtifact,
+    artifact_from_log,
+    artifact_line,
+    encode,
+    fit_artifact,
+)
 from support.waiting import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -194,6 +204,30 @@ def test_an_artifact_too_large_for_a_configmap_drops_the_least_requested_histogr
     assert fitted["omitted"]["endpointHistograms"] == len(dropped) > 0
     assert max(e["requests"] for e in dropped) <= min(e["requests"] for e in fitted["endpoints"] if "histogram" in e)
     assert fitted["histogram"] == artifact["histogram"]
+
+
+def test_the_artifact_line_is_read_back_from_a_log_and_a_cut_or_garbled_one_is_named_unreadable():
+    stats, recorder = RequestStats(), StageRecorder()
+    for ms in range(1, 200):
+        stats.log_request("GET", "/", ms, 10)
+        recorder.record("GET", "/", ms)
+    recorder.keep_unsent()
+    _, artifact = build(stats, recorder)
+    line = artifact_line(artifact)
+    assert artifact_from_log(f"locust: starting\n{line}\nlocust: shutting down\n") == json.loads(encode(artifact))
+    assert artifact_from_log("locust: no artifact\n") is None
+    with pytest.raises(UnreadableArtifact, match=rf"its artifact line \({len(line) // 2} characters\) cannot be read"):
+        artifact_from_log("x\n" + line[:len(line) // 2])     # a log cut short
+
+
+@given(st.text(max_size=300))
+def test_whatever_follows_the_artifact_marker_is_read_or_named_unreadable(tail):
+    try:
+        found = artifact_from_log(ARTIFACT_MARKER + tail)
+    except UnreadableArtifact as e:
+        assert "cannot be read" in str(e)
+    else:
+        assert isinstance(found, dict)
 
 
 def test_the_time_series_merges_each_seconds_histograms_from_every_injector():

@@ -3,19 +3,22 @@ and the injectors it lost, as an annotation on its worker Job, for an operator t
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from kubernetes.client.rest import ApiException
 
 from loadstage.api.names import ANNOTATION_LOST_INJECTORS, ARTIFACT_KEY
-from loadstage.engine.errors import ExperimentFailed
+from loadstage.engine.errors import ExperimentFailed, StageDisrupted
 from loadstage.engine.steps import Step
 from loadstage.kube import manifests
 from loadstage.kube.children import Children
 from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
-from loadstage.results.artifact import artifact_from_log, fit_artifact
+from loadstage.results.artifact import UnreadableArtifact, artifact_from_log, fit_artifact
+
+LOG_READS, LOG_READ_INTERVAL_SECONDS = 3, 2.0
 
 
 class StoredResults:
@@ -30,8 +33,16 @@ class StoredResults:
         kept = await self._read_artifact(name) if stored_before else None
         if kept is not None:
             return kept
-        log = await call(c.core.read_namespaced_pod_log, pod, c.namespace, container="locust-master")
-        artifact = artifact_from_log(log)
+        for attempt in range(1, LOG_READS + 1):
+            log = await call(c.core.read_namespaced_pod_log, pod, c.namespace, container="locust-master")
+            try:
+                artifact = artifact_from_log(log)
+                break
+            except UnreadableArtifact as e:   # the log may still be being written out: read it again
+                if attempt == LOG_READS:      # the stage's results are lost with it: the stage runs again
+                    raise StageDisrupted(f"the Locust master {pod}'s log, read {LOG_READS} times: {e}",
+                                         reason="ArtifactUnreadable") from None
+                await asyncio.sleep(LOG_READ_INTERVAL_SECONDS)
         if artifact is None:
             raise ExperimentFailed("StageFailed", f"{step.label()}: the Locust master {pod} printed no "
                                                   f"artifact line; end of its log: {log[-500:]!r}")

@@ -24,11 +24,23 @@ def artifact_line(artifact: dict[str, Any]) -> str:
     return ARTIFACT_MARKER + base64.b64encode(zlib.compress(encode(artifact), 9)).decode()
 
 
+class UnreadableArtifact(ValueError):
+    """An artifact line that does not decode: cut short or garbled on its way."""
+
+
 def artifact_from_log(log: str) -> dict[str, Any] | None:
     """The last artifact line of a log, decoded; None if there is none."""
     for line in reversed(log.splitlines()):
         if line.startswith(ARTIFACT_MARKER):
-            return json.loads(zlib.decompress(base64.b64decode(line[len(ARTIFACT_MARKER):])))
+            try:
+                artifact = json.loads(zlib.decompress(base64.b64decode(line[len(ARTIFACT_MARKER):], validate=True)))
+            except (ValueError, zlib.error) as e:
+                raise UnreadableArtifact(f"its artifact line ({len(line)} characters) cannot be read: "
+                                         f"{type(e).__name__}: {e}") from None
+            if not isinstance(artifact, dict):
+                raise UnreadableArtifact(f"its artifact line ({len(line)} characters) cannot be read: "
+                                         f"it holds a {type(artifact).__name__}, not an object")
+            return artifact
     return None
 
 
