@@ -91,7 +91,8 @@ def httpd_config(args: argparse.Namespace, directory: Path, as_root: bool) -> st
              # mod_proxy_fcgi sends the whole path as SCRIPT_NAME; a WSGI app routes on PATH_INFO
              *(['ProxyFCGISetEnvIf "true" PATH_INFO "%{REQUEST_URI}"', 'ProxyFCGISetEnvIf "true" SCRIPT_NAME ""']
                if args.protocol == "fastcgi" else []),
-             f"ProxyPass / {backend} retry=0"]
+             # as nginx's keepalive_timeout: a reused connection gunicorn was closing answered a GET with 502
+             f"ProxyPass / {backend} retry=0" + (f" ttl={UPSTREAM_IDLE_SECONDS}" if args.protocol == "http" else "")]
     return "\n".join(lines) + "\n"
 
 
