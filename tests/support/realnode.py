@@ -92,7 +92,8 @@ class RealNode(Cluster):
 
     def evidence(self, path: Path) -> str:
         """After a failure: every pod and Job, the Events, and every container's log in the node's namespaces go
-        to `path`; returns a short account (the pods not Succeeded, the last Events, the operator's last lines)."""
+        to `path`; returns a short account (the pods and Jobs not finished, the last Events, the operator's last
+        lines)."""
         pods = self.kubectl("get", "pods,jobs", "-A", "-o", "wide").stdout
         events = self.kubectl("get", "events", "-A", "--sort-by=.lastTimestamp").stdout
         namespaces = [n.metadata.name for n in self.core.list_namespace().items
@@ -100,7 +101,7 @@ class RealNode(Cluster):
         logs = {f"{n}/{k}": v for n in namespaces for k, v in self.all_logs(n).items()}
         path.write_text("\n".join([pods, events, *(f"== {k}\n{v}" for k, v in sorted(logs.items()))]))
         operator = next((v for k, v in logs.items() if k.startswith(f"{OPERATOR_NAMESPACE}/")), "")
-        unfinished = [line for line in pods.splitlines() if "Completed" not in line and "Succeeded" not in line]
+        unfinished = [line for line in pods.splitlines() if "Complete" not in line]   # Completed pods, Complete Jobs
         return "\n".join(["pods and Jobs:", *unfinished, "last Events:", *events.splitlines()[-25:],
                           "the operator's last lines:", *operator.splitlines()[-40:], f"(all of it in {path})"])
 
