@@ -47,9 +47,9 @@ def test_kopf_requests_have_deadlines():
     assert settings.networking.connect_timeout == handlers.API_CONNECT_TIMEOUT
 
 
-@pytest.mark.parametrize("error", [urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104)),
-                                   ConnectionRefusedError(111, "Connection refused")])
-def test_an_api_error_that_is_not_an_api_exception_is_retried_with_a_message(monkeypatch, error):
+def failing_run(monkeypatch, error):
+    """The edge's run of an experiment whose engine raises `error`: the statuses written, and a run given the
+    status it starts from, which returns the TemporaryError it raised (None if none). One operator's memo."""
     written = []
 
     class Recorder:
@@ -64,39 +64,34 @@ def test_an_api_error_that_is_not_an_api_exception_is_retried_with_a_message(mon
     monkeypatch.setattr(handlers, "StatusWriter", Recorder)
     monkeypatch.setattr(StageEngine, "run", fail)
     memo = kopf.Memo(config=handlers.OperatorConfig(defaults=Defaults("r", "i", "redis")), api=None,
-                     pod_watches=lambda namespace: None)
-    with pytest.raises(kopf.TemporaryError):
-        asyncio.run(handlers.run({**BASE, "metadata": {"name": "demo", "uid": "u1"}}, {}, "ns", 1, stopped=False,
-                                 memo=memo, logger=handlers.logging.getLogger("test"), post_event=lambda *a: None))
-    assert written[-1]["message"].startswith("Kubernetes API unreachable (")
-    assert type(error).__name__ in written[-1]["message"] and "retrying in 10s" in written[-1]["message"]
-
-
-def test_an_unexpected_error_is_on_record_retried_and_fails_the_experiment_when_it_persists(monkeypatch):
-    written, raised = [], []
-
-    class Recorder:
-        def __init__(self, *args):
-            pass
-
-        def __call__(self, status):
-            written.append(status)
-
-    async def fail(self, status):
-        raise KeyError("startedAt")
-    monkeypatch.setattr(handlers, "StatusWriter", Recorder)
-    monkeypatch.setattr(StageEngine, "run", fail)
-    memo = kopf.Memo(config=handlers.OperatorConfig(defaults=Defaults("r", "i", "redis")), api=None,
                      pod_watches=lambda namespace: None, errors=handlers.RepeatedErrors())
 
-    def attempt(recorded_stages):
-        status = {"variants": [{"index": 0, "stages": [{"stage": n + 1} for n in range(recorded_stages)]}]}
+    def run(status):
         try:
             asyncio.run(handlers.run({**BASE, "metadata": {"name": "demo", "uid": "u1"}}, status, "ns", 1,
                                      stopped=False, memo=memo, logger=handlers.logging.getLogger("test"),
                                      post_event=lambda *a: None))
         except kopf.TemporaryError as e:
-            raised.append(e)
+            return e
+        return None
+    return written, run
+
+
+@pytest.mark.parametrize("error", [urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104)),
+                                   ConnectionRefusedError(111, "Connection refused")])
+def test_an_api_error_that_is_not_an_api_exception_is_retried_with_a_message(monkeypatch, error):
+    written, run = failing_run(monkeypatch, error)
+    assert run({}) is not None
+    assert written[-1]["message"].startswith("Kubernetes API unreachable (")
+    assert type(error).__name__ in written[-1]["message"] and "retrying in 10s" in written[-1]["message"]
+
+
+def test_an_unexpected_error_is_on_record_retried_and_fails_the_experiment_when_it_persists(monkeypatch):
+    written, run = failing_run(monkeypatch, KeyError("startedAt"))
+    raised = []
+
+    def attempt(recorded_stages):
+        raised.append(run({"variants": [{"index": 0, "stages": [{"stage": n + 1} for n in range(recorded_stages)]}]}))
         return written[-1]
 
     first = attempt(0)
@@ -106,6 +101,7 @@ def test_an_unexpected_error_is_on_record_retried_and_fails_the_experiment_when_
     assert attempt(1)["message"].endswith("(1 of 3 before the experiment fails)")   # a stage recorded since
     attempt(1)
     failed = attempt(1)
-    assert (failed["phase"], failed["reason"]) == ("Failed", "OperatorError") and len(raised) == 4
+    assert (failed["phase"], failed["reason"]) == ("Failed", "OperatorError")
+    assert [e is not None for e in raised] == [True, True, True, True, False]
     assert failed["message"] == ("the operator's unexpected error: KeyError: 'startedAt' (3 times in a row; its "
                                  "traceback is in the operator's log)")

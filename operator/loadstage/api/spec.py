@@ -584,10 +584,11 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
                 "one and keeps it in status.seed.", minimum=0, maximum=MAX_SEED),
     "stageRetries": Int("How many times a stage runs again, from scratch, when its Locust pods are taken away "
                         "mid-stage (evicted, preempted, deleted, their node lost), or the Redis loadstage deployed "
-                        "is lost (its pod restarts or goes unready; locally, redis-server exits), or the master's artifact "
-                        "line cannot be read from its log; its partial numbers are discarded and the stage records "
-                        "each retry's cause. With none left the experiment fails (reason StageDisrupted, RedisLost "
-                        "or ArtifactUnreadable). A pod that fails by itself is never retried.", minimum=0, maximum=5, default=1),
+                        "is lost (its pod restarts or goes unready; locally, redis-server exits), or the master's "
+                        "artifact line cannot be read from its log; its partial numbers are discarded and the stage "
+                        "records each retry's cause. With none left the experiment fails (reason StageDisrupted, "
+                        "RedisLost or ArtifactUnreadable). A pod that fails by itself is never retried.",
+                        minimum=0, maximum=5, default=1),
     "networkPolicies": Bool("NetworkPolicies per experiment, so that its deployed Redis accepts only the target's "
                             "pods and the operator, the Locust masters only the experiment's injectors, and the "
                             "target (unless it is an existing Deployment held InPlace) only its injectors, the "

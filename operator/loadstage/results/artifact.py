@@ -32,14 +32,13 @@ def artifact_from_log(log: str) -> dict[str, Any] | None:
     """The last artifact line of a log, decoded; None if there is none."""
     for line in reversed(log.splitlines()):
         if line.startswith(ARTIFACT_MARKER):
+            unreadable = f"its artifact line ({len(line)} characters) cannot be read"
             try:
                 artifact = json.loads(zlib.decompress(base64.b64decode(line[len(ARTIFACT_MARKER):], validate=True)))
             except (ValueError, zlib.error) as e:
-                raise UnreadableArtifact(f"its artifact line ({len(line)} characters) cannot be read: "
-                                         f"{type(e).__name__}: {e}") from None
+                raise UnreadableArtifact(f"{unreadable}: {type(e).__name__}: {e}") from None
             if not isinstance(artifact, dict):
-                raise UnreadableArtifact(f"its artifact line ({len(line)} characters) cannot be read: "
-                                         f"it holds a {type(artifact).__name__}, not an object")
+                raise UnreadableArtifact(f"{unreadable}: it holds a {type(artifact).__name__}, not an object")
             return artifact
     return None
 
