@@ -69,11 +69,11 @@ def run(tmp: Path, name: str, stages: int, duration: str, scale: float, repeats:
 def compared(base: Path, new: Path) -> tuple[list[str], str]:
     """compare's verdict per matched stage, and what the command printed."""
     from loadstage.reports import compare, sources
-    from loadstage.results.model import RunResults
+    from loadstage.api.status import RunStatus
     runs = []
     for path in (base, new):
         document = sources.load_document(str(path), None)
-        runs.append((sources.experiment_of(str(path), document), RunResults.from_status(document["status"])))
+        runs.append((sources.experiment_of(str(path), document), RunStatus.from_status(document["status"])))
     comparison = compare.compare(runs[0], runs[1], compare.parse_tolerance("10%"))
     done = loadstage("compare", str(base), str(new), check=False)
     if done.returncode != (4 if comparison.regressed else 0):
@@ -174,8 +174,8 @@ def table_marks(result: Path) -> dict:
     """The best marks the report gives two identical variants: in the row over all stages, and per stage."""
     from loadstage.reports import sources, tables
     from loadstage.reports.significance import between_variants
-    from loadstage.results.model import RunResults
-    run = RunResults.from_status(sources.load_document(str(result), None)["status"])
+    from loadstage.api.status import RunStatus
+    run = RunStatus.from_status(sources.load_document(str(result), None)["status"])
     labels = [tables.variant_label(run, v) for v in run.variants]
     lines = between_variants(run, labels)
     headline = any(tables.headline_marks(run)) or any(" is best" in line for line in lines)

@@ -12,11 +12,16 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, settings
 
+from loadstage.api.conformance import AUDIT_ENV
 from support.documents import BASE
 from support.processes import start_redis
 from support.waiting import ROOT
 
 pytest_plugins = ["support.timing", "support.scheduling"]   # how scripts/test times a run, and divides it
+
+# Every status loadstage writes in a test (the engine's, `loadstage run`'s, the operator's, in this process or a
+# child) is checked against the CRD's status schema before it is written: a field it lacks fails the run.
+os.environ[AUDIT_ENV] = "1"
 
 
 @pytest.fixture

@@ -1148,7 +1148,8 @@ def _fullest_status(variants, stages_per_variant, repeats, real_stage):
     from loadstage.api.load import parse_experiment
     from loadstage.api.types import MAX_VARIANT_STAGES
     from loadstage.results.measurement import StageMeasurement
-    from loadstage.results.model import Artifact, Headline, Latency, RepeatRecord, VariantRecord
+    from loadstage.api.status import Headline, Latency, RepeatRecord, RunStatus, VariantRecord
+    from loadstage.results.artifact import Artifact
     from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
     assert variants * stages_per_variant * repeats == MAX_VARIANT_STAGES
     doc = example("cluster-ladder")
@@ -1189,8 +1190,46 @@ def _fullest_status(variants, stages_per_variant, repeats, real_stage):
         runs = [RepeatRecord(r, [dataclasses.replace(headline, stage=n) for n in range(1, len(stages) + 1)],
                              headline) for r in range(1, repeats + 1)] if repeats > 1 else []
         records.append(VariantRecord(v.index, v.settings(), stages, aggregate=aggregate, judged=True, repeats=runs))
-    return {"phase": "Running", "message": "m" * 300, "variants": [r.to_status() for r in records],
-            "p99ByStage": [r.to_status() for r in p99_pivot(records)]}
+    return RunStatus(phase="Running", message="m" * 300, variants=records, p99_by_stage=p99_pivot(records))
+
+
+def _without_nulls(value):
+    """A document as a merge patch leaves it: a null removes its key."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return [_without_nulls(v) for v in value] if isinstance(value, list) else value
+
+
+def test_a_status_with_every_declared_field_is_stored_as_written_and_explained(cluster, namespace):
+    """The API server prunes what the CRD does not declare: every field of the status, each set, is written by the
+    operator's writer and read back unchanged; and `kubectl explain` describes a stage's fields."""
+    from loadstage.api.status import RunStatus
+    from loadstage.api.status.stage import STAGE
+    from loadstage.kube.status import StatusWriter
+    from support.fullest import fullest_status
+    assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
+    status = fullest_status()
+    writer = StatusWriter(cluster.api, namespace, "cluster-ladder", 1, [], lambda *event: None)
+    writer(status)
+    stored = cluster.status(namespace, "cluster-ladder")
+    written = _without_nulls(RunStatus(**{**vars(status), "observed_generation": 1,
+                                          "conditions": writer.conditions}).to_status())
+    assert stored == written
+    assert RunStatus.read(stored).to_status() == written
+
+    # the API server publishes a new CRD's OpenAPI a moment after it serves it
+    def explained():
+        done = cluster.kubectl("explain", "loadexperiment.status.variants.stages")
+        return done if done.returncode == 0 else None
+    explain = wait_for(explained, explain=lambda: cluster.kubectl("explain", "lx.status.variants.stages").stderr)
+    blocks = [b.splitlines() for b in explain.stdout.split("FIELDS:\n", 1)[1].split("\n\n") if b.strip()]
+    fields = {b[0].split("\t")[0].strip(): " ".join(" ".join(line.split()) for line in b[1:]
+                                                     if not line.startswith("  enum:")) for b in blocks}
+    assert set(fields) == set(STAGE.fields), explain.stdout
+    assert fields["latencyMs"] == "Latency percentiles of the merged response-time histogram, ms."
+    assert fields["redisPeakConnections"] == ("The most Redis clients connected at once (INFO clients, sampled every "
+                                              "second).")
+    assert all(fields.values()), fields
 
 
 @pytest.mark.parametrize("variants,stages,repeats", [(100, 5, 1), (10, 50, 1), (50, 5, 2), (5, 10, 10)])
@@ -1212,21 +1251,23 @@ def test_the_largest_status_the_crd_allows_is_accepted(cluster, namespace, real_
 
 
 def test_a_status_the_api_server_refuses_for_size_ends_the_experiment_failed(cluster, namespace):
+    from loadstage.api.status import RunStatus
     from loadstage.engine.errors import ExperimentFailed
     from loadstage.kube.status import StatusWriter
     assert apply(cluster, namespace, example("cluster-ladder")).returncode == 0
     writer = StatusWriter(cluster.api, namespace, "cluster-ladder", 1, [], lambda *event: None)
     stage = {"stage": 1, "injectors": 2, "requests": 10, "failures": 0, "latencyMs": {"p99": 5.0}}
-    writer({"phase": "Running", "message": "stage 1", "variants": [{"index": 0, "stages": [stage]}]})
+    first = RunStatus.read({"phase": "Running", "message": "stage 1", "variants": [{"index": 0, "stages": [stage]}]})
+    writer(first)
     with pytest.raises(ExperimentFailed) as failed:
-        writer({"phase": "Running", "message": "x" * 2_000_000, "variants": []})
+        writer(RunStatus(phase="Running", message="x" * 2_000_000))
     assert failed.value.reason == "StatusTooLarge"
     status = cluster.status(namespace, "cluster-ladder")
     assert status["phase"] == "Failed" and status["reason"] == "StatusTooLarge"
     assert "the API server refused a status of 6,00" in status["message"] and "too large" in status["message"]
-    assert status["variants"] == [{"index": 0, "stages": [stage]}]   # what was written before is kept
+    assert RunStatus.read(status).variants == first.variants   # what was written before is kept
     assert {c["type"]: c["status"] for c in status["conditions"]}["Failed"] == "True"
-    writer({"phase": "Failed", "reason": "StatusTooLarge", "message": "y" * 2_000_000, "variants": []})
+    writer(RunStatus(phase="Failed", reason="StatusTooLarge", message="y" * 2_000_000))
     assert cluster.status(namespace, "cluster-ladder")["message"] == status["message"]
 
 

@@ -3,7 +3,6 @@ SECONDS long with PER_SECOND requests a second, so that a stage has blocks and i
 it in virtual time."""
 
 import asyncio
-import copy
 import dataclasses
 
 import looptime
@@ -11,6 +10,7 @@ from locust.stats import RequestStats
 
 from loadstage.api.types import Slo
 from loadstage.engine.backend import BlockingBackend
+from loadstage.api.status import RunStatus
 from loadstage.engine.stages import StageEngine
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
@@ -102,12 +102,17 @@ class RateBackend(KneeBackend):
         return dataclasses.replace(measured, summary=summary)
 
 
+def typed(status):
+    """A status the engine resumes: as a test keeps it (a write, a dict), read as the operator reads one."""
+    return status if status is None or isinstance(status, RunStatus) else RunStatus.read(status)
+
+
 def run(exp, backend, status=None):
     writes = []
 
     async def record(s):
-        writes.append(copy.deepcopy(s))
-    in_virtual_time(StageEngine(exp, BlockingBackend(backend), on_update=record).run(status))
+        writes.append(s.to_status())
+    in_virtual_time(StageEngine(exp, BlockingBackend(backend), on_update=record).run(typed(status)))
     return writes
 
 

@@ -4,7 +4,7 @@ sample size decide."""
 import pytest
 
 from loadstage.reports.compare import compare_stage, parse_confidence, parse_tolerance
-from loadstage.results.model import StageResult
+from loadstage.api.status import StageResult
 
 
 def _stage(p99, p999=None, rps=100.0, error_rate=0.0, n=5000):
@@ -116,7 +116,7 @@ def test_the_best_variant_is_marked_only_where_it_beats_every_other_by_more_than
 
 def _row(scale, spread, p999=True):
     """A variant's latencies, all `scale` x the same, each with a 95% interval of +-spread."""
-    from loadstage.results.model import Latency
+    from loadstage.api.status import Latency
     figures = {k: v * scale for k, v in {"p50": 10.0, "p90": 20.0, "p95": 30.0, "p99": 50.0, "p999": 90.0}.items()}
     intervals = {"confidence": 0.95, "method": "bootstrap",
                  **{k: [v * (1 - spread), v * (1 + spread)] for k, v in figures.items() if p999 or k != "p999"}}
@@ -144,7 +144,7 @@ def test_a_rows_best_marks_are_as_sure_as_asked_together_not_each_column():
 
 def test_between_variants_says_its_level_over_the_figures_it_judged():
     from loadstage.reports.significance import between_variants
-    from loadstage.results.model import RunResults
+    from loadstage.api.status import RunStatus
     def variant(index, scale):
         latency, intervals = _row(scale, 0.075)
         stage = {"stage": 1, "injectors": 1, "requests": 5000, "failures": 0, "rps": 100.0, "meanMs": 12.0 * scale,
@@ -152,7 +152,7 @@ def test_between_variants_says_its_level_over_the_figures_it_judged():
         return {"index": index, "settings": {"threads": index + 1}, "stages": [stage],
                 "aggregate": {"stages": 1, "requests": 5000, "failures": 0, "latencyMs": latency.to_status(),
                               "intervals": {**intervals, "mean": [12.0 * scale * 0.925, 12.0 * scale * 1.075]}}}
-    run = RunResults.from_status({"variants": [variant(0, 1.0), variant(1, 1.12)]})
+    run = RunStatus.from_status({"variants": [variant(0, 1.0), variant(1, 1.12)]})
     lines = between_variants(run, ["threads=1", "threads=2"])
     assert lines[1] == ("p99: no significant difference (95% over 4 figures, each interval at 98.75%); against "
                         "threads=1: threads=2 +12.0% [-2.2%, +28.2%]")
@@ -161,14 +161,14 @@ def test_between_variants_says_its_level_over_the_figures_it_judged():
 def test_the_p99_pivot_marks_a_stage_as_the_stage_table_does():
     # one row's marks share the 95% in the stage table; the pivot's p99 column must not mark what that row does not
     from loadstage.reports import tables
-    from loadstage.results.model import RunResults
+    from loadstage.api.status import RunStatus
     def variant(index, scale):
         latency, intervals = _row(scale, 0.075)
         stage = {"stage": 1, "injectors": 1, "requests": 5000, "failures": 0, "rps": 100.0,
                  "latencyMs": latency.to_status(), "intervals": intervals}
         return {"index": index, "settings": {"threads": index + 1}, "stages": [stage]}
     for slower, marked in ((1.12, False), (1.4, True)):      # significant at 95% alone; at 99% too
-        run = RunResults.from_status({"variants": [variant(0, 1.0), variant(1, slower)],
+        run = RunStatus.from_status({"variants": [variant(0, 1.0), variant(1, slower)],
                                       "p99ByStage": [{"stage": 1, "injectors": 1, "p99MsByVariant": [50.0, 50.0 * slower]}]})
         (row,) = tables.pivot_rows(run, users=False)[1]
         assert row[1].endswith(tables.BEST) is marked, row

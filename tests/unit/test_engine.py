@@ -17,7 +17,7 @@ from loadstage.engine.steps import plan
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
 from loadstage.results.measurement import StageMeasurement
-from support.played import in_virtual_time
+from support.played import in_virtual_time, typed
 from support.waiting import ROOT
 
 PHASE_ORDER = {"Pending": 0, "Deploying": 1, "Running": 2, "Succeeded": 3}
@@ -73,8 +73,8 @@ def run(exp, status=None, disrupted=(), backend=None):
     backend = backend or RecordingBackend(disrupted)
 
     async def record(s):
-        writes.append(copy.deepcopy(s))
-    in_virtual_time(StageEngine(exp, BlockingBackend(backend), on_update=record).run(status))
+        writes.append(s.to_status())
+    in_virtual_time(StageEngine(exp, BlockingBackend(backend), on_update=record).run(typed(status)))
     return writes, backend.calls
 
 
@@ -174,7 +174,7 @@ def test_a_variants_headline_row_is_written_after_its_last_stage_and_a_failed_ru
     status = new_status(exp := experiment(base_doc))
     with pytest.raises(ExperimentFailed):
         run(exp, status, disrupted={"v1-s3"})
-    assert status["variants"][0]["aggregate"]["requests"] == 200   # stages 1 and 2
+    assert status.to_status()["variants"][0]["aggregate"]["requests"] == 200   # stages 1 and 2
 
 
 def test_a_status_written_mid_run_by_the_version_before_is_resumed_by_this_one():
@@ -293,22 +293,13 @@ def without_rates(value):
 
 def test_every_status_field_the_engine_writes_is_in_the_crds_status_schema(base_doc):
     """The API server prunes what a structural schema does not declare: a field missing there is lost."""
+    from loadstage.api.conformance import violations
     from loadstage.api.crd import status_schema
     base_doc["spec"].update(repeats=3, order="Random", warmup={"injectors": 1, "duration": "5s"},
                             thresholds={"p99": "1s"})
     writes, _ = run(experiment(base_doc, stages=2, matrix={"threads": [1, 2]}))
 
-    def undeclared(value, schema, path):
-        if schema.get("x-kubernetes-preserve-unknown-fields"):
-            return []
-        if isinstance(value, dict):
-            props = schema.get("properties", {})
-            return [p for k, v in value.items() for p in
-                    ([f"{path}.{k}"] if k not in props else undeclared(v, props[k], f"{path}.{k}"))]
-        if isinstance(value, list):
-            return [p for v in value for p in undeclared(v, schema.get("items", {}), f"{path}[]")]
-        return []
-    missing = {p for w in writes for p in undeclared(w, status_schema(), "status")}
+    missing = {p for w in writes for p in violations(status_schema(), w, "status")}
     assert not missing, missing
     assert {"seed", "warmedUp"} <= set(writes[-1]) and any("repeat" in w.get("progress", {}) for w in writes)
 
@@ -329,7 +320,7 @@ def test_a_running_stages_time_left_is_rewritten_while_it_runs_and_a_failed_writ
         if len(writes) == 3 and not failed:
             failed.append(True)
             raise ConnectionError("the API server is away")
-        writes.append(copy.deepcopy(s))
+        writes.append(s.to_status())
     base_doc["spec"]["stages"] = [{"injectors": 1, "duration": "10m"}]
     in_virtual_time(StageEngine(parse_experiment(base_doc), SlowBackend(RecordingBackend()), on_update=record).run())
     running = [w["progress"] for w in writes if w["phase"] == "Running" and w["progress"]["stage"] == "1/1"]

@@ -57,7 +57,7 @@ def failing_run(monkeypatch, error):
             pass
 
         def __call__(self, status):
-            written.append(status)
+            written.append(status.to_status())
 
     async def fail(self, status):
         raise error
@@ -91,11 +91,13 @@ def test_an_unexpected_error_is_on_record_retried_and_fails_the_experiment_when_
     raised = []
 
     def attempt(recorded_stages):
-        raised.append(run({"variants": [{"index": 0, "stages": [{"stage": n + 1} for n in range(recorded_stages)]}]}))
+        stages = [{"stage": n + 1, "injectors": 1, "requests": 0, "failures": 0, "latencyMs": {}}
+                  for n in range(recorded_stages)]
+        raised.append(run({"variants": [{"index": 0, "stages": stages}]}))
         return written[-1]
 
     first = attempt(0)
-    assert "phase" not in first and first["message"] == (
+    assert first["phase"] == "Pending" and first["message"] == (   # the phase stored (none: Pending), not Failed
         "the operator's unexpected error: KeyError: 'startedAt'; retrying in 10s (1 of 3 before the experiment fails)")
     attempt(0)
     assert attempt(1)["message"].endswith("(1 of 3 before the experiment fails)")   # a stage recorded since

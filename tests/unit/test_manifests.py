@@ -12,6 +12,7 @@ import pytest
 from loadstage.api.crd import build_crd, experiment_resources_values_schema, render_crd
 from loadstage.api.load import parse_experiment, parse_pod_resources
 from loadstage.api.schema import Obj, ValidationError
+from loadstage.api.status import RunStatus
 from loadstage.api.spec import SPEC
 from loadstage.api.types import DEFAULT_POD_RESOURCES, ResourceList, Resources
 from loadstage.engine import argv as commands
@@ -294,14 +295,14 @@ def test_custom_locustfile_comes_from_a_configmap_on_master_and_workers():
 
 
 def test_conditions_follow_the_phase_and_keep_transition_times():
-    deploying = conditions_for({"phase": "Deploying", "message": "m"}, [], 1, "t1")
+    deploying = conditions_for(RunStatus(phase="Deploying", message="m"), [], 1, "t1")
     assert {c["type"]: c["status"] for c in deploying} == {
         "TargetReady": "False", "Running": "False", "Succeeded": "False", "Failed": "False"}
-    running = conditions_for({"phase": "Running", "message": "stage 1"}, deploying, 1, "t2")
+    running = conditions_for(RunStatus(phase="Running", message="stage 1"), deploying, 1, "t2")
     by_type = {c["type"]: c for c in running}
     assert by_type["Running"]["status"] == "True" and by_type["Running"]["lastTransitionTime"] == "t2"
     assert by_type["Failed"]["lastTransitionTime"] == "t1"
-    failed = conditions_for({"phase": "Failed", "reason": "TargetNotReady", "message": "no"}, running, 1, "t3")
+    failed = conditions_for(RunStatus(phase="Failed", reason="TargetNotReady", message="no"), running, 1, "t3")
     by_type = {c["type"]: c for c in failed}
     assert by_type["Failed"] == {"type": "Failed", "status": "True", "reason": "TargetNotReady", "message": "no",
                                  "lastTransitionTime": "t3", "observedGeneration": 1}

@@ -8,14 +8,14 @@ import pytest
 from loadstage.api.schema import ValidationError
 from loadstage.cli import main
 from loadstage.reports import pivot, sources
-from loadstage.results.model import RunResults
+from loadstage.api.status import RunStatus
 from support.waiting import ROOT
 
 SERVERS = ROOT / "tests" / "data" / "results" / "servers.json"
 
 
-def run() -> RunResults:
-    return RunResults.from_status(sources.load_document(str(SERVERS))["status"])
+def run() -> RunStatus:
+    return RunStatus.from_status(sources.load_document(str(SERVERS))["status"])
 
 
 def test_rows_by_settings_and_a_column_per_users_holds_each_stages_figure():

@@ -12,7 +12,7 @@ from loadstage.engine.argv import locust_master_command
 from loadstage.engine.recommend import per_core_margin, ranked, warmup_note
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_status
-from loadstage.results.model import Candidate, Cost, Margin, RunResults
+from loadstage.api.status import Candidate, Cost, Margin, RunStatus
 from support.played import SLO_MS, KneeBackend, RateBackend, run, stages_run
 
 USERS = 60   # p99_at(60, knee) <= 30 ms for a knee from 41.6 up
@@ -69,13 +69,13 @@ def test_the_cheapest_variant_that_meets_the_objective_wins_and_dearer_ones_are_
     assert dropped[1] == {"after": 0, "reason": "it costs 0.5 cores, more than threads=8 cpu=250m and threads=4 "
                                                 "cpu=250m, which met the objective"}
     assert final["latest"]["leader"] == "threads=8 cpu=250m (0.25 cores)"
-    printed = render_status(RunResults.read(final))
+    printed = render_status(RunStatus.read(final))
     assert f"Recommendation: {found['sentence']}" in printed
     assert f"  margin: the runner-up's p99 is {margin['relative']:+.0%} [{margin['low']:+.0%}, " \
            f"{margin['high']:+.0%}] of the winner's (95%)" in printed
     assert "  dropped variant 1 after 1 stage(s): failed at the goal's load: p99 " in printed
     assert "  not run, 4 variant(s) dearer than two that met the objective: 2, 4, 6, 8" in printed
-    rows = list(csv.DictReader(io.StringIO(render_csv(exp, RunResults.read(final)))))
+    rows = list(csv.DictReader(io.StringIO(render_csv(exp, RunStatus.read(final)))))
     assert [(r["variant"], r["costCores"], r["costFrom"], r["recommended"]) for r in rows] == [
         ("1", "0.25", "limit", "false"), ("3", "0.25", "limit", "false"), ("5", "0.25", "limit", "false"),
         ("7", "0.25", "limit", "true")]
@@ -208,11 +208,11 @@ def test_maximize_searches_every_variant_coarsely_drops_the_ones_that_cannot_win
     assert found["sentence"].startswith("threads=4 serves the most per core under p99 <= 30ms: ")
     # each variant costs 1 core: the front is the one that serves most
     assert [c["variant"] for c in found["front"]] == [2]
-    printed = render_status(RunResults.read(final))
+    printed = render_status(RunStatus.read(final))
     assert f"Recommendation: {found['sentence']}" in printed
     assert f"the front, none cheaper serves more: threads=4 on 1 core: {winner['search']['passRps']:,.0f} req/s" \
         in printed
-    rows = list(csv.DictReader(io.StringIO(render_csv(exp, RunResults.read(final)))))
+    rows = list(csv.DictReader(io.StringIO(render_csv(exp, RunStatus.read(final)))))
     last = [r for r in rows if r["variant"] == "3"][-1]
     assert (last["onFront"], last["recommended"], float(last["rpsPerCore_lo"])) == ("true", "true", 320.0)
     assert {r["onFront"] for r in rows if r["variant"] != "3"} == {"false"}

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from loadstage.results.model import Headline, Latency
+from loadstage.api.status import Headline, Latency
 from loadstage.results.repeats import between_repeats, t_quantile, trimmed_mean
 
 

@@ -14,7 +14,7 @@ from loadstage.engine.search import load_of, outcome, progress
 from loadstage.locust.recorder import StageRecorder
 from loadstage.reports import compare
 from loadstage.results import histograms, intervals
-from loadstage.results.model import Latency, RunResults, StageResult, TargetFigures, TargetPodHealth, Verdict
+from loadstage.api.status import Latency, RunStatus, StageResult, TargetFigures, TargetPodHealth, Verdict
 from loadstage.results.sequential import Looks
 from loadstage.results.thresholds import slo_verdict
 from support.played import SECONDS, SLO_MS, KneeBackend, run, stages_run
@@ -50,7 +50,7 @@ def test_a_search_doubles_until_a_stage_fails_then_bisects_to_its_resolution(bas
     assert final["latest"]["bracket"].startswith("140-150 users")
     assert "p99ByStage" not in final
     assert [w["progress"]["stage"] for w in writes if w["phase"] == "Running"][-1] == "8"
-    run_results = RunResults.read(final)
+    run_results = RunStatus.read(final)
     assert run_results.variants[0].search.bracket().startswith("140-150 users")
 
 
@@ -335,7 +335,7 @@ def test_a_stage_that_drops_arrivals_while_it_fails_the_objective_is_a_fail_not_
 def test_compare_sets_two_searches_brackets_side_by_side_and_calls_a_lower_one_a_regression(base_doc):
     exp = search_experiment(base_doc, {"load": "rps", "from": 50, "max": 5000, "resolution": "10%",
                                        "duration": "20s"})
-    finals = {knee: RunResults.read(run(exp, KneeBackend(knee=knee, load="rps"))[-1]) for knee in (400, 300, 390)}
+    finals = {knee: RunStatus.read(run(exp, KneeBackend(knee=knee, load="rps"))[-1]) for knee in (400, 300, 390)}
     slower = compare.compare((exp, finals[400]), (exp, finals[300]), 0.1)
     (capacity,) = slower.capacities
     assert (capacity.base.bracket()[:11], capacity.new.bracket()[:11], capacity.verdict) == \

@@ -16,7 +16,8 @@ from loadstage.locust.summary import build
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_capacity, render_report, render_status, render_table
 from loadstage.results.measurement import StageMeasurement
-from loadstage.results.model import Artifact, RunResults, StageResult, TargetPodHealth, VariantRecord
+from loadstage.api.status import RunStatus, StageResult, TargetPodHealth, VariantRecord
+from loadstage.results.artifact import Artifact
 from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
 from loadstage.results.thresholds import capacity, verdict
 from support.documents import BASE
@@ -70,7 +71,7 @@ def _ladder(*steps):
 
 
 def run_of(variants):
-    return RunResults("Succeeded", "", None, None, variants, [])
+    return RunStatus("Succeeded", "", None, None, variants, [])
 
 
 def test_capacity_is_the_knee_the_last_stage_before_the_first_failure():
@@ -113,7 +114,7 @@ def test_a_stage_whose_target_restarted_is_flagged_in_every_table_and_never_coun
     assert steady.target.served_requests == 1000 and steady.target.unsteady() is None
     assert variants[0].capacity.stage == 1 and variants[1].capacity.stage == 2
 
-    run = RunResults("Succeeded", "", None, None, variants, p99_pivot(variants))
+    run = RunStatus("Succeeded", "", None, None, variants, p99_pivot(variants))
     report = render_report(run)
     stage_table = report.split("\n\n")[0].splitlines()
     assert stage_table[0].split("|")[-2].strip() == "Target"
@@ -296,7 +297,7 @@ def test_a_variants_headline_row_is_computed_from_all_its_stages_histograms_neve
     pivot_rows = p99_pivot(variants)
     assert [r.injectors for r in pivot_rows] == [10, 15, 20]
     assert pivot_rows[1].p99_ms_by_variant == tuple(v.stages[1].latency.p99 for v in variants)
-    status = RunResults("Succeeded", "", None, None, variants, pivot_rows)
+    status = RunStatus("Succeeded", "", None, None, variants, pivot_rows)
     report = render_report(status)
     assert "Per variant, over all its stages:" in report and "99th percentile per stage (ms):" in report
     headline = report.split("Per variant, over all its stages:\n")[1].splitlines()

@@ -4,7 +4,7 @@ local engine's restarts); boots alone are not restarts."""
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadstage.results.model import TargetPodHealth
+from loadstage.api.status import TargetPodHealth
 from loadstage.samplers.worker_log import log_size, worker_deaths, worker_restarts, workers_started
 
 GUNICORN = """[2026-11-26 13:10:01 +0000] [11] [INFO] Booting worker with pid: 12

@@ -1,23 +1,43 @@
-"""A small declarative schema: each node parses YAML values into Python values,
-reports errors by field path, and renders itself as a Kubernetes structural
-OpenAPI v3 schema. The experiment model and the CRD are both generated from it."""
+"""A small declarative schema. Each node renders itself as a Kubernetes structural OpenAPI v3 schema and:
+- for a document people write (the spec), parses it, reporting every error by its field path;
+- for a document loadstage writes (the status, what crosses a process), reads it back, stopping at the first
+  bad path (ShapeError), and dumps a typed value to it, refusing a key or a value its declaration lacks.
+The spec, the status, their CRD schemas and their reference are all generated from it. (It is over 300 lines
+because each node keeps its four operations side by side.)"""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import json
 import keyword
 import re
-from typing import Any, Callable
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Callable, ClassVar, Self
 
-MISSING = object()
+MISSING: Any = object()
 
 
 class ValidationError(Exception):
     def __init__(self, problems: list[tuple[str, str]]):
         self.problems = problems
         super().__init__("\n".join(f"{path}: {msg}" for path, msg in problems))
+
+
+class ShapeError(ValueError):
+    """A document loadstage wrote (a status, a result file, an artifact) that does not have its declared shape."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path, self.message = path, message
+
+
+def shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def show(value: Any) -> str:
@@ -47,6 +67,8 @@ class Problems:
 class Node:
     description: str = ""
     default: Any = MISSING
+    nullable: bool = False
+    noun: str = "a value"     # what a value must be, in an error
 
     def parse(self, value: Any, path: str, problems: Problems) -> Any:
         raise NotImplementedError
@@ -54,17 +76,47 @@ class Node:
     def openapi(self) -> dict:
         raise NotImplementedError
 
+    def fits(self, value: Any) -> bool:
+        """Whether `value` (not None) is of this node's JSON type."""
+        return True
+
+    def read(self, value: Any, path: str) -> Any:
+        """`value` of a document loadstage wrote, as its typed value; raises ShapeError at the first bad path."""
+        if value is None and self.nullable:
+            return None
+        if value is None or not self.fits(value):
+            raise ShapeError(path, f"must be {self.kind()}, got {shown(value)}")
+        return self.check(value, path)
+
+    def check(self, value: Any, path: str) -> Any:
+        return value
+
+    def dump(self, value: Any, path: str) -> Any:
+        """The typed `value` as JSON; raises ShapeError where it is not of its declared kind."""
+        return self.read(value, path)
+
+    def kind(self) -> str:
+        return self.noun + (" or null" if self.nullable else "")
+
     def _with_meta(self, schema: dict) -> dict:
         if self.description:
             schema["description"] = self.description
         if self.default is not MISSING and self.default is not None:
             schema["default"] = self.default
+        if self.nullable:
+            schema["nullable"] = True
         return schema
 
 
 class Int(Node):
-    def __init__(self, description, *, minimum=None, maximum=None, default=MISSING):
+    noun = "an integer"
+
+    def __init__(self, description, *, minimum=None, maximum=None, default=MISSING, nullable=False):
         self.description, self.minimum, self.maximum, self.default = description, minimum, maximum, default
+        self.nullable = nullable
+
+    def fits(self, value):
+        return isinstance(value, int) and not isinstance(value, bool)
 
     def parse(self, value, path, problems):
         if isinstance(value, bool) or not isinstance(value, int):
@@ -85,9 +137,78 @@ class Int(Node):
         return self._with_meta(s)
 
 
+class Num(Node):
+    """A number; `above` and `below` are exclusive bounds."""
+    noun = "a number"
+
+    def __init__(self, description, *, above=None, below=None, nullable=False):
+        self.description, self.above, self.below, self.nullable = description, above, below, nullable
+
+    def fits(self, value):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    def check(self, value, path):
+        if (self.above is not None and value <= self.above) or (self.below is not None and value >= self.below):
+            bounds = [f"above {self.above}" if self.above is not None else "",
+                      f"below {self.below}" if self.below is not None else ""]
+            raise ShapeError(path, f"must be {' and '.join(b for b in bounds if b)}, got {value}")
+        return value
+
+    def parse(self, value, path, problems):
+        if value is not None and not self.fits(value):
+            problems.add(path, f"must be a number, got {show(value)}")
+        return value
+
+    def openapi(self):
+        s: dict = {"type": "number"}
+        if self.above is not None:
+            s.update(minimum=self.above, exclusiveMinimum=True)
+        if self.below is not None:
+            s.update(maximum=self.below, exclusiveMaximum=True)
+        return self._with_meta(s)
+
+
+class Pair(Node):
+    """[low, high]: two numbers, read as a tuple."""
+    noun = "a list of 2 numbers"
+
+    def __init__(self, description, *, nullable=False):
+        self.description, self.nullable = description, nullable
+
+    def fits(self, value):
+        return isinstance(value, (list, tuple)) and len(value) == 2 and all(Num.fits(self, v) for v in value)
+
+    def read(self, value, path):
+        found = super().read(value, path)
+        return None if found is None else (found[0], found[1])
+
+    def dump(self, value, path):
+        found = super().read(value, path)
+        return None if found is None else [found[0], found[1]]
+
+    def openapi(self):
+        return self._with_meta({"type": "array", "items": {"type": "number", "description": "A bound."},
+                                "minItems": 2, "maxItems": 2})
+
+
+class Json(Node):
+    """Any JSON value: only for documents that never reach the API server (an artifact's rows)."""
+
+    def __init__(self, description, *, nullable=True):
+        self.description, self.nullable = description, nullable
+
+    def openapi(self):
+        return self._with_meta({"x-kubernetes-preserve-unknown-fields": True})
+
+
 class Bool(Node):
-    def __init__(self, description, *, default=MISSING):
-        self.description, self.default = description, default
+    noun = "true or false"
+
+    def __init__(self, description, *, default=MISSING, nullable=False):
+        self.description, self.default, self.nullable = description, default, nullable
+
+    def fits(self, value):
+        return isinstance(value, bool)
 
     def parse(self, value, path, problems):
         if not isinstance(value, bool):
@@ -99,10 +220,20 @@ class Bool(Node):
 
 
 class Str(Node):
+    noun = "a string"
+
     def __init__(self, description, *, enum=None, pattern=None, pattern_hint=None,
-                 max_length=None, default=MISSING):
+                 max_length=None, default=MISSING, nullable=False, format=None):
         self.description, self.enum, self.pattern, self.default = description, enum, pattern, default
-        self.pattern_hint, self.max_length = pattern_hint, max_length
+        self.pattern_hint, self.max_length, self.nullable, self.format = pattern_hint, max_length, nullable, format
+
+    def fits(self, value):
+        return isinstance(value, str)
+
+    def check(self, value, path):
+        if self.enum is not None and value not in self.enum:
+            raise ShapeError(path, f"must be one of {', '.join(self.enum)}, got {value!r}")
+        return value
 
     def parse(self, value, path, problems):
         if not isinstance(value, str):
@@ -124,14 +255,34 @@ class Str(Node):
             s["pattern"] = f"^{self.pattern}$"
         if self.max_length is not None:
             s["maxLength"] = self.max_length
+        if self.format is not None:
+            s["format"] = self.format
         return self._with_meta(s)
 
 
 class ListOf(Node):
+    noun = "a list"
+
     def __init__(self, description, item: Node, *, min_items=None, max_items=None,
-                 unique=False, default=MISSING):
+                 unique=False, default=MISSING, nullable=False, map_keys=None):
+        """`map_keys`: its items are objects identified by these keys (a list-type map, as conditions are)."""
         self.description, self.item, self.default = description, item, default
         self.min_items, self.max_items, self.unique = min_items, max_items, unique
+        self.nullable, self.map_keys = nullable, map_keys
+
+    def fits(self, value):
+        return isinstance(value, (list, tuple))
+
+    def read(self, value, path):
+        if isinstance(value, Mapping):
+            raise ShapeError(path, "must be a list, got a mapping")
+        found = super().read(value, path)
+        return None if found is None else [self.item.read(v, f"{path}[{i}]") for i, v in enumerate(found)]
+
+    def dump(self, value, path):
+        if value is None or not self.fits(value):
+            return super().read(value, path)
+        return [self.item.dump(v, f"{path}[{i}]") for i, v in enumerate(value)]
 
     def parse(self, value, path, problems):
         if not isinstance(value, list):
@@ -159,15 +310,32 @@ class ListOf(Node):
             s["maxItems"] = self.max_items
         if self.unique:
             s["x-kubernetes-list-type"] = "set"
+        if self.map_keys:
+            s.update({"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(self.map_keys)})
         return self._with_meta(s)
 
 
 class MapOf(Node):
+    noun = "a mapping"
+
     def __init__(self, description, value: Node, *, key_pattern=None, key_hint=None, keys_in_cel=True,
-                 default=MISSING):
+                 default=MISSING, nullable=False):
         """`keys_in_cel`: the API server checks the keys too (a CEL rule, which its cost budget may not take)."""
         self.description, self.value, self.default = description, value, default
         self.key_pattern, self.key_hint, self.keys_in_cel = key_pattern, key_hint, keys_in_cel
+        self.nullable = nullable
+
+    def fits(self, value):
+        return isinstance(value, Mapping)
+
+    def read(self, value, path):
+        found = super().read(value, path)
+        return None if found is None else {k: self.value.read(v, key_path(path, k)) for k, v in found.items()}
+
+    def dump(self, value, path):
+        if value is None or not self.fits(value):
+            return super().read(value, path)
+        return {k: self.value.dump(v, key_path(path, k)) for k, v in value.items()}
 
     def parse(self, value, path, problems):
         if not isinstance(value, dict):
@@ -200,11 +368,67 @@ class Rule:
     field: str | None = None
 
 
+class Written:
+    """A dataclass of a document loadstage writes, read and dumped through the one Obj declaring it."""
+    __wire__: ClassVar[Obj]
+
+    @classmethod
+    def from_status(cls, raw: Any, path: str = "") -> Self:
+        value: Self = cls.__wire__.read(raw, path)
+        return value
+
+    def to_status(self) -> dict[str, Any]:
+        value: dict[str, Any] = self.__wire__.dump(self, "")
+        return value
+
+
+def omit_none(value: Any, owner: Any) -> bool:
+    return value is None
+
+
+def omit_empty(value: Any, owner: Any) -> bool:
+    return not value
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """How an Obj of a document loadstage writes holds one of its fields:
+    - `attr`: the attribute of its class (by default the key in snake case);
+    - `absent`: its value where a document lacks it (an older layout), unless the Obj requires it;
+    - `omit(value, owner)`: whether a dump leaves the key out (by default it writes null);
+    - `derived`: written from a property of the owner, never read back;
+    - `description`: where the node is shared, what it is here."""
+    node: Node
+    attr: str | None = None
+    absent: Any = None
+    omit: Callable[[Any, Any], bool] | None = None
+    derived: bool = False
+    description: str | None = None
+
+
 class Obj(Node):
-    def __init__(self, cls, description, fields: dict[str, Node], *, required=(), rules=(),
-                 default=MISSING):
-        self.cls, self.description, self.fields = cls, description, fields
+    """An object. As a spec's, its fields parse into `cls` by keyword (`rules` across them). As a written
+    document's, `cls` is a dataclass (each field a `Field` or a node) or a TypedDict (then the keys are the
+    fields, and an absent key stays absent); `on_read(value, raw)` may check or complete what was read."""
+    noun = "a mapping"
+
+    def __init__(self, cls, description, fields: dict[str, Node | Field], *, required=(), rules=(),
+                 default=MISSING, nullable=False, on_read: Callable[[Any, Mapping], Any] | None = None):
+        self.cls, self.description = cls, description
+        self.fields = {k: f.node if isinstance(f, Field) else f for k, f in fields.items()}
+        self.wire = {k: f if isinstance(f, Field) else Field(f) for k, f in fields.items()}
         self.required, self.rules, self.default = set(required), list(rules), default
+        self.nullable, self.on_read = nullable, on_read
+        self.keyed = typing.is_typeddict(cls) or cls is dict
+        self._tuples: set[str] | None = None
+        if isinstance(cls, type) and issubclass(cls, Written):
+            cls.__wire__ = self
+
+    def attr(self, key: str) -> str:
+        return self.wire[key].attr or _attr(key)
+
+    def fits(self, value):
+        return isinstance(value, Mapping)
 
     def parse(self, value, path, problems):
         if value is None:
@@ -238,7 +462,8 @@ class Obj(Node):
         return obj
 
     def openapi(self):
-        s: dict = {"type": "object", "properties": {k: v.openapi() for k, v in self.fields.items()}}
+        s: dict = {"type": "object", "properties": {k: _described(v.openapi(), self.wire[k].description)
+                                                    for k, v in self.fields.items()}}
         if self.required:
             s["required"] = sorted(self.required)
         cel = [r for r in self.rules if r.cel]
@@ -248,6 +473,66 @@ class Obj(Node):
                 for r in cel
             ]
         return self._with_meta(s)
+
+    def read(self, value, path):
+        found = super().read(value, path)
+        if found is None:
+            return None
+        for key in self.required:
+            if key not in found:
+                raise ShapeError(key_path(path, key), "missing")
+        if self.keyed:
+            read = {k: self.fields[k].read(v, key_path(path, k)) for k, v in found.items() if k in self.fields}
+            return self._done(read, found)
+        tuples = self._tuple_attrs()
+        kwargs = {}
+        for key, field in self.wire.items():
+            if field.derived:
+                continue
+            attr = self.attr(key)
+            if key in found:
+                item = field.node.read(found[key], key_path(path, key))
+                kwargs[attr] = tuple(item) if attr in tuples and isinstance(item, list) else item
+            else:
+                kwargs[attr] = copy.copy(field.absent) if isinstance(field.absent, (list, dict)) else field.absent
+        return self._done(self.cls(**kwargs), found)
+
+    def _done(self, value, raw):
+        return value if self.on_read is None else self.on_read(value, raw)
+
+    def dump(self, value, path):
+        if value is None:
+            return super().read(value, path)
+        if self.keyed:
+            if not isinstance(value, Mapping):
+                raise ShapeError(path, f"must be {self.kind()}, got {shown(value)}")
+            for key in value:
+                if key not in self.fields:
+                    raise ShapeError(key_path(path, key), "is not declared")
+            return {k: node.dump(value[k], key_path(path, k)) for k, node in self.fields.items() if k in value}
+        if not isinstance(value, self.cls):
+            raise ShapeError(path, f"must be a {self.cls.__name__}, got {shown(value)}")
+        out = {}
+        for key, field in self.wire.items():
+            item = getattr(value, self.attr(key))
+            if field.omit is None or not field.omit(item, value):
+                out[key] = field.node.dump(item, key_path(path, key))
+        return out
+
+    def _tuple_attrs(self) -> set[str]:
+        """The attributes of `cls` declared as tuples: a list read into one becomes a tuple."""
+        if self._tuples is None:
+            def tuple_typed(hint) -> bool:
+                if typing.get_origin(hint) in (typing.Union, types.UnionType):
+                    return any(tuple_typed(h) for h in typing.get_args(hint))
+                return typing.get_origin(hint) is tuple
+            hints = typing.get_type_hints(self.cls)
+            self._tuples = {name for name, hint in hints.items() if tuple_typed(hint)}
+        return self._tuples
+
+
+def _described(schema: dict, description: str | None) -> dict:
+    return schema if description is None else {**schema, "description": description}
 
 
 def _attr(name: str) -> str:

@@ -34,11 +34,11 @@ from loadstage.local.live_metrics import LocalSeries
 from loadstage.local.live_metrics import serve as serve_metrics
 from loadstage.local.target import local_problems
 from loadstage.reports.terminal import progress_line, render_status
-from loadstage.results.model import RunResults, VariantRecord
+from loadstage.api.status import RunStatus, VariantRecord
 
 
-def _document(experiment: Experiment, status: dict[str, Any],
-              artifacts: dict[tuple[int, int, int], dict[str, Any]]) -> dict[str, Any]:
+def _document(experiment: Experiment, status: RunStatus,
+              artifacts: dict[tuple[int, int, int | None], dict[str, Any]]) -> dict[str, Any]:
     """The result file: the resource with its status, and every stage's artifact (its histograms,
     endpoint and error rows, time series) under `artifacts`, as ConfigMaps hold them in a cluster: one
     entry per variant and repeat ("repeat" from 2 on), its stages in order ({} for one not run yet)."""
@@ -48,7 +48,7 @@ def _document(experiment: Experiment, status: dict[str, Any],
         return len(experiment.spec.stages) or max(n for run_v, run_r, n in artifacts if (run_v, run_r) == (v, r))
     return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND,
             "metadata": {"name": experiment.name}, "spec": experiment.source.get("spec", {}),
-            "status": status,
+            "status": status.to_status(),
             "artifacts": [{"variant": v + 1, **({"repeat": r} if r > 1 else {}),
                            "stages": [artifacts.get((v, r, n), {}) for n in range(1, last(v, r) + 1)]}
                           for v, r in runs]}
@@ -75,8 +75,8 @@ class ProgressPrinter:
         self.last = 0.0
         self.eta: dt.datetime | None = None   # the engine's estimate of the run's end
 
-    def note_status(self, status: dict[str, Any]) -> None:
-        eta = (status.get("progress") or {}).get("eta")
+    def note_status(self, status: RunStatus) -> None:
+        eta = (status.progress or {}).get("eta")
         self.eta = parse(eta) if eta else None
 
     def __call__(self, p: Progress) -> None:
@@ -98,7 +98,7 @@ class ProgressPrinter:
         self.stream.flush()
 
 
-def failed_objective(run: RunResults, variant: VariantRecord) -> bool:
+def failed_objective(run: RunStatus, variant: VariantRecord) -> bool:
     """A ladder's stage failed its objective; a search's fails by design, so its variant fails only where it
     failed already at `from` (or its injectors, not the target, ran out); a goal's, only where none passed."""
     if run.recommendation is not None:
@@ -237,13 +237,13 @@ def cmd_run(args) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     status = new_status(experiment)
 
-    def on_update(current: dict[str, Any]) -> None:
+    def on_update(current: RunStatus) -> None:
         if output:
             write_result(output, _document(experiment, current, engine.artifacts))
 
-    async def on_engine_update(current: dict[str, Any]) -> None:
+    async def on_engine_update(current: RunStatus) -> None:
         printer.note_status(current)
-        series.note_status(current)
+        series.note_status(current.to_status())
         on_update(current)
 
     _print_plan(experiment, sys.stderr)
@@ -262,26 +262,25 @@ def cmd_run(args) -> int:
         asyncio.run(engine.run(status))
     except (Cancelled, KeyboardInterrupt):
         name = signal.Signals(received[0]).name if received else "SIGINT"
-        status.update(phase="Failed", reason="Interrupted", finishedAt=now(),
-                      message=f"interrupted by {name}; finished stages are kept")
+        status = status.ended("Failed", "Interrupted", f"interrupted by {name}; finished stages are kept", now())
         code = 128 + (received[0] if received else signal.SIGINT)
     except ExperimentFailed as e:
-        status.update(phase="Failed", reason=e.reason, message=e.message, finishedAt=now())
+        status = status.ended("Failed", e.reason, e.message, now())
         code = EXIT_FAILED
     finally:
         backend.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
     on_update(status)
-    series.note_status(status)
+    series.note_status(status.to_status())
     if server is not None:
         time.sleep(args.metrics_hold)
         server.shutdown()
     printer.say("")
-    run = RunResults.from_status(status)
+    run = status
     sys.stdout.write(render_status(run, with_phase=False))
-    if status["phase"] != "Succeeded":
-        printer.say(f"{status['phase']}: {status['message']}")
+    if status.phase != "Succeeded":
+        printer.say(f"{status.phase}: {status.message}")
         printer.say(f"logs kept in {workdir}")
     elif not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -8,6 +8,7 @@ continues after the last finished stage. Kopf's keyword arguments stop here."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -18,7 +19,8 @@ import kubernetes
 
 from loadstage.api.load import parse_experiment
 from loadstage.api.names import API_GROUP, API_VERSION, FINISHED, PLURAL
-from loadstage.api.schema import ValidationError
+from loadstage.api.schema import ShapeError, ValidationError
+from loadstage.api.status import Cleanup, RunStatus
 from loadstage.engine.clock import now
 from loadstage.engine.errors import Cancelled, ExperimentFailed
 from loadstage.engine.stages import StageEngine, new_status
@@ -39,6 +41,7 @@ from loadstage.kube.context import ExperimentContext
 from loadstage.kube.manifests import Defaults, resource_problems
 from loadstage.kube.pod_watch import PodWatches
 from loadstage.kube.status import StatusWriter
+from loadstage.kube.status import record as status_record
 
 API_WAIT_SECONDS = 120
 SAME_ERROR_LIMIT = 3   # an unexpected error met this many times in a row, with no stage recorded between, fails it
@@ -125,10 +128,6 @@ class RepeatedErrors:
         self._last.pop(key, None)
 
 
-def _recorded_stages(status: dict[str, Any]) -> int:
-    return sum(len(v.get("stages") or ()) for v in status.get("variants") or ())
-
-
 @kopf.on.probe(id="runningExperiments")
 def running_experiments(memo: kopf.Memo, **_) -> int:
     return len(memo.running)
@@ -158,30 +157,39 @@ async def run_experiment(body: kopf.Body, namespace: str, name: str, stopped: ko
         metrics.LIVE.forget(namespace, name)
 
 
-async def run(document: dict[str, Any], status: dict[str, Any], namespace: str, generation: int, *,
+async def run(document: dict[str, Any], stored: dict[str, Any], namespace: str, generation: int, *,
               stopped, memo: kopf.Memo, logger: logging.Logger, post_event) -> None:
     config: OperatorConfig = memo.config
     name = document["metadata"]["name"]
-    writer = StatusWriter(memo.api, namespace, name, generation, status.get("conditions", []), post_event)
+    try:
+        status = RunStatus.read(stored)
+    except ShapeError as e:   # an earlier operator's status this one cannot resume: nothing is overwritten
+        status = RunStatus()
+        unreadable: str | None = f"the status cannot be resumed: {e}"
+    else:
+        unreadable = None
+    writer = StatusWriter(memo.api, namespace, name, generation, status.conditions, post_event)
 
-    async def write(current: dict[str, Any]) -> None:
+    async def write(current: RunStatus) -> None:
         await call(writer, current)
+    if unreadable:
+        await write(status.ended("Failed", "StatusUnreadable", unreadable, now()))
+        return
     try:
         experiment = parse_experiment(document)
         if problems := resource_problems(experiment, config.defaults.resources):
             raise ValidationError(problems)
     except ValidationError as e:
-        await write({**status, "phase": "Failed", "reason": "InvalidSpec", "finishedAt": now(),
-                     "message": "; ".join(f"{p}: {m}" for p, m in e.problems)})
+        await write(status.ended("Failed", "InvalidSpec", "; ".join(f"{p}: {m}" for p, m in e.problems), now()))
         return
-    if not status.get("variants"):
-        status = {**status, **new_status(experiment)}
+    if not status.variants:
+        status = new_status(experiment, status)
     owner = {"apiVersion": document["apiVersion"], "kind": document["kind"], "metadata": document["metadata"]}
     context = ExperimentContext(
         experiment, namespace, memo.api, owner_uid=document["metadata"]["uid"],
         adopt=lambda child: kopf.adopt(child, owner=owner), stopped=stopped,
         on_event=lambda reason, message: post_event("Normal", reason, message),
-        on_message=lambda message: write({**status, "message": message}))
+        on_message=lambda message: write(dataclasses.replace(status, message=message)))
     backend = KubernetesBackend(context, defaults=config.defaults, pod_watches=memo.pod_watches,
                                 redis_sample_url=config.redis_sample_url)
     try:
@@ -190,7 +198,7 @@ async def run(document: dict[str, Any], status: dict[str, Any], namespace: str, 
         message = retry_message(e)
         logger.warning(message)
         try:
-            await write({**status, "message": message})
+            await write(dataclasses.replace(status, message=message))
         except API_ERRORS:
             pass
         raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
@@ -198,18 +206,18 @@ async def run(document: dict[str, Any], status: dict[str, Any], namespace: str, 
         logger.info("stopped: %s", getattr(stopped, "reason", None) or "stop requested")
     except ExperimentFailed as e:
         logger.warning("failed: %s: %s", e.reason, e.message)
-        await write({**status, "phase": "Failed", "reason": e.reason, "message": e.message, "finishedAt": now()})
+        await write(status.ended("Failed", e.reason, e.message, now()))
     except Exception as e:   # the operator's own bug: on record, retried, and failing the experiment if it persists
         logger.exception("unexpected error")
         key, message = (namespace, name), f"the operator's unexpected error: {type(e).__name__}: {e}"
-        times = memo.errors.count(key, message, _recorded_stages(status))
+        times = memo.errors.count(key, message, status.recorded_stages())
         if times >= SAME_ERROR_LIMIT:
             memo.errors.forget(key)
-            await write({**status, "phase": "Failed", "reason": "OperatorError", "finishedAt": now(),
-                         "message": f"{message} ({times} times in a row; its traceback is in the operator's log)"})
+            await write(status.ended("Failed", "OperatorError", f"{message} ({times} times in a row; its traceback "
+                                                                f"is in the operator's log)", now()))
             return
-        await write({**status, "message": f"{message}; retrying in {API_RETRY_SECONDS}s ({times} of "
-                                          f"{SAME_ERROR_LIMIT} before the experiment fails)"})
+        await write(dataclasses.replace(status, message=f"{message}; retrying in {API_RETRY_SECONDS}s ({times} of "
+                                                        f"{SAME_ERROR_LIMIT} before the experiment fails)"))
         raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
     memo.errors.forget((namespace, name))
 
@@ -239,9 +247,7 @@ def restore_in_place(body: kopf.Body, namespace: str, name: str, spec, memo: kop
         kopf.event(body, type="Warning", reason="RestoreFailed", message=message)
         raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
     message = f"restored {', '.join(restored)}" if restored else f"nothing of {_in_place(spec)} was held"
-    kubernetes.client.CustomObjectsApi(memo.api).patch_namespaced_custom_object_status(
-        API_GROUP, API_VERSION, namespace, PLURAL, name,
-        {"status": {"inPlace": {"restored": True, "at": now(), "message": message}}})
+    status_record(memo.api, namespace, name, in_place={"restored": True, "at": now(), "message": message})
     kopf.event(body, type="Normal", reason="TargetRestored", message=message)
     logger.info(message)
 
@@ -270,11 +276,8 @@ def _cleanup_due(spec, status, **_) -> bool:
 def clean_up(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, logger: logging.Logger, **_):
     """The cleanup policy, driven by the phase alone: it runs for every finished experiment whose
     children are not yet deleted, also after an operator restart, until it succeeds."""
-    custom = kubernetes.client.CustomObjectsApi(memo.api)
-
-    def record(cleanup: dict[str, Any]) -> None:
-        custom.patch_namespaced_custom_object_status(API_GROUP, API_VERSION, namespace, PLURAL, name,
-                                                     {"status": {"cleanup": cleanup}})
+    def record(cleanup: Cleanup) -> None:
+        status_record(memo.api, namespace, name, cleanup=cleanup)
     try:
         deleted = delete_children(memo.api, namespace, name)
     except API_ERRORS as e:

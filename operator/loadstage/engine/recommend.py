@@ -19,17 +19,7 @@ from loadstage.api.types import PERCENTILES, Experiment, Search, Variant
 from loadstage.engine import search
 from loadstage.engine.search import outcome
 from loadstage.results.differences import difference
-from loadstage.results.model import (
-    Candidate,
-    Cost,
-    Dropped,
-    Margin,
-    Objective,
-    Recommendation,
-    SearchResult,
-    StageResult,
-    VariantRecord,
-)
+from loadstage.api.status import Candidate, Cost, Dropped, Margin, Objective, Recommendation, SearchResult, StageResult, VariantRecord
 
 MEASURED_TIE = 0.10    # measured costs this close (relative) are the same cost: headroom decides
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loadstage.api.types import Search
-from loadstage.results.model import SearchResult, StageResult
+from loadstage.api.status import SearchResult, StageResult
 
 
 @dataclass(frozen=True)

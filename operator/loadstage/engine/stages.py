@@ -15,6 +15,8 @@ import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
+from loadstage.api.status import SCHEMA_VERSION as STATUS_SCHEMA_VERSION
+from loadstage.api.status import Progress, Retry, RunStatus, SearchResult, StageResult, VariantRecord
 from loadstage.api.types import MAX_SEED, MAX_VARIANTS, Experiment, Variant
 from loadstage.engine.backend import Backend
 from loadstage.engine.clock import now, parse
@@ -33,7 +35,7 @@ from loadstage.engine.steps import (
     warmup_before,
 )
 from loadstage.results.measurement import StageMeasurement
-from loadstage.results.model import Artifact, Retry, SearchResult, StageResult, VariantRecord
+from loadstage.results.artifact import Artifact
 from loadstage.results.stage_results import (
     ladder_headline,
     merged_repeats,
@@ -44,21 +46,15 @@ from loadstage.results.stage_results import (
 from loadstage.results.thresholds import capacity
 
 
-async def _ignore(status: dict[str, Any]) -> None:
+async def _ignore(status: RunStatus) -> None:
     pass
 
 
-STATUS_SCHEMA_VERSION = 2   # 1: before the status said; every earlier version is read as it is
-
-
-def new_status(experiment: Experiment) -> dict[str, Any]:
-    return {
-        "schemaVersion": STATUS_SCHEMA_VERSION,
-        "phase": "Pending",
-        "message": "waiting to start",
-        "variants": [{"index": v.index, "settings": v.settings(), "stages": []}
-                     for v in experiment.variants()],
-    }
+def new_status(experiment: Experiment, before: RunStatus | None = None) -> RunStatus:
+    """A run's first status: Pending, every variant without stages; the rest of `before` (its conditions) kept."""
+    return replace(before or RunStatus(), schema_version=STATUS_SCHEMA_VERSION, phase="Pending",
+                   message="waiting to start",
+                   variants=[VariantRecord(v.index, v.settings()) for v in experiment.variants()])
 
 
 ATTEMPT_KEYS = ("attempt", "retries")
@@ -77,46 +73,47 @@ class RunClock:
     def at(self, position: int) -> None:
         self.position, self.step_began = position, self.monotonic()
 
-    def progress(self) -> dict[str, Any]:
+    def progress(self) -> Progress:
         moment = dt.datetime.now(dt.timezone.utc)
         return estimate(self.steps, self.position, self.started, moment,
                         into_step=self.monotonic() - self.step_began).to_progress(moment)
 
 
-def _with_attempts(status: dict[str, Any], progress: dict[str, Any]) -> dict[str, Any]:
+def _with_attempts(status: RunStatus, progress: Progress) -> Progress:
     """The progress of a step, carrying its attempts so far when status.progress is of the same step (a run
     resumed after an operator restart), and no other step's."""
-    before = status.get("progress") or {}
-    fresh = {k: v for k, v in progress.items() if k not in ATTEMPT_KEYS}
+    before = status.progress or Progress()
+    fresh = Progress(**{k: v for k, v in progress.items() if k not in ATTEMPT_KEYS})   # type: ignore[typeddict-item]
     same = all(before.get(k) == fresh.get(k) for k in ("variant", "repeat", "stage", "warmup"))
-    return {**fresh, **{k: before[k] for k in ATTEMPT_KEYS if same and k in before}}
+    return Progress(**fresh, **{k: before[k] for k in ATTEMPT_KEYS if same and k in before})  # type: ignore[typeddict-item]
 
 
 class StageEngine:
     def __init__(self, experiment: Experiment, backend: Backend, *,
-                 on_update: Callable[[dict[str, Any]], Awaitable[None]] | None = None):
+                 on_update: Callable[[RunStatus], Awaitable[None]] | None = None):
         self.experiment = experiment
         self.backend = backend
         self.on_update = on_update or _ignore
         self.artifacts: dict[tuple[int, int, int | None], dict[str, Any]] = {}   # by Step.key
 
-    async def _set(self, status: dict[str, Any], **fields) -> None:
-        status.update(fields)
+    async def _set(self, status: RunStatus, **fields: Any) -> None:
+        for name, value in fields.items():
+            setattr(status, name, value)
         await self.on_update(status)
 
-    async def run(self, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def run(self, status: RunStatus | None = None) -> RunStatus:
         status = status or new_status(self.experiment)
-        status.setdefault("startedAt", now())
-        status["schemaVersion"] = STATUS_SCHEMA_VERSION
+        status.started_at = status.started_at or now()
+        status.schema_version = STATUS_SCHEMA_VERSION
         spec = self.experiment.spec
-        if spec.order == "Random" and "seed" not in status:
-            status["seed"] = spec.seed if spec.seed is not None else random.randrange(MAX_SEED + 1)
-        steps = [] if spec.search or spec.goal else plan(self.experiment, status.get("seed"))
-        self.clock = RunClock(steps, status["startedAt"], asyncio.get_running_loop().time)
-        records = self.records = [VariantRecord.from_status(v) for v in status["variants"]]
+        if spec.order == "Random" and status.seed is None:
+            status.seed = spec.seed if spec.seed is not None else random.randrange(MAX_SEED + 1)
+        steps = [] if spec.search or spec.goal else plan(self.experiment, status.seed)
+        self.clock = RunClock(steps, status.started_at, asyncio.get_running_loop().time)
+        records = self.records = status.variants
         # A run picked up after a restart keeps its phase and progress while the target is re-checked:
         # the stage in flight goes on, and the status must not go backwards.
-        resuming = status.get("phase") == "Running"
+        resuming = status.phase == "Running"
         try:
             if spec.goal and spec.goal.maximize:
                 await self._run_halving(status, records, resuming)
@@ -130,11 +127,11 @@ class StageEngine:
             await self._headlines_so_far(records, status)
             raise
         self.clock.at(len(self.clock.steps))
-        await self._set(status, phase="Succeeded", message="all stages finished", finishedAt=now(),
-                        progress={**status.get("progress", {}), **self.clock.progress()})
+        await self._set(status, phase="Succeeded", message="all stages finished", finished_at=now(),
+                        progress={**(status.progress or {}), **self.clock.progress()})
         return status
 
-    async def _run_steps(self, steps: list[Step], status: dict[str, Any], records: list[VariantRecord],
+    async def _run_steps(self, steps: list[Step], status: RunStatus, records: list[VariantRecord],
                          resuming: bool) -> None:
         prepared = None
         for index, step in enumerate(steps):
@@ -149,11 +146,11 @@ class StageEngine:
         if prepared is not None:
             await self.backend.finish_variant(prepared)
 
-    async def _run_searches(self, status: dict[str, Any], records: list[VariantRecord], resuming: bool) -> None:
+    async def _run_searches(self, status: RunStatus, records: list[VariantRecord], resuming: bool) -> None:
         """Each variant's capacity search in turn: its next stage is decided from the stages it ran (engine.search),
         so a search resumed after a restart repeats none of them."""
         prepared = None
-        order = search_order(self.experiment, status.get("seed"))
+        order = search_order(self.experiment, status.seed)
         for variant in order:
             record = records[variant.index]
             first = not record.stages   # a search resumed mid-way goes on on its target, with no warm-up
@@ -170,7 +167,7 @@ class StageEngine:
         if prepared is not None:
             await self.backend.finish_variant(prepared)
 
-    async def _run_goal(self, status: dict[str, Any], records: list[VariantRecord], resuming: bool) -> None:
+    async def _run_goal(self, status: RunStatus, records: list[VariantRecord], resuming: bool) -> None:
         """Each variant's stage at the goal's load, cheapest first (engine.recommend): the next stage is decided from
         the stages run, so a run resumed after a restart repeats none of them."""
         prepared = None
@@ -192,7 +189,7 @@ class StageEngine:
         following = recommend.progress(self.experiment, records).following
         return following is None or following.variant != variant
 
-    async def _run_halving(self, status: dict[str, Any], records: list[VariantRecord], resuming: bool) -> None:
+    async def _run_halving(self, status: RunStatus, records: list[VariantRecord], resuming: bool) -> None:
         """goal.maximize: every variant's search to a coarse bracket, then the ones that may still win searched
         on (engine.recommend.halving); each next stage is decided from the stages run, so a run resumed after a
         restart repeats none of them, and goes on on its target with no warm-up."""
@@ -207,7 +204,6 @@ class StageEngine:
                 if record.stages:
                     searched = first_round if record.dropped or halving.search == first_round else fine
                     record.search = progress(searched, record.stages)[0]
-                    status["variants"][record.index] = record.to_status()
             if halving.variant is None:
                 break
             variant, record = halving.variant, records[halving.variant.index]
@@ -223,13 +219,13 @@ class StageEngine:
         if prepared is not None:
             await self.backend.finish_variant(prepared)
 
-    def _picked(self, status: dict[str, Any], records: list[VariantRecord]) -> recommend.NextGoalStage | None:
+    def _picked(self, status: RunStatus, records: list[VariantRecord]) -> recommend.NextGoalStage | None:
         """The goal's pick so far into the records and the status; its next stage."""
         pick = recommend.progress(self.experiment, records)
         self._note_pick(status, records, pick)
         return pick.following
 
-    def _note_pick(self, status: dict[str, Any], records: list[VariantRecord], pick: recommend.Pick) -> None:
+    def _note_pick(self, status: RunStatus, records: list[VariantRecord], pick: recommend.Pick) -> None:
         """Beyond MAX_VARIANTS, only the winner and runner-up so far keep their stages: every other variant is
         one line (dropped, or met)."""
         found = pick.recommendation
@@ -240,10 +236,9 @@ class StageEngine:
             record.dropped, record.met = pick.dropped.get(record.index), pick.met.get(record.index)
             if compact and record.index not in finalists and (record.dropped or record.met):
                 record.stages, record.aggregate = [], None
-            status["variants"][record.index] = record.to_status()
-        status["recommendation"] = found.to_status()
+        status.recommendation = found
         if found.winner is not None:
-            status.setdefault("latest", {})["leader"] = f"{found.winner.label} ({found.winner.cost.describe()})"
+            status.latest = {**(status.latest or {}), "leader": f"{found.winner.label} ({found.winner.cost.describe()})"}
 
     def _clock_goal(self, records: list[VariantRecord], step: Step) -> None:
         """The time left of a goal's pick, as steps: each stage run so far, this one, and one for every variant
@@ -274,7 +269,7 @@ class StageEngine:
         self.clock.steps = done + ahead
         self.clock.at(len(done))
 
-    async def _prepare(self, prepared: Variant | None, step: Step, status: dict[str, Any], record: VariantRecord,
+    async def _prepare(self, prepared: Variant | None, step: Step, status: RunStatus, record: VariantRecord,
                        resuming: bool, fresh: bool) -> Variant:
         """Deploys the step's variant unless it is the one prepared, then its warm-up where its target is `fresh`."""
         variant = step.variant
@@ -294,11 +289,11 @@ class StageEngine:
             await self._set(status, phase="Running", message=f"running {warmup.label()}",
                             progress=_with_attempts(status, self._progress(warmup)))
             await self._run_step(warmup, status)
-            status["warmedUp"] = warmup.run_id
+            status.warmed_up = warmup.run_id
             await self.on_update(status)
         return variant
 
-    async def _run_and_record(self, step: Step, status: dict[str, Any], records: list[VariantRecord],
+    async def _run_and_record(self, step: Step, status: RunStatus, records: list[VariantRecord],
                               last: Callable[[], bool]) -> None:
         """Runs the step and writes its figures; after the variant's `last` step, also its headline row."""
         variant, record = step.variant, records[step.variant.index]
@@ -308,16 +303,15 @@ class StageEngine:
         result = await self._record(step, record, measurement, retries)
         if last():
             await self._headline(record, variant)
-        status["variants"][variant.index] = record.to_status()
         if not step.searching:   # a search's stage numbers are of its own order, at loads of its own
-            status["p99ByStage"] = [row.to_status() for row in p99_pivot(records)]
+            status.p99_by_stage = p99_pivot(records)
         p99 = result.latency.p99
-        status["latest"] = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
-                            "redisPeakConnections": measurement.redis_peak_connections,
-                            **({"bracket": record.search.bracket()} if record.search else {})}
+        status.latest = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
+                         "redisPeakConnections": measurement.redis_peak_connections,
+                         **({"bracket": record.search.bracket()} if record.search else {})}
         await self.on_update(status)
 
-    def _progress(self, step: Step) -> dict[str, Any]:
+    def _progress(self, step: Step) -> Progress:
         """A warm-up's stage is the one finished before it, as the count of finished stages."""
         number = step.precedes - 1 if step.warmup else step.number
         return {"variant": f"{step.variant.index + 1}/{step.variants}",
@@ -326,9 +320,9 @@ class StageEngine:
                 "injectors": step.stage.injectors, **self.clock.progress()}
 
     @staticmethod
-    def _warmed_up(status: dict[str, Any], record: VariantRecord, warmup: Step) -> bool:
+    def _warmed_up(status: RunStatus, record: VariantRecord, warmup: Step) -> bool:
         """Whether the warm-up ran before an operator restart (a status before repeats said so per variant)."""
-        return status.get("warmedUp") == warmup.run_id or (record.warmed_up and warmup.repeat == 1
+        return status.warmed_up == warmup.run_id or (record.warmed_up and warmup.repeat == 1
                                                             and warmup.precedes == 1)
 
     def _finished_step(self, variant: Variant, repeat: int, number: int) -> Step:
@@ -389,22 +383,21 @@ class StageEngine:
         whole = [r.aggregate for r in record.repeats if r.aggregate is not None]
         record.aggregate = await asyncio.to_thread(variant_aggregate, record.stages, every, whole)
 
-    async def _headlines_so_far(self, records: list[VariantRecord], status: dict[str, Any]) -> None:
+    async def _headlines_so_far(self, records: list[VariantRecord], status: RunStatus) -> None:
         """A run that ends early keeps the rows of the stages it finished."""
         for record, variant in zip(records, self.experiment.variants()):
             if record.stages and record.aggregate is None:
                 with contextlib.suppress(Exception):   # the run's own failure is what it reports
                     await self._headline(record, variant)
-                    status["variants"][record.index] = record.to_status()
 
     @contextlib.asynccontextmanager
-    async def _refreshing(self, status: dict[str, Any]):
+    async def _refreshing(self, status: RunStatus):
         """While a step runs, its time left is rewritten every PROGRESS_REFRESH_SECONDS (a backend whose calls
         block the event loop leaves no room for it: its own progress line shows the time left)."""
         async def refresh() -> None:
             while True:
                 await asyncio.sleep(PROGRESS_REFRESH_SECONDS)
-                status["progress"] = {**status["progress"], **self.clock.progress()}
+                status.progress = {**(status.progress or {}), **self.clock.progress()}
                 with contextlib.suppress(Exception):   # the next write carries it; the stage must not fail for it
                     await self.on_update(status)
         task = asyncio.create_task(refresh())
@@ -415,12 +408,12 @@ class StageEngine:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _run_step(self, step: Step, status: dict[str, Any]) -> tuple[StageMeasurement, tuple[Retry, ...]]:
+    async def _run_step(self, step: Step, status: RunStatus) -> tuple[StageMeasurement, tuple[Retry, ...]]:
         """Runs the step, and again from scratch each time its pods are taken away, up to spec.stageRetries
         times. The attempt in flight and the retries so far are in status.progress before each attempt starts,
         so that a restarted operator resumes that attempt."""
-        progress = status["progress"]
-        retries = tuple(Retry.from_status(r) for r in progress.get("retries", ()))
+        progress = status.progress or Progress()
+        retries = tuple(progress.get("retries", ()))
         step = replace(step, attempt=len(retries) + 1)
         while True:
             try:
@@ -434,6 +427,5 @@ class StageEngine:
                 retries += (Retry(step.attempt, now(), e.cause, e.reason),)
                 await self.backend.discard_stage(step)
                 step = step.again()
-                await self._set(status, progress={**progress, "attempt": step.attempt,
-                                                  "retries": [r.to_status() for r in retries]},
+                await self._set(status, progress={**progress, "attempt": step.attempt, "retries": list(retries)},
                                 message=f"running {step.label()}; attempt {step.attempt - 1}: {e.cause}")

@@ -15,7 +15,7 @@ from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
 from loadstage.kube.pod_watch import NamespacePods
 from loadstage.kube.pods import Pod, containers, disruption, ready
-from loadstage.results.model import TargetPodHealth
+from loadstage.api.status import TargetPodHealth
 
 
 def restart_count(pod: Pod) -> int:

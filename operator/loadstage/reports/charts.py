@@ -9,7 +9,8 @@ import math
 from typing import Any, Callable
 
 from loadstage.reports import tables
-from loadstage.results.model import Artifact, RunResults, StageResult, VariantRecord
+from loadstage.api.status import RunStatus, StageResult, VariantRecord
+from loadstage.results.artifact import Artifact
 
 Chart = tuple[str, str, str]   # (id, title, svg)
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
@@ -52,7 +53,7 @@ def _style(axes, xlabel: str, ylabel: str) -> None:
         axes.spines[side].set_visible(False)
 
 
-def _per_variant(axes, chart_id: str, run: RunResults, figure_of: Callable[[StageResult], Any],
+def _per_variant(axes, chart_id: str, run: RunStatus, figure_of: Callable[[StageResult], Any],
                  by_users: bool, interval: str | None = None) -> None:
     """One line per variant: a stage figure against the stage's load (its injectors, or its users), with
     the stages' 95% intervals of `interval` as error bars where they have them."""
@@ -77,7 +78,7 @@ def _legend(figure, axes) -> None:
         figure.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4), frameon=False)
 
 
-def latency_chart(run: RunResults, by_users: bool = False) -> Chart:
+def latency_chart(run: RunStatus, by_users: bool = False) -> Chart:
     chart_id = "latency"
     figure, panels = _figure(10, 5.6, 2, 3)
     for axes, (key, name) in zip(panels, PERCENTILES):
@@ -89,7 +90,7 @@ def latency_chart(run: RunResults, by_users: bool = False) -> Chart:
     return chart_id, "Latency percentiles against load (bars: 95% confidence intervals)", _svg(figure, chart_id)
 
 
-def throughput_chart(run: RunResults, by_users: bool = False) -> Chart:
+def throughput_chart(run: RunStatus, by_users: bool = False) -> Chart:
     chart_id = "throughput"
     figure, (axes,) = _figure(7, 4)
     _per_variant(axes, chart_id, run, lambda s: s.rps, by_users, "rps")
@@ -105,7 +106,7 @@ def throughput_chart(run: RunResults, by_users: bool = False) -> Chart:
     return chart_id, "Throughput against load (the knee is where it leaves the dotted line)", _svg(figure, chart_id)
 
 
-def redis_chart(run: RunResults, by_users: bool = False) -> Chart:
+def redis_chart(run: RunStatus, by_users: bool = False) -> Chart:
     chart_id = "redis"
     figure, (axes,) = _figure(7, 4)
     _per_variant(axes, chart_id, run, lambda s: s.redis_peak_connections, by_users)
@@ -114,7 +115,7 @@ def redis_chart(run: RunResults, by_users: bool = False) -> Chart:
     return chart_id, "Peak Redis connections against load", _svg(figure, chart_id)
 
 
-def target_chart(run: RunResults, by_users: bool = False) -> Chart:
+def target_chart(run: RunStatus, by_users: bool = False) -> Chart:
     chart_id = "target"
     figure, (cpu, memory) = _figure(10, 4, 1, 2)
     _per_variant(cpu, f"{chart_id}-cpu", run, lambda s: s.target.peak_cpu_cores, by_users)
@@ -125,7 +126,7 @@ def target_chart(run: RunResults, by_users: bool = False) -> Chart:
     return chart_id, "Target CPU and memory against load (all its pods)", _svg(figure, chart_id)
 
 
-def series_chart(run: RunResults, variant: VariantRecord, artifacts: dict[int, Artifact]) -> Chart:
+def series_chart(run: RunStatus, variant: VariantRecord, artifacts: dict[int, Artifact]) -> Chart:
     """Requests per second and p50/p99 over time, stage by stage, in the master's windows."""
     index = variant.index + 1
     chart_id = f"series-v{index}"
@@ -158,7 +159,7 @@ def series_chart(run: RunResults, variant: VariantRecord, artifacts: dict[int, A
     return chart_id, f"Over time, {tables.variant_label(run, variant)}", _svg(figure, chart_id)
 
 
-def front_chart(run: RunResults) -> Chart | None:
+def front_chart(run: RunStatus) -> Chart | None:
     """goal.maximize: each variant's capacity (its search's bracket, in req/s) against its cost in cores, the
     front (none cheaper serves more) joined by a line, the winner ringed; None without capacities per core."""
     pick = run.recommendation
@@ -189,7 +190,7 @@ def front_chart(run: RunResults) -> Chart | None:
         _svg(figure, chart_id)
 
 
-def charts(run: RunResults, artifacts: dict[tuple[int, int], Artifact], by_users: bool = False) -> list[Chart]:
+def charts(run: RunStatus, artifacts: dict[tuple[int, int], Artifact], by_users: bool = False) -> list[Chart]:
     """Every chart of the report; `artifacts` maps (variant, stage), both from 1, to a stage's artifact."""
     if not run.has_stages():
         return []

@@ -25,7 +25,7 @@ from loadstage.api.types import DEFAULT_SERVER, Experiment
 from loadstage.reports import ons_layout, tables
 from loadstage.reports.significance import percent
 from loadstage.results.differences import CONFIDENCE, RESOLUTION, Difference, difference, each_figure
-from loadstage.results.model import RunResults, SearchResult, StageResult
+from loadstage.api.status import RunStatus, SearchResult, StageResult
 
 LATENCIES = ("p50", "p99", "p999")    # p50 is shown, not judged
 NAMES = {"p50": "p50", "p99": "p99", "p999": "p99.9", "rps": "req/s", "errorRate": "errors"}
@@ -179,7 +179,7 @@ def compare_stage(base: StageResult, new: StageResult, tolerance: float,
     return changes
 
 
-def _stages(run: RunResults) -> dict[tuple, tuple[str, StageResult]]:
+def _stages(run: RunStatus) -> dict[tuple, tuple[str, StageResult]]:
     """Every finished stage by what it ran; a ladder that repeats a step counts its repeats apart."""
     found: dict[tuple, tuple[str, StageResult]] = {}
     for variant in run.variants:
@@ -201,7 +201,7 @@ def _describe(key: tuple) -> str:
 _ABSENT = ons_layout.Option("", object(), "-")
 
 
-def compare(base: tuple[Experiment, RunResults], new: tuple[Experiment, RunResults],
+def compare(base: tuple[Experiment, RunStatus], new: tuple[Experiment, RunStatus],
             tolerance: float, names: tuple[str, str] = ("BASE", "NEW"),
             confidence: float = CONFIDENCE) -> Comparison:
     base_stages, new_stages = _stages(base[1]), _stages(new[1])
@@ -232,7 +232,7 @@ def _settings_key(variant) -> tuple:
     return tuple(sorted((k, v) for k, v in settings.items() if v is not None))
 
 
-def _capacities(base: RunResults, new: RunResults) -> list[CapacityChange]:
+def _capacities(base: RunStatus, new: RunStatus) -> list[CapacityChange]:
     """The variants both runs searched, matched by their settings."""
     searched = {_settings_key(v): v.search for v in base.variants if v.search is not None}
     return [CapacityChange(tables.variant_label(new, v), searched[_settings_key(v)], v.search)

@@ -10,7 +10,7 @@ from typing import Any
 
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout
-from loadstage.results.model import INTERVAL_FIGURES, Recommendation, RunResults, StageResult, VariantRecord
+from loadstage.api.status import FIGURES as INTERVAL_FIGURES, Recommendation, RunStatus, StageResult, VariantRecord
 
 SETTINGS = ["server", "pods", "workers", "threads", "workerClass", "proxy", "socket"]
 FIGURES = ["requests", "failures", "exceptions", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms",
@@ -28,7 +28,7 @@ TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores"
 GOAL = ["costCores", "costFrom", "rpsPerCore_lo", "rpsPerCore_hi", "onFront", "recommended", "dropped"]   # spec.goal
 
 
-def columns(run: RunResults) -> list[str]:
+def columns(run: RunStatus) -> list[str]:
     per_method = [f"{m.lower()}{figure}" for m in ons_layout.methods(run) for figure in ("Requests", "MeanMs", "P99Ms")]
     return ["experiment", "variant", *SETTINGS, "stage", "injectors", "users", "usersPerInjector",
             "spawnRatePerInjector", "waitMinSeconds", "waitMaxSeconds", "pacingSeconds", "durationSeconds",
@@ -107,7 +107,7 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def render_csv(experiment: Experiment, run: RunResults) -> str:
+def render_csv(experiment: Experiment, run: RunStatus) -> str:
     out = io.StringIO()
     names = columns(run)
     writer = csv.DictWriter(out, fieldnames=names, lineterminator="\n")

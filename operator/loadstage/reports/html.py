@@ -9,7 +9,8 @@ import html
 from loadstage.api.types import Experiment
 from loadstage.reports import charts, ons_layout, tables, terminal
 from loadstage.reports.significance import between_variants
-from loadstage.results.model import Artifact, RunResults
+from loadstage.api.status import RunStatus
+from loadstage.results.artifact import Artifact
 
 STYLE = """
 body { font-family: system-ui, "DejaVu Sans", sans-serif; margin: 2em auto; max-width: 1100px; color: #222;
@@ -31,7 +32,7 @@ def _table(header: list[str], rows: list[list[str]], text_columns: int = 0) -> s
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_html(experiment: Experiment, run: RunResults, artifacts: dict[tuple[int, int], Artifact]) -> str:
+def render_html(experiment: Experiment, run: RunStatus, artifacts: dict[tuple[int, int], Artifact]) -> str:
     name = html.escape(experiment.name)
     phase = run.phase
     parts = [f"<h1>Load experiment <code>{name}</code></h1>",

@@ -8,7 +8,7 @@ from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout, tables, terminal
 from loadstage.reports.significance import between_variants
 from loadstage.reports.tables import interval_rows
-from loadstage.results.model import RunResults
+from loadstage.api.status import RunStatus
 
 
 def table(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Option", "Value")) -> str:
@@ -20,7 +20,7 @@ def table(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Op
                      for i, line in enumerate(lines))
 
 
-def render_markdown(experiment: Experiment, run: RunResults) -> str:
+def render_markdown(experiment: Experiment, run: RunStatus) -> str:
     phase = run.phase
     parts = [f"# Load experiment `{experiment.name}`", "",
              f"{ons_layout.run_period(run)}. Latencies in milliseconds, from the merged HDR histograms of "

@@ -24,7 +24,7 @@ from loadstage.reports.tables import (
     variant_label,
     varying,
 )
-from loadstage.results.model import RunResults, VariantRecord
+from loadstage.api.status import RunStatus, VariantRecord
 
 SETTING_NAMES = {"server": "server", "pods": "pods", "workers": "workers", "threads": "threads",
                  "workerClass": "worker class"}
@@ -34,7 +34,7 @@ PERCENTILE_COLUMNS = ["50th", "90th", "95th", "99th", "99.9th"]
 INJECTORS_COLUMN = "Load injector instances"
 
 
-def ons_headline_rows(run: RunResults) -> Table:
+def ons_headline_rows(run: RunStatus) -> Table:
     keys = key_settings(run)
     rows = [[*(setting_cell(v.settings.get(k)) for k in keys), *percentiles(v.aggregate.latency, marks),
              count(v.aggregate.requests), count(v.aggregate.redis_peak_connections)]
@@ -43,13 +43,13 @@ def ons_headline_rows(run: RunResults) -> Table:
             "Redis connections (peak)"], rows
 
 
-def ons_pivot_rows(run: RunResults, users: bool = False) -> Table:
+def ons_pivot_rows(run: RunStatus, users: bool = False) -> Table:
     """The ONS layout's pivot; with `users` (a ladder given in users) a Users column too."""
     header, rows = pivot_rows(run, users=users)
     return [INJECTORS_COLUMN, *header[1:]], rows
 
 
-def methods(run: RunResults) -> list[str]:
+def methods(run: RunStatus) -> list[str]:
     """GET and POST first, as the ONS tables have them, then any other method a locustfile used."""
     seen = {m for v in run.variants for s in v.stages for m in s.by_method}
     return [m for m in ("GET", "POST") if m in seen] + sorted(seen - {"GET", "POST"})
@@ -61,7 +61,7 @@ def by_users(experiment: Experiment) -> bool:
     return spec.search.load == "users" if spec.search else any(s.users is not None for s in spec.stages)
 
 
-def breakdown_rows(run: RunResults, variant: VariantRecord, users: bool = False) -> Table:
+def breakdown_rows(run: RunStatus, variant: VariantRecord, users: bool = False) -> Table:
     """The ONS layout's table of one variant: one row per stage, its percentiles marked where they are
     significantly the best of every variant's at that stage; `users` adds the stage's users after its
     injectors."""
@@ -77,7 +77,7 @@ def setting_cell(value) -> str:
     return number(value, "")
 
 
-def _values(run: RunResults, key: str) -> tuple[Any, ...]:
+def _values(run: RunStatus, key: str) -> tuple[Any, ...]:
     return tuple(dict.fromkeys(v.settings.get(key) for v in run.variants))
 
 
@@ -93,7 +93,7 @@ class Option:
     text: str
 
 
-def profile(experiment: Experiment, run: RunResults) -> list[Option]:
+def profile(experiment: Experiment, run: RunStatus) -> list[Option]:
     """The benchmark profile, as values (what `compare` compares) with their text (what a page shows)."""
     spec = experiment.spec
     target, injectors = spec.target, spec.injectors
@@ -149,7 +149,7 @@ def _redis(redis) -> str:
     return "deployed for each variant" if redis.deployed else "external" if redis.url else "none (the app uses no Redis)"
 
 
-def profile_rows(experiment: Experiment, run: RunResults) -> list[list[str]]:
+def profile_rows(experiment: Experiment, run: RunStatus) -> list[list[str]]:
     """The benchmark profile: Option | Value."""
     return [[o.name, o.text] for o in profile(experiment, run)]
 
@@ -164,7 +164,7 @@ class Section:
     per_variant: bool = False
 
 
-def page_sections(experiment: Experiment, run: RunResults) -> list[Section]:
+def page_sections(experiment: Experiment, run: RunStatus) -> list[Section]:
     """The profile, the headline table, the p99 pivot, and one breakdown per variant."""
     sections = [Section("Benchmark profile", ["Option", "Value"], profile_rows(experiment, run), 2)]
     header, rows = ons_headline_rows(run)
@@ -187,7 +187,7 @@ def page_footnotes(sections: list[Section]) -> list[str]:
     return footnotes([c for section in sections[1:] for row in section.rows for c in row])
 
 
-def run_period(run: RunResults) -> str:
+def run_period(run: RunStatus) -> str:
     """The phase, and from when to when the run went."""
     when = " to ".join(t for t in (run.started_at, run.finished_at) if t)
     return f"{run.phase}{f', {when}' if when else ''}"

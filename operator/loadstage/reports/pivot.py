@@ -9,7 +9,7 @@ from typing import Callable
 
 from loadstage.api.schema import ValidationError
 from loadstage.reports.tables import Table, count, flagged, footnotes, format_ms, mib, number
-from loadstage.results.model import RunResults, StageResult
+from loadstage.api.status import RunStatus, StageResult
 
 STAGE_KEYS = ("stage", "users", "injectors")
 
@@ -58,7 +58,7 @@ def _key(settings: dict, stage: StageResult, name: str):
     return settings.get(name)
 
 
-def pivot_table(run: RunResults, rows: list[str], column: str, figure: str) -> tuple[str, Table, list[str]]:
+def pivot_table(run: RunStatus, rows: list[str], column: str, figure: str) -> tuple[str, Table, list[str]]:
     """The title, the table and its footnotes (a figure of an injector-bound or unsteady stage is marked, as in
     every table); a cell that two stages would fill is refused, naming what to add."""
     known = {*STAGE_KEYS, *(k for v in run.variants for k in v.settings)}

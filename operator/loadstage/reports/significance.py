@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadstage.results.differences import CONFIDENCE, LOWER_IS_BETTER, Difference, difference, each_figure
-from loadstage.results.model import Latency, RunResults, VariantRecord
+from loadstage.api.status import Latency, RunStatus, VariantRecord
 
 BEST = "^"
 FIGURE_NAMES = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9", "mean": "mean",
@@ -81,7 +81,7 @@ def percent(level: float) -> str:
     return f"{level * 100:.4g}%"
 
 
-def between_variants(run: RunResults, labels: list[str], confidence: float = CONFIDENCE) -> list[str]:
+def between_variants(run: RunStatus, labels: list[str], confidence: float = CONFIDENCE) -> list[str]:
     """One line per figure of the variants' rows over all their stages: which is best, by how much, and
     whether that is more than the noise; the lines' verdicts together at `confidence`."""
     aggregates = [v.aggregate for v in run.variants]

@@ -21,13 +21,18 @@ from loadstage.api.names import (
     LABEL_RUN,
     PLURAL,
 )
-from loadstage.api.schema import ValidationError
+from loadstage.api.schema import Int, Json, ListOf, Obj, ShapeError, ValidationError
 from loadstage.api.types import Experiment
 from loadstage.api.yaml_files import load_documents, read_utf8
-from loadstage.results.model import Artifact, RunResults
-from loadstage.results.status_reader import ShapeError, checked, read
+from loadstage.api.status import RunStatus
+from loadstage.results.artifact import Artifact
 
 RESOURCE_PREFIXES = ("lx/", "loadexperiment/", "loadexperiments/")
+ARTIFACT_ENTRIES = ListOf("A result file's artifacts: an entry per variant and repeat.", Obj(dict, "", {
+    "variant": Int("The variant, from 1."),
+    "repeat": Int("The repeat, from 2 (absent: 1)."),
+    "stages": ListOf("Each stage's artifact, in order ({} for one not run).", Json("An artifact.")),
+}, required=("variant", "stages")))
 
 
 def is_resource(source: str) -> bool:
@@ -43,10 +48,10 @@ def load_document(source: str, namespace: str | None = None) -> dict[str, Any]:
     return document
 
 
-def results_of(source: str, document: dict[str, Any]) -> RunResults:
+def results_of(source: str, document: dict[str, Any]) -> RunStatus:
     """The document's results, read against the model: a damaged one is refused naming its first bad path."""
     try:
-        return RunResults.read(document.get("status") or {})
+        return RunStatus.read(document.get("status") or {})
     except ShapeError as e:
         raise ValidationError([(e.path, f"{e.message} (in {source})")]) from None
 
@@ -125,8 +130,7 @@ def load_artifacts(source: str, namespace: str | None = None,
     document = document or load_document(source, namespace)
     if not is_resource(source):
         try:
-            entries = [checked(entry, {"variant": int, "repeat": int, "stages": list}, required=("variant", "stages"),
-                               optional=False) for entry in read(document.get("artifacts") or [], "artifacts")]
+            entries = ARTIFACT_ENTRIES.read(document.get("artifacts") or [], "artifacts")
         except ShapeError as e:
             raise ValidationError([(e.path, f"{e.message} (in {source})")]) from None
         return [(v["variant"], v.get("repeat", 1), number, artifact) for v in entries

@@ -9,7 +9,7 @@ from typing import Callable
 from loadstage.api.quantities import cpu_cores
 from loadstage.reports import significance
 from loadstage.reports.significance import BEST
-from loadstage.results.model import Latency, MethodFigures, RunResults, StageResult, VariantRecord
+from loadstage.api.status import Latency, MethodFigures, RunStatus, StageResult, VariantRecord
 
 STAGE_COLUMNS = ["Injectors", "Users", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99", "POSTs avg",
                  "POSTs p99", "Total Requests", "Redis peak"]
@@ -59,7 +59,7 @@ def percentiles(latency: Latency, best: set[str] = frozenset()) -> list[str]:
     return [c + BEST if name in best else c for name, c in zip(significance.COMPARED, cells)]
 
 
-def headline_marks(run: RunResults) -> list[set[str]]:
+def headline_marks(run: RunStatus) -> list[set[str]]:
     """For each variant with a row over all its stages, the percentiles in which it is significantly best."""
     shown = [v for v in run.variants if v.aggregate]
     return significance.best_columns([variant_label(run, v) for v in shown], [v.aggregate.latency for v in shown],
@@ -70,7 +70,7 @@ def stage_of(variant: VariantRecord, number: int) -> StageResult | None:
     return next((s for s in variant.stages if s.stage == number), None)
 
 
-def marks_at_stage(run: RunResults, number: int) -> list[set[str]]:
+def marks_at_stage(run: RunStatus, number: int) -> list[set[str]]:
     """For each variant, the percentiles in which its stage `number` is significantly the best of every
     variant's same stage (one row's marks, in the stage table and the p99 pivot alike)."""
     if len(run.variants) < 2:
@@ -80,7 +80,7 @@ def marks_at_stage(run: RunResults, number: int) -> list[set[str]]:
                                      [s and s.intervals for s in stages])
 
 
-def stage_marks(run: RunResults, variant: VariantRecord, stage: StageResult) -> set[str]:
+def stage_marks(run: RunStatus, variant: VariantRecord, stage: StageResult) -> set[str]:
     return marks_at_stage(run, stage.stage)[run.variants.index(variant)]
 
 
@@ -101,19 +101,19 @@ def mib(size: int | None) -> float | None:
     return None if size is None else size / 2**20
 
 
-def varying(run: RunResults) -> list[str]:
+def varying(run: RunStatus) -> list[str]:
     settings = [v.settings for v in run.variants]
     return [k for k in settings[0] if len({s.get(k) for s in settings}) > 1] if len(settings) > 1 else []
 
 
-def key_settings(run: RunResults) -> list[str]:
+def key_settings(run: RunStatus) -> list[str]:
     """The settings that tell the variants apart; every setting when there is one variant."""
     if not run.variants:
         return []
     return varying(run) or [k for k, v in run.variants[0].settings.items() if v is not None]
 
 
-def variant_label(run: RunResults, variant: VariantRecord) -> str:
+def variant_label(run: RunStatus, variant: VariantRecord) -> str:
     settings = variant.settings
     return " ".join(f"{k}={settings[k]}" for k in key_settings(run) if settings.get(k) is not None)
 
@@ -131,7 +131,7 @@ def target_cpu(variant: VariantRecord, cores: float | None) -> str:
     return text if cores is None or limit is None else f"{text} ({cores / limit:.0%})"
 
 
-def unsteady(run: RunResults) -> bool:
+def unsteady(run: RunStatus) -> bool:
     return any(s.target.unsteady() for v in run.variants for s in v.stages)
 
 
@@ -154,7 +154,7 @@ def _verdict(stage: StageResult) -> str:
     return text + (" (injector-bound)" if stage.injector_bound else "") + (" (master behind)" if stage.master_bound else "")
 
 
-def _per_stage(run: RunResults, columns: list[str], cells: Callable[[VariantRecord, StageResult], list[str]]) -> Table:
+def _per_stage(run: RunStatus, columns: list[str], cells: Callable[[VariantRecord, StageResult], list[str]]) -> Table:
     """One row per stage and variant, led by the variant's label when there are variants to tell apart."""
     labelled = bool(varying(run))
     rows = [[*([variant_label(run, variant)] if labelled else []), *cells(variant, s)]
@@ -170,7 +170,7 @@ def _ended(stage: StageResult) -> str:
 LOOKED_AT = ("Decided", "Breached", "MaxDuration")   # the ends of a stage under stageEnd: Decided
 
 
-def stage_rows(run: RunResults) -> Table:
+def stage_rows(run: RunStatus) -> Table:
     has_verdicts = any(s.verdict is not None or s.injector_bound or s.master_bound
                        for v in run.variants for s in v.stages)
     health = unsteady(run)
@@ -196,7 +196,7 @@ def _arrivals(stage: StageResult) -> str:
     return f"{stage.arrival_rate:,} ({count(stage.dropped_arrivals)})"
 
 
-def resource_rows(run: RunResults) -> Table:
+def resource_rows(run: RunStatus) -> Table:
     """What each stage cost the target, and what failed: the servers comparison's other columns; locally also
     the processes per pod, the largest process's RSS (the FastCGI study's RSS per worker) and the machine's CPU
     per core (the EC2 study's)."""
@@ -225,7 +225,7 @@ def resource_rows(run: RunResults) -> Table:
     return _per_stage(run, columns + (["Target"] if health else []), cells)
 
 
-def headline_rows(run: RunResults) -> Table:
+def headline_rows(run: RunStatus) -> Table:
     """One row per variant over all its stages: the ONS layout's first table."""
     shown = [v for v in run.variants if v.aggregate]
     rows = [[flagged(variant_label(run, variant), variant.stages), *percentiles(a.latency, marks),
@@ -235,7 +235,7 @@ def headline_rows(run: RunResults) -> Table:
     return ["Variant", *HEADLINE_COLUMNS], rows
 
 
-def pivot_rows(run: RunResults, users: bool = True) -> Table:
+def pivot_rows(run: RunStatus, users: bool = True) -> Table:
     """The p99 of every stage, one column per variant: "99th percentile timings per load stage"."""
     pivot = run.p99_by_stage
     users = users and all(r.users is not None for r in pivot)
@@ -257,7 +257,7 @@ def interval_cell(intervals: dict | None, figure: str) -> str:
     return f"{format_ms(bounds[0])}–{format_ms(bounds[1])}"
 
 
-def interval_rows(run: RunResults) -> Table:
+def interval_rows(run: RunStatus) -> Table:
     """Each variant's row over all its stages, as 95% intervals (results.intervals); none without them."""
     figures = ["p50", "p90", "p95", "p99", "p999", "mean", "rps"]
     rows = [[variant_label(run, v) or "-", *(interval_cell(v.aggregate.intervals, f) for f in figures)]
@@ -268,7 +268,7 @@ def interval_rows(run: RunResults) -> Table:
 REPEATS_TITLE = "Per repeat, over all its stages (the studies' trimmed mean drops the highest and lowest repeat)"
 
 
-def repeat_rows(run: RunResults) -> Table:
+def repeat_rows(run: RunStatus) -> Table:
     """Each repeat of each variant's whole ladder, then the variant's trimmed mean; none without repeats."""
     figures = ["p50", "p90", "p95", "p99", "p999", "mean"]
     rows = []

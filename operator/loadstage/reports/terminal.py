@@ -23,14 +23,14 @@ from loadstage.reports.tables import (
     target_cpu,
     variant_label,
 )
-from loadstage.results.model import RunResults
+from loadstage.api.status import RunStatus
 
 
-def render_table(run: RunResults) -> str:
+def render_table(run: RunStatus) -> str:
     return render(*stage_rows(run))
 
 
-def render_report(run: RunResults) -> str:
+def render_report(run: RunStatus) -> str:
     """Every table, with the footnotes of the flags that appear."""
     stages_header, stage_table = stage_rows(run)
     parts = [render(stages_header, stage_table)]
@@ -65,7 +65,7 @@ SEARCH_ENDS = {"Found": "found to its resolution", "CeilingPassed": "passed even
 DROPPED_SHOWN = 20
 
 
-def render_recommendation(run: RunResults) -> list[str]:
+def render_recommendation(run: RunStatus) -> list[str]:
     """spec.goal's answer, and why each other variant is out, the first DROPPED_SHOWN of them."""
     pick = run.recommendation
     if pick is None:
@@ -90,7 +90,7 @@ def render_recommendation(run: RunResults) -> list[str]:
     return lines
 
 
-def render_capacity(run: RunResults) -> list[str]:
+def render_capacity(run: RunStatus) -> list[str]:
     if run.recommendation is not None:
         return render_recommendation(run)
     lines = []
@@ -122,7 +122,7 @@ def render_capacity(run: RunResults) -> list[str]:
     return lines
 
 
-def render_cross_check(run: RunResults) -> list[str]:
+def render_cross_check(run: RunStatus) -> list[str]:
     lines = []
     for variant in run.variants:
         for s in variant.stages:
@@ -146,7 +146,7 @@ def render_cross_check(run: RunResults) -> list[str]:
     return lines
 
 
-def render_alarms(run: RunResults) -> list[str]:
+def render_alarms(run: RunStatus) -> list[str]:
     """What must not pass unseen, last: tasks that raised, and stages where nothing succeeded."""
     lines = []
     for variant in run.variants:
@@ -170,7 +170,7 @@ def progress_line(label: str, elapsed: float, stage: Stage, snapshot: dict[str, 
             + (f"  run left {format_duration(int(max(0.0, run_left)))}" if run_left is not None else ""))
 
 
-def render_status(run: RunResults, with_phase: bool = True) -> str:
+def render_status(run: RunStatus, with_phase: bool = True) -> str:
     """The terminal report of a run: the tables, the capacity and cross-check lines, and the phase
     unless the run Succeeded."""
     lines = []

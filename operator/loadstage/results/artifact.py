@@ -1,13 +1,16 @@
 """A stage's artifact (every histogram, the endpoint and error rows, the time series) on its way from
-the Locust master to where it is kept: compact JSON, one line of a pod's log, and a ConfigMap's budget."""
+the Locust master to where it is kept (compact JSON, one line of a pod's log, and a ConfigMap's budget), and
+read back, checked, as a typed value."""
 
 from __future__ import annotations
 
 import base64
 import json
 import zlib
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping, TypedDict
 
+from loadstage.api.schema import Int, Json, ListOf, MapOf, Num, Obj, ShapeError, Str, Written
 from loadstage.results import histograms
 from loadstage.results.intervals import MIN_BLOCKS
 
@@ -87,3 +90,86 @@ def fit_artifact(artifact: dict[str, Any], budget: int = ARTIFACT_BUDGET) -> str
         artifact["omitted"] = omitted
         text = encode(artifact)
     return text.decode()
+
+
+@dataclass(frozen=True)
+class Window(Written):
+    """One second of a stage's time series: its requests, their rate, p50 and p99."""
+    start: float
+    seconds: float
+    requests: int
+    rps: float
+    p50_ms: float | None
+    p99_ms: float | None
+
+
+WINDOW = Obj(Window, "One window of the stage's time series.", {
+    "start": Num("Its start, seconds into the stage."),
+    "seconds": Num("Its length, seconds."),
+    "requests": Int("Requests completed in it."),
+    "rps": Num("Requests a second."),
+    "p50Ms": Num("Its p50 latency, ms.", nullable=True),
+    "p99Ms": Num("Its p99 latency, ms.", nullable=True),
+}, required=("start", "seconds", "requests", "rps"))
+
+
+class Histograms(TypedDict, total=False):
+    histogram: str
+    correctedHistogram: str
+
+
+_HISTOGRAM = Str("HdrHistogram's compressed encoding, in ns.", nullable=True)
+_ROWS = ListOf("Rows as the master wrote them.", MapOf("A row.", Json("A value.")), nullable=True)
+STORED = Obj(dict, "A stage's artifact.", {
+    "histogram": _HISTOGRAM,
+    "correctedHistogram": _HISTOGRAM,
+    "byMethod": MapOf("Each method's histograms.", Obj(Histograms, "", {"histogram": _HISTOGRAM,
+                                                                        "correctedHistogram": _HISTOGRAM}),
+                      nullable=True),
+    "endpoints": _ROWS,
+    "errors": _ROWS,
+    "series": ListOf("The time series.", WINDOW, nullable=True),
+    "blocks": MapOf("What the confidence intervals resample (results.intervals).", Json("A value."),
+                    nullable=True),
+})
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A stage's artifact: its merged histogram and each method's (HdrHistogram's compressed encoding,
+    in ns), the endpoint and error rows as the master wrote them, and the time series."""
+    histogram: str | None = None
+    corrected_histogram: str | None = None
+    method_histograms: dict[str, str] = field(default_factory=dict)
+    corrected_method_histograms: dict[str, str] = field(default_factory=dict)
+    endpoints: tuple[Mapping[str, Any], ...] = ()
+    errors: tuple[Mapping[str, Any], ...] = ()
+    series: tuple[Window, ...] = ()
+    blocks: dict[str, Any] | None = None   # what the confidence intervals resample (results.intervals)
+
+    @classmethod
+    def from_artifact(cls, d: Mapping[str, Any] | None) -> Artifact:
+        return cls._parse(d or {}, "artifact")
+
+    @classmethod
+    def read(cls, raw: Any, path: str) -> Artifact:
+        """An artifact from a file or a ConfigMap, checked as it is read, its histograms decoded once: raises
+        ShapeError naming the first bad path."""
+        artifact = cls._parse(raw, path)
+        encoded = {"histogram": artifact.histogram, "correctedHistogram": artifact.corrected_histogram,
+                   **{f"byMethod.{m}.histogram": h for m, h in artifact.method_histograms.items()},
+                   **{f"byMethod.{m}.correctedHistogram": h for m, h in artifact.corrected_method_histograms.items()}}
+        for key, value in encoded.items():
+            if value is not None and not histograms.decodes(value):
+                raise ShapeError(f"{path}.{key}", "is not an encoded HDR histogram")
+        return artifact
+
+    @classmethod
+    def _parse(cls, raw: Any, path: str) -> Artifact:
+        d = STORED.read(raw, path)
+        by_method = d.get("byMethod") or {}
+        return cls(d.get("histogram"), d.get("correctedHistogram"),
+                   {m: h["histogram"] for m, h in by_method.items() if h.get("histogram")},
+                   {m: h["correctedHistogram"] for m, h in by_method.items() if h.get("correctedHistogram")},
+                   tuple(d.get("endpoints") or ()), tuple(d.get("errors") or ()), tuple(d.get("series") or ()),
+                   d.get("blocks"))

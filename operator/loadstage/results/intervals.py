@@ -24,12 +24,12 @@ from typing import Any, Iterable, Sequence
 
 from hdrh.histogram import HdrHistogram
 
+from loadstage.api.status.figures import FIGURES
 from loadstage.results import histograms
 
 CONFIDENCE = 0.95
 RESAMPLES = 1000
 MIN_BLOCKS = 8
-FIGURES = ("p50", "p90", "p95", "p99", "p999", "mean", "rps", "errorRate")
 
 Sparse = dict[int, int]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadstage.results.model import TargetPodHealth
+from loadstage.api.status import TargetPodHealth
 
 
 @dataclass(frozen=True)

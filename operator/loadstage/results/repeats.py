@@ -15,7 +15,7 @@ from typing import Sequence
 
 from loadstage.results import histograms
 from loadstage.results.intervals import CONFIDENCE, FIGURES, four_digits
-from loadstage.results.model import Headline
+from loadstage.api.status import Headline
 
 MIN_REPEATS = 3
 LINEAR = ("errorRate",)

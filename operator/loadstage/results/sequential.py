@@ -19,7 +19,7 @@ from typing import Any
 
 from loadstage.results import histograms
 from loadstage.results.intervals import CONFIDENCE, MIN_BLOCKS
-from loadstage.results.model import Objective
+from loadstage.api.status import Objective
 
 FIRST_LOOK_SECONDS = float(MIN_BLOCKS)
 LOOK_GROWTH = 1.5

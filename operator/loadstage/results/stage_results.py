@@ -8,21 +8,8 @@ from dataclasses import replace
 from loadstage.api.types import Experiment, Stage
 from loadstage.results import histograms, intervals
 from loadstage.results.measurement import StageMeasurement
-from loadstage.results.model import (
-    Artifact,
-    Headline,
-    Latency,
-    LostInjector,
-    MethodFigures,
-    Objective,
-    PivotRow,
-    StageResult,
-    TargetFigures,
-    TaskExceptions,
-    VariantAggregate,
-    VariantRecord,
-    Verdict,
-)
+from loadstage.api.status import Headline, Latency, LostInjector, MethodFigures, Objective, PivotRow, StageResult, TargetFigures, TaskExceptions, VariantAggregate, VariantRecord, Verdict
+from loadstage.results.artifact import Artifact
 from loadstage.results.repeats import between_repeats, trimmed_mean
 from loadstage.results.sequential import LOOK_RESAMPLES, Looks
 from loadstage.results.thresholds import judged, slo_verdict, verdict_of

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadstage.api.types import PERCENTILES, Slo, Spec, Thresholds
-from loadstage.results.model import Capacity, Objective, StageResult, Verdict
+from loadstage.api.status import Capacity, Objective, StageResult, Verdict
 
 
 def verdict(stage: StageResult, thresholds: Thresholds) -> Verdict:

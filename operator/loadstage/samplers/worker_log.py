@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from loadstage.api.servers import BY_NAME
-from loadstage.results.model import TargetPodHealth
+from loadstage.api.status import TargetPodHealth
 
 
 def logs_workers(server: str) -> bool:

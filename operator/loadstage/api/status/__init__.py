@@ -1,0 +1,47 @@
+"""The LoadExperiment status, declared once: each type beside its declaration (figures, stage, pick, variant,
+run). Import from here."""
+
+from loadstage.api.schema import ShapeError
+from loadstage.api.status.figures import (
+    FIGURES,
+    OUTCOMES,
+    PERCENTILE_KEYS,
+    ExceptionCount,
+    Headline,
+    Intervals,
+    Latency,
+    MethodFigures,
+    Objective,
+    TaskExceptions,
+    Verdict,
+)
+from loadstage.api.status.pick import Candidate, Cost, Dropped, Margin, Recommendation, Settings
+from loadstage.api.status.run import (
+    SCHEMA_VERSION,
+    STATUS,
+    Cleanup,
+    Condition,
+    InPlace,
+    Latest,
+    Progress,
+    RunStatus,
+)
+from loadstage.api.status.stage import LostInjector, Retry, StageResult, TargetFigures, TargetPodHealth
+from loadstage.api.status.variant import (
+    SEARCH_REASONS,
+    Capacity,
+    PivotRow,
+    RepeatRecord,
+    SearchResult,
+    VariantAggregate,
+    VariantRecord,
+)
+
+__all__ = [
+    "FIGURES", "OUTCOMES", "PERCENTILE_KEYS", "SCHEMA_VERSION", "SEARCH_REASONS", "STATUS", "Candidate",
+    "Capacity", "Cleanup", "Condition", "Cost", "Dropped", "ExceptionCount", "Headline", "InPlace", "Intervals",
+    "Latency", "Latest", "LostInjector", "Margin", "MethodFigures", "Objective", "PivotRow", "Progress",
+    "Recommendation", "RepeatRecord", "Retry", "RunStatus", "SearchResult", "Settings", "ShapeError",
+    "StageResult", "TargetFigures", "TargetPodHealth", "TaskExceptions", "VariantAggregate", "VariantRecord",
+    "Verdict",
+]

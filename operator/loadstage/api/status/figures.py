@@ -1,0 +1,234 @@
+"""A stage's figures as the status holds them: latency percentiles, each method's row, the confidence intervals,
+what its tasks raised, and a verdict by spec.slo or spec.thresholds; each type beside its declaration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, NamedTuple, TypedDict
+
+from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, Pair, Str, Written, omit_empty, omit_none
+
+PERCENTILE_KEYS = ("p50", "p90", "p95", "p99", "p999")
+FIGURES = (*PERCENTILE_KEYS, "mean", "rps", "errorRate")   # the figures an interval is given for
+OUTCOMES = ("Pass", "Fail", "Undecided")
+
+
+@dataclass(frozen=True)
+class Latency(Written):
+    """Nearest-rank percentiles and the maximum, in ms, of `n` requests. A p99.9 of fewer than 1,000
+    requests is close to the maximum: `p999_reliable` says so (None where an old status has no flag)."""
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    max: float | None = None
+    n: int | None = None
+    p999_reliable: bool | None = None
+
+    def percentile(self, key: str) -> float | None:
+        value: float | None = getattr(self, key)
+        return value
+
+
+def _percentile(name: str) -> Num:
+    return Num(f"The {name} percentile, ms (nearest rank of the merged histogram).", nullable=True)
+
+
+LATENCY = Obj(Latency, "Latency percentiles of the merged response-time histogram, ms.", {
+    **{p: _percentile(p.replace("p", "").replace("999", "99.9") + "th") for p in PERCENTILE_KEYS},
+    "max": Num("The slowest request, ms.", nullable=True),
+    "n": Int("Requests in the histogram.", nullable=True),
+    "p999Reliable": Bool("Whether n is at least 1,000: with fewer, the p99.9 is close to the maximum.",
+                         nullable=True),
+})
+
+
+@dataclass(frozen=True)
+class MethodFigures(Written):
+    """What the status keeps of a method: its mean (the ONS breakdown's) and its p99."""
+    requests: int
+    failures: int
+    mean_ms: float | None
+    p99_ms: float | None
+
+
+METHOD = Obj(MethodFigures, "One HTTP method's requests.", {
+    "requests": Int("Requests of this method."),
+    "failures": Int("Of which failed."),
+    "meanMs": Num("Their mean latency, ms.", nullable=True),
+    "p99Ms": Num("Their p99 latency, ms.", nullable=True),
+}, required=("requests", "failures"))
+
+
+class Intervals(TypedDict, total=False):
+    """What results.intervals finds: a [low, high] per figure, and how."""
+    p50: tuple[float, float] | None
+    p90: tuple[float, float] | None
+    p95: tuple[float, float] | None
+    p99: tuple[float, float] | None
+    p999: tuple[float, float] | None
+    mean: tuple[float, float] | None
+    rps: tuple[float, float] | None
+    errorRate: tuple[float, float] | None
+    confidence: float
+    method: str
+    blocks: int
+    blockSeconds: float
+    warning: str
+    resamples: int
+    repeats: int
+
+
+_FIGURE_NAMES = {"mean": "mean latency, ms", "rps": "requests a second", "errorRate": "error rate, a fraction"}
+INTERVALS = Obj(Intervals, "Confidence intervals of the figures: resampled blocks of seconds within a stage, or "
+                           "the spread between repeats.", {
+    **{f: Pair(f"The interval of the {_FIGURE_NAMES.get(f, f + ', ms')}: [low, high].", nullable=True)
+       for f in FIGURES},
+    "confidence": Num("The intervals' confidence level, e.g. 0.95.", above=0, below=1),
+    "method": Str("How they were found: bootstrap (of blocks of seconds within the stage), or repeats (the "
+                  "spread between them)."),
+    "blocks": Int("The blocks of seconds resampled."),
+    "blockSeconds": Num("Each block's length, seconds."),
+    "warning": Str("Why the intervals may be too narrow or too wide."),
+    "resamples": Int("Bootstrap resamples drawn."),
+    "repeats": Int("Between repeats: how many."),
+}, required=("confidence", "method"), nullable=True)
+
+
+class ExceptionCount(NamedTuple):
+    message: str
+    count: int
+
+
+EXCEPTION_COUNT = Obj(ExceptionCount, "One exception message and how often it was raised.", {
+    "message": Str("The exception, e.g. ValueError: no survey."),
+    "count": Int("How often."),
+}, required=("message", "count"))
+
+
+@dataclass(frozen=True)
+class TaskExceptions(Written):
+    """What the stage's tasks raised (Locust logs it and goes on): how many, and the most frequent messages."""
+    count: int
+    top: tuple[ExceptionCount, ...]    # most frequent first
+
+    def __add__(self, other: TaskExceptions | None) -> TaskExceptions:
+        if other is None:
+            return self
+        counts: dict[str, int] = {}
+        for message, count in (*self.top, *other.top):
+            counts[message] = counts.get(message, 0) + count
+        top = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:max(len(self.top), len(other.top))]
+        return TaskExceptions(self.count + other.count, tuple(ExceptionCount(m, n) for m, n in top))
+
+    def describe(self) -> str:
+        """'345 exception(s) in tasks, most often ValueError: no survey (345)'."""
+        return f"{self.count:,} exception(s) in tasks, most often " + \
+            "; ".join(f"{message} ({count})" for message, count in self.top)
+
+
+TASK_EXCEPTIONS = Obj(TaskExceptions, "Exceptions the tasks raised (each counts as a failed request).", {
+    "count": Int("How many in all."),
+    "top": Field(ListOf("The most frequent messages, most frequent first.", EXCEPTION_COUNT), absent=()),
+}, required=("count",), nullable=True)
+
+
+@dataclass(frozen=True)
+class Objective(Written):
+    """One objective of spec.slo held against a stage: its figure, that figure's interval, and whether the
+    whole interval holds it (True), breaks it (False) or straddles it (None: undecided)."""
+    name: str                     # p99, errorRate, minRps
+    limit: float                  # ms, a fraction, or req/s
+    value: float | None
+    interval: tuple[float, float] | None
+    holds: bool | None
+
+
+OBJECTIVE = Obj(Objective, "One objective of spec.slo held against a figure's interval.", {
+    "name": Str("The figure: a percentile (p50 ... p999), errorRate or minRps."),
+    "limit": Num("Its objective: ms, a fraction, or req/s."),
+    "value": Num("The figure measured.", nullable=True),
+    "interval": Pair("The figure's interval, [low, high].", nullable=True),
+    "holds": Bool("True: the whole interval meets the objective; false: it breaks it; null: undecided.",
+                  nullable=True),
+}, required=("name", "limit"))
+
+
+@dataclass(frozen=True)
+class Verdict(Written):
+    """A stage held against spec.thresholds (pass or fail by its figures) or spec.slo (by their intervals, so
+    that a stage may also be undecided: `undecided` names the objectives its intervals straddle)."""
+    passed: bool
+    violations: tuple[str, ...] = ()
+    undecided: tuple[str, ...] = ()
+    objectives: tuple[Objective, ...] = ()
+
+    @property
+    def outcome(self) -> str:
+        return "Pass" if self.passed else "Fail" if self.violations or not self.undecided else "Undecided"
+
+
+def _without_objectives(value: object, verdict: Verdict) -> bool:
+    return not verdict.objectives
+
+
+VERDICT = Obj(Verdict, "The stage held against spec.thresholds, or spec.slo.", {
+    "passed": Bool("Whether the stage passed."),
+    "violations": Field(ListOf("The limits it broke, in words.", Str("A limit broken.")), absent=()),
+    "outcome": Field(Str("With spec.slo: Pass, Fail or Undecided.", enum=OUTCOMES), derived=True,
+                     omit=_without_objectives),
+    "undecided": Field(ListOf("With spec.slo: the objectives whose intervals straddle them.",
+                              Str("An objective.")), absent=(), omit=_without_objectives),
+    "objectives": Field(ListOf("With spec.slo: each objective against its figure.", OBJECTIVE), absent=(),
+                        omit=_without_objectives),
+}, required=("passed",), nullable=True)
+
+
+@dataclass(frozen=True)
+class Headline(Written):
+    """The figures of one repeat, of one stage or (stage None) of the variant's whole ladder: what the studies
+    tabulate per run, and what the between-repeat intervals are of."""
+    stage: int | None
+    requests: int
+    failures: int
+    error_rate: float | None
+    rps: float | None
+    mean_ms: float | None
+    latency: Latency
+    exceptions: int = 0     # raised by tasks, each a failed request in error_rate
+
+    def figure(self, name: str) -> float | None:
+        """One of FIGURES."""
+        others = {"mean": self.mean_ms, "rps": self.rps, "errorRate": self.error_rate}
+        return others[name] if name in others else self.latency.percentile(name)
+
+
+def _counted(headline: Headline, raw: Mapping[str, Any]) -> Headline:
+    return replace(headline, latency=replace(headline.latency, n=headline.requests))
+
+
+class HeadlineLatency(Obj):
+    """A headline's latency: its percentiles only (its n is the headline's requests)."""
+
+    def __init__(self) -> None:
+        super().__init__(dict, "Latency percentiles, ms.", {p: LATENCY.fields[p] for p in PERCENTILE_KEYS})
+
+    def read(self, value, path):
+        found = super().read(value, path)
+        return Latency(**{p: v for p, v in (found or {}).items()})
+
+    def dump(self, value, path):
+        return super().dump({p: value.percentile(p) for p in PERCENTILE_KEYS}, path)
+
+
+HEADLINE = Obj(Headline, "One repeat's figures, of one stage or of the whole ladder.", {
+    "stage": Field(Int("The stage (absent: the whole ladder).", nullable=True), omit=omit_none),
+    "requests": Int("Requests."),
+    "failures": Int("Failed requests."),
+    "exceptions": Field(Int("Of which exceptions raised by tasks."), absent=0, omit=omit_empty),
+    "errorRate": Field(Num("failures / requests.", nullable=True), omit=omit_none),
+    "rps": Field(Num("Requests a second.", nullable=True), omit=omit_none),
+    "meanMs": Field(Num("Mean latency, ms.", nullable=True), omit=omit_none),
+    "latencyMs": Field(HeadlineLatency(), attr="latency", absent=Latency()),
+}, required=("requests", "failures"), nullable=True, on_read=_counted)
