@@ -68,8 +68,8 @@ def run(tmp: Path, name: str, stages: int, duration: str, scale: float, repeats:
 
 def compared(base: Path, new: Path) -> tuple[list[str], str]:
     """compare's verdict per matched stage, and what the command printed."""
-    from loadstage.reports import compare, sources
     from loadstage.api.status import RunStatus
+    from loadstage.reports import compare, sources
     runs = []
     for path in (base, new):
         document = sources.load_document(str(path), None)
@@ -172,9 +172,9 @@ def rate(marked: int, of: int) -> dict:
 
 def table_marks(result: Path) -> dict:
     """The best marks the report gives two identical variants: in the row over all stages, and per stage."""
+    from loadstage.api.status import RunStatus
     from loadstage.reports import sources, tables
     from loadstage.reports.significance import between_variants
-    from loadstage.api.status import RunStatus
     run = RunStatus.from_status(sources.load_document(str(result), None)["status"])
     labels = [tables.variant_label(run, v) for v in run.variants]
     lines = between_variants(run, labels)

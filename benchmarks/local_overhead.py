@@ -12,6 +12,7 @@ Runs one variant through several stages and reports, from the result's own times
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -39,7 +40,7 @@ def measure(stages: int, duration: str, injectors: int) -> dict:
         result = json.loads((Path(tmp) / "result.json").read_text())["status"]["variants"][0]["stages"]
         summaries = [json.loads((Path(tmp) / "w" / "variant-1" / f"stage-{i}" / "summary.json").read_text())
                      for i in range(1, stages + 1)]
-    gaps = [b["loadStartedAt"] - a["loadEndedAt"] for a, b in zip(summaries, summaries[1:])]
+    gaps = [b["loadStartedAt"] - a["loadEndedAt"] for a, b in itertools.pairwise(summaries)]
     load = [s["loadEndedAt"] - s["loadStartedAt"] for s in summaries]
     total = parse_duration(duration) * stages
     return {"stages": stages, "stageDurationSeconds": parse_duration(duration), "injectors": injectors,

@@ -20,6 +20,7 @@ request the driver sent, in Locust's count and in the histograms).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -39,7 +40,7 @@ from locust.stats import RequestStats
 
 from common import ROOT, write_result
 from loadstage.api.load import parse_experiment
-from loadstage.engine.argv import locust_master_command
+from loadstage.launch.argv import locust_master_command
 from loadstage.local.processes import resolve_executable
 from loadstage.local.target import free_port
 from loadstage.locust.recorder import REPORT_KEY, StageRecorder
@@ -143,7 +144,7 @@ class Driver:
             self.next_report[index] = None
             self.quit += 1
 
-    def run(self, deadline: float, window: "SteadyWindow", master: subprocess.Popen) -> None:
+    def run(self, deadline: float, window: SteadyWindow, master: subprocess.Popen) -> None:
         for node_id, s in zip(self.ids, self.sockets):
             s.send(message("client_ready", locust_version, node_id))
         poller = zmq.Poller()
@@ -161,10 +162,8 @@ class Driver:
                         break
                     kind, data, _node = msgpack.unpackb(raw, raw=False, strict_map_key=False)
                     self._handle(by_socket[s], kind, data)
-            try:
+            with contextlib.suppress(psutil.Error):   # the master has exited
                 window.tick(self.spawned == len(self.sockets))
-            except psutil.Error:   # the master has exited
-                pass
             now = time.time()
             if now >= next_heartbeat:
                 for index, s in enumerate(self.sockets):
@@ -199,10 +198,8 @@ def measure(workers: int, names: int, rate: float, seconds: float, plain: bool) 
             driver = Driver(port, workers, Reports(names, rate, plain, rng), rng)
             window = SteadyWindow(process, seconds)
             driver.run(deadline=time.time() + seconds + 150, window=window, master=master)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 master.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
             summary = json.loads((workdir / "summary.json").read_text()) if (workdir / "summary.json").exists() \
                 else None
             if summary is None:

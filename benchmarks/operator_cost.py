@@ -34,7 +34,7 @@ import yaml
 from common import ROOT, write_result
 
 sys.path.insert(0, str(ROOT / "tests"))
-from support.kube import Cluster, RealStage, binaries, finish_stage, pods  # noqa: E402
+from support.kube import Cluster, RealStage, binaries, finish_stage, pods
 
 SA_NAMESPACE, RELEASE = "loadstage-bench", "bench"
 ACCOUNT = f"system:serviceaccount:{SA_NAMESPACE}:{RELEASE}-loadstage"
@@ -75,7 +75,8 @@ class Driver(threading.Thread):
                 self.first_child.setdefault(deploy.metadata.labels["loadstage.io/experiment"], now)
             for name, seen in list(self.job_seen.items()):
                 if name.endswith("-master") and name not in self.finished and now - seen >= self.stage_seconds:
-                    if [p for p in pods(self.cluster, self.namespace, f"job-name={name}") if p.status.container_statuses]:
+                    started = pods(self.cluster, self.namespace, f"job-name={name}")
+                    if [p for p in started if p.status.container_statuses]:
                         finish_stage(self.cluster, self.namespace, name, name.replace("-master", "-workers"),
                                      self.stage, self.log_dir)
                         self.finished[name] = time.time()

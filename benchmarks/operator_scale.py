@@ -24,11 +24,11 @@ from pathlib import Path
 from common import ROOT, write_result
 
 sys.path.insert(0, str(ROOT / "tests"))
-from loadstage.local.processes import Supervisor  # noqa: E402
-from loadstage.local.target import free_port  # noqa: E402
-from support.kube import Cluster, OperatorProcess, RealStage  # noqa: E402
-from support.processes import start_redis  # noqa: E402
-from support.scale import many_at_once, one_big_stage  # noqa: E402
+from loadstage.local.processes import Supervisor
+from loadstage.local.target import free_port
+from support.kube import Cluster, OperatorProcess, RealStage
+from support.processes import start_redis
+from support.scale import many_at_once, one_big_stage
 
 
 def main() -> None:

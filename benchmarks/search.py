@@ -18,6 +18,7 @@ model), so that the queue, and the p99, climb with the rate whatever the answers
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 import tempfile
@@ -46,7 +47,7 @@ def crossing(stages: list[dict], slo_ms: float) -> float | None:
     """The rate at which the ladder's p99 first crosses the objective, interpolated in log p99 between the
     last stage under it and the first over it; None if it never does."""
     ordered = sorted(stages, key=lambda s: s["arrivalRate"])
-    for below, above in zip(ordered, ordered[1:]):
+    for below, above in itertools.pairwise(ordered):
         lo, hi = below["latencyMs"]["p99"], above["latencyMs"]["p99"]
         if lo <= slo_ms < hi:
             share = (math.log(slo_ms) - math.log(lo)) / (math.log(hi) - math.log(lo))

@@ -5,15 +5,7 @@ import time
 
 import pytest
 
-from support.kube import (
-    Cluster,
-    apply,
-    event_reasons,
-    example,
-    finish_stage,
-    running_pods_of_job,
-    wait_phase,
-)
+from support.kube import Cluster, apply, event_reasons, example, finish_stage, running_pods_of_job, wait_phase
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster

@@ -382,7 +382,7 @@ def test_a_deployed_redis_gets_a_generated_password_the_sampler_derives_without_
         assert [(o.kind, o.uid) for o in secret.metadata.owner_references] == [("LoadExperiment", uid)]
         wanted = {"name": name, "key": "password"}
         for component in ("redis", "runner"):
-            pod = wait_for(lambda: pods(cluster, namespace, f"app.kubernetes.io/component={component}"))[0]
+            pod = wait_for(lambda c=component: pods(cluster, namespace, f"app.kubernetes.io/component={c}"))[0]
             (env,) = [e for e in pod.spec.containers[0].env if e.name == "REDIS_PASSWORD"]
             assert env.value_from.secret_key_ref.to_dict() == {**wanted, "optional": None}, component
         redis_pod = pods(cluster, namespace, "app.kubernetes.io/component=redis")[0]

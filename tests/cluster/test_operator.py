@@ -5,6 +5,7 @@ the termination message a real local Locust master produced."""
 import asyncio
 import copy
 import dataclasses
+import itertools
 import json
 import os
 import re
@@ -89,10 +90,11 @@ def ladder(cluster, real_stage, tmp_path_factory):
             cluster.api.sanitize_for_serialization(cluster.networking.list_namespaced_network_policy(namespace).items)))
         for number, injectors in enumerate([2, 4, 6], 1):
             run = f"v1-s{number}"
-            master = wait_for(lambda: cluster.batch.list_namespaced_job(
-                namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-master").items)[0]
-            workers = wait_for(lambda: cluster.batch.list_namespaced_job(
-                namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component=locust-worker").items)[0]
+            def jobs(component, run=run):
+                return cluster.batch.list_namespaced_job(
+                    namespace, label_selector=f"loadstage.io/run={run},app.kubernetes.io/component={component}").items
+            master = wait_for(lambda: jobs("locust-master"))[0]
+            workers = wait_for(lambda: jobs("locust-worker"))[0]
             seen["stages"].append({
                 "run": run, "injectors": injectors, "master": master, "workers": workers,
                 "master_service_port": services_port(cluster, namespace, f"cluster-ladder-{run}-master"),
@@ -101,10 +103,11 @@ def ladder(cluster, real_stage, tmp_path_factory):
                 seen["operator_metrics"] = wait_for(lambda: live_samples(metrics_port, stage="2"))
             if number == 1:
                 running_pods_of_job(cluster, namespace, workers.metadata.name, injectors)
-                seen["pods"] = {p.metadata.name: p.metadata.labels for p in cluster.core.list_namespaced_pod(namespace).items}
+                seen["pods"] = {p.metadata.name: p.metadata.labels
+                                for p in cluster.core.list_namespaced_pod(namespace).items}
             play_stage(cluster, namespace, "cluster-ladder", run, injectors, real_stage,
                        hold_connections=3 * number, sampler_port=sampler)
-            wait_for(lambda: stages_done(cluster, namespace, "cluster-ladder") == number)
+            wait_for(lambda number=number: stages_done(cluster, namespace, "cluster-ladder") == number)
         wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
         seen["waited"] = cluster.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", "lx/cluster-ladder",
                                          "--timeout=30s")
@@ -192,7 +195,7 @@ def test_each_stage_is_a_master_job_and_a_worker_job_of_its_injectors(ladder):
         assert workers.spec.parallelism == workers.spec.completions == injectors
         assert workers.metadata.owner_references[0].uid == ladder["uid"]
         args = stage["master"].spec.template.spec.containers[0].args
-        opts = dict(zip(args, args[1:]))
+        opts = dict(itertools.pairwise(args))
         assert (opts["--expect-workers"], opts["--users"]) == (str(injectors), str(25 * injectors))
         assert opts["--host"] == "http://cluster-ladder-runner:8000"
         assert opts["--summary-file"] == "/dev/termination-log"
@@ -301,7 +304,7 @@ def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, nam
     doc["spec"]["stages"] = doc["spec"]["stages"][:2]
     assert apply(cluster, namespace, doc).returncode == 0
     seen_threads = []
-    for variant, threads in enumerate([2, 7], 1):
+    for variant, _threads in enumerate([2, 7], 1):
         for number, injectors in enumerate([10, 15], 1):
             run = f"v{variant}-s{number}"
             running_pods_of_job(cluster, namespace, f"threads-at-scale-{run}-master")
@@ -314,7 +317,7 @@ def test_matrix_runs_each_variant_in_order_reconfiguring_the_runner(cluster, nam
             for pod in cluster.core.list_namespaced_pod(namespace).items:
                 assert pod.status.qos_class in ("Burstable", "Guaranteed"), pod.metadata.name
             play_stage(cluster, namespace, "threads-at-scale", run, injectors, real_stage)
-            wait_for(lambda: stages_done(cluster, namespace, "threads-at-scale", variant - 1) == number)
+            wait_for(lambda v=variant, n=number: stages_done(cluster, namespace, "threads-at-scale", v - 1) == n)
     wait_phase(cluster, namespace, "threads-at-scale", "Succeeded")
     assert seen_threads == ["2", "2", "7", "7"]
     variants = cluster.status(namespace, "threads-at-scale")["variants"]
@@ -397,7 +400,8 @@ def test_operator_killed_mid_stage_resumes_without_losing_or_repeating_a_stage(c
     # stage 1's histograms came back from its ConfigMap after the restart: the aggregate has both stages
     assert variant["aggregate"]["latencyMs"]["n"] == 2 * real_stage.summary["requests"]
     assert "redisPeakCovers" not in stages[0]
-    assert stages[1]["redisPeakCovers"].endswith("the operator resumed the stage (it restarted, or lost the API server)")
+    assert stages[1]["redisPeakCovers"].endswith(
+        "the operator resumed the stage (it restarted, or lost the API server)")
     assert not stages[0]["target"].get("restarts") and stages[1]["target"]["restarts"] == 1, stages[1]["target"]
 
 
@@ -1146,10 +1150,10 @@ def _fullest_status(variants, stages_per_variant, repeats, real_stage):
     corrected latencies, every threshold broken, a resumed stage's Redis note, and with repeats each one's
     headline, the trimmed means, every retry."""
     from loadstage.api.load import parse_experiment
-    from loadstage.api.types import MAX_VARIANT_STAGES
-    from loadstage.results.measurement import StageMeasurement
     from loadstage.api.status import Headline, Latency, RepeatRecord, RunStatus, VariantRecord
+    from loadstage.api.types import MAX_VARIANT_STAGES
     from loadstage.results.artifact import Artifact
+    from loadstage.results.measurement import StageMeasurement
     from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
     assert variants * stages_per_variant * repeats == MAX_VARIANT_STAGES
     doc = example("cluster-ladder")
@@ -1158,7 +1162,7 @@ def _fullest_status(variants, stages_per_variant, repeats, real_stage):
     doc["spec"]["repeats"] = repeats
     if variants > 10:
         doc["spec"]["matrix"]["workers"] = list(range(55, 55 + variants // 10))
-    doc["spec"]["thresholds"] = {p: "1ms" for p in ("p50", "p90", "p95", "p99", "p999")} | {"errorRate": "0%"}
+    doc["spec"]["thresholds"] = dict.fromkeys(("p50", "p90", "p95", "p99", "p999"), "1ms") | {"errorRate": "0%"}
     experiment = parse_experiment(doc)
     row = {**real_stage.summary["latencyMs"], "p50": 123456.789, "max": 987654.321}
     method = {"requests": 2_000_000_000, "failures": 1_000_000_000, "meanMs": 123456.789, "latencyMs": row,
@@ -1166,7 +1170,7 @@ def _fullest_status(variants, stages_per_variant, repeats, real_stage):
     headline = {**real_stage.summary, "requests": 2_000_000_000, "failures": 1_000_000_000, "meanMs": 123456.789,
                 "latencyMs": row, "correctedLatencyMs": row, "servedRequests": 2_000_000_000,
                 "injectorPeakCpuPercent": 99.9, "injectorBound": True, "errorKinds": 50,
-                "byMethod": {m: method for m in ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")}}
+                "byMethod": dict.fromkeys(("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"), method)}
     measurement = StageMeasurement(
         summary=headline, artifact={}, started_at="2026-11-22T12:00:00Z", finished_at="2026-11-22T12:00:00Z",
         redis_peak_connections=2_000_000, redis_connections_received=2_000_000,
@@ -1177,7 +1181,7 @@ def _fullest_status(variants, stages_per_variant, repeats, real_stage):
               "errorRate": [0.1235, 0.9877],
               "warning": "too short for blocks of 2 x 43200 s (how long its seconds stay alike): may be too narrow"}
     records = []
-    trimmed = {figure: 987654.3 for figure in ("p50", "p90", "p95", "p99", "p999", "mean", "rps", "errorRate")}
+    trimmed = dict.fromkeys(("p50", "p90", "p95", "p99", "p999", "mean", "rps", "errorRate"), 987654.3)
     merged = {"trimmed_mean": trimmed, "repeats": repeats} if repeats > 1 else {}
     for v in experiment.variants():
         stages = [dataclasses.replace(stage_result(experiment, n, s, measurement), intervals=widest, **merged)

@@ -5,9 +5,9 @@ serves at most ~55 req/s, four ~220."""
 import json
 
 import pytest
+from test_local_engine import finish, start_cli
 
 from support.documents import BASE
-from test_local_engine import finish, start_cli
 
 pytestmark = pytest.mark.e2e
 

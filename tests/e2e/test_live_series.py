@@ -16,8 +16,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadstage.api.load import parse_experiment
-from loadstage.engine import argv
 from loadstage.engine.steps import series_labels, stage_step
+from loadstage.launch import argv
 from loadstage.local.ports import free_port
 from loadstage.local.processes import resolve_executable
 from support.documents import BASE

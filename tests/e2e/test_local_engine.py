@@ -25,6 +25,11 @@ from support.waiting import ROOT, wait_for
 pytestmark = pytest.mark.e2e
 
 
+
+def locust_workers(proc):
+    """The Locust worker processes below a local run."""
+    return [p for p in alive(descendants(proc.pid)) if "--worker" in " ".join(p.cmdline())]
+
 def spec_doc(**spec):
     return {**BASE, "spec": {**spec}}
 
@@ -236,7 +241,7 @@ def test_each_proxy_over_each_socket_serves_flup_in_fastcgi_and_is_measured_apar
         assert "emerg" not in (tmp_path / "w" / f"variant-{number}" / "proxy-1.log").read_text()
         target = variant["stages"][0]["target"]
         # the server's figures leave the proxy out: its processes are the launcher and its 2 workers
-        assert target["proxyPeakCpuCores"] > 0 and 2 * 2**20 < target["proxyPeakMemoryBytes"], target
+        assert target["proxyPeakCpuCores"] > 0 and target["proxyPeakMemoryBytes"] > 2 * 2**20, target
         assert target["processes"] == 3, (variant["settings"], target)
     assert "| Proxy CPU (cores) | Proxy memory (MiB) |" in out
     assert not list(scratch.iterdir())      # the sockets and the proxies' configurations went with their pods
@@ -248,7 +253,7 @@ def test_each_proxy_over_each_socket_serves_flup_in_fastcgi_and_is_measured_apar
 
 def test_local_pods_share_a_port_only_where_the_server_can(write_experiment, tmp_path):
     path = write_experiment(spec_doc(target={"server": "granian", "pods": 2}, stages=[{"users": 5, "duration": "5s"}]))
-    code, out, err, started = finish(start_cli("run", path), 30)
+    code, _, err, started = finish(start_cli("run", path), 30)
     assert code == 2 and started == []
     assert ("error: spec.target.pods: the local engine runs granian as one instance (it cannot listen on a shared "
             "port and a port of its own), so pods must be 1; a cluster runs any number of pods") in err
@@ -256,7 +261,7 @@ def test_local_pods_share_a_port_only_where_the_server_can(write_experiment, tmp
         target={"server": "uwsgi", "pods": 2, "workers": 1, "threads": 2},
         injectors={"usersPerInjector": 10, "waitTime": {"min": "0s", "max": "20ms"}},
         stages=[{"users": 10, "duration": "5s"}]))
-    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 120)
+    code, _out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 120)
     assert code == 0, err
     (stage,) = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"]
     served = stage["target"]["servedRequests"]   # the sum of both instances' /metrics on their own ports
@@ -294,7 +299,7 @@ def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, t
     assert len(listening) >= 3, listening  # redis, gunicorn, the Locust master
     assert all(ipaddress.ip_address(a.ip).is_loopback for a in listening), listening
     proc.send_signal(signal.SIGTERM)
-    code, out, err, _ = finish(proc, 60)
+    code, out, _err, _ = finish(proc, 60)
     assert code == 128 + signal.SIGTERM
     wait_for(lambda: not alive(started), timeout=10)
     import yaml
@@ -314,7 +319,7 @@ def test_ctrl_c_mid_stage_exits_130_stops_everything_and_keeps_the_result_file(w
     wait_for(lambda: any("--worker" in " ".join(p.cmdline()) for p in alive(descendants(proc.pid))), timeout=60)
     started = descendants(proc.pid)
     proc.send_signal(signal.SIGINT)
-    code, out, err, _ = finish(proc, 60)
+    code, _out, err, _ = finish(proc, 60)
     assert code == 130, err
     wait_for(lambda: not alive(started), timeout=10)
     status = json.loads((tmp_path / "r.json").read_text())["status"]
@@ -327,7 +332,7 @@ def test_a_sigkilled_engine_leaves_no_process(write_experiment, tmp_path):
         injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
         stages=[{"injectors": 2, "duration": "60s"}]))
     proc = start_cli("run", path, "-q", "--workdir", tmp_path / "w")
-    wait_for(lambda: len([p for p in alive(descendants(proc.pid)) if "--worker" in " ".join(p.cmdline())]) == 2, timeout=60)
+    wait_for(lambda: len(locust_workers(proc)) == 2, timeout=60)
     started = descendants(proc.pid)
     proc.kill()
     proc.communicate()
@@ -337,7 +342,7 @@ def test_a_sigkilled_engine_leaves_no_process(write_experiment, tmp_path):
 def test_bad_input_exits_2_with_the_field_and_rule_and_starts_nothing(write_experiment):
     path = write_experiment(spec_doc(stages=[{"injectors": 1, "duration": "5s"}, {"injectors": 1, "duration": "5s"},
                                              {"injectors": 0, "duration": "5s"}]))
-    code, out, err, started = finish(start_cli("run", path), 30)
+    code, _out, err, started = finish(start_cli("run", path), 30)
     assert code == 2
     assert "error: spec.stages[2].injectors: must be >= 1, got 0" in err
     assert "Traceback" not in err and started == []
@@ -346,7 +351,7 @@ def test_bad_input_exits_2_with_the_field_and_rule_and_starts_nothing(write_expe
 def test_redis_password_secret_is_refused_locally_with_the_field(write_experiment):
     path = write_experiment(spec_doc(redis={"passwordSecret": {"name": "auth"}},
                                      stages=[{"injectors": 1, "duration": "5s"}]))
-    code, out, err, started = finish(start_cli("run", path), 30)
+    code, _out, err, started = finish(start_cli("run", path), 30)
     assert code == 2 and started == []
     assert "error: spec.redis.passwordSecret: Secrets exist only in a cluster" in err
 
@@ -354,7 +359,7 @@ def test_redis_password_secret_is_refused_locally_with_the_field(write_experimen
 def test_target_that_cannot_start_fails_with_its_log_and_no_orphans(write_experiment, tmp_path):
     path = write_experiment(spec_doc(target={"app": "no_such_module:app"},
                                      stages=[{"injectors": 1, "duration": "5s"}]))
-    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 60)
+    code, _out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 60)
     assert code == 1
     assert "gunicorn pod 1 exited with code" in err and "No module named 'no_such_module'" in err
     assert "Traceback (most recent call last):\n  File \"" not in err.split("end of")[0]
@@ -380,7 +385,7 @@ def test_custom_locustfile_external_redis_and_warmup(write_experiment, tmp_path,
         stages=[{"injectors": 2, "duration": "5s"}]))
     workdir = tmp_path / "w"
     # a relative --workdir: the injectors, forked elsewhere, still find their files
-    code, out, err, _ = finish(start_cli("run", path, "-o", "r.json", "--workdir", "w", cwd=tmp_path), 120)
+    code, _out, err, _ = finish(start_cli("run", path, "-o", "r.json", "--workdir", "w", cwd=tmp_path), 120)
     assert code == 0, err
     result = json.loads((tmp_path / "r.json").read_text())
     stages = result["status"]["variants"][0]["stages"]
@@ -435,12 +440,12 @@ def test_a_worker_that_handles_its_spawn_before_it_fires_init_runs_its_stage(wri
         injectors={"usersPerInjector": 3, "locustfile": {"path": "held.py"},
                    "waitTime": {"min": "50ms", "max": "100ms"}},
         stages=[{"injectors": 2, "duration": "3s"}]))
-    code, out, err, _ = finish(start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", tmp_path / "w"), 120)
+    code, _out, err, _ = finish(start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", tmp_path / "w"), 120)
     assert code == 0, err
     (stage,) = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"]
     assert stage["injectors"] == 2 and stage["requests"] > 20 and stage["failures"] == 0, stage
     assert stage["target"]["servedRequests"] == stage["requests"]      # each worker's requests were recorded
-    assert 0 < stage["injectorPeakCpuPercent"], stage                   # and its CPU sampled
+    assert stage["injectorPeakCpuPercent"] > 0, stage                   # and its CPU sampled
     logs = [(tmp_path / "w" / "variant-1" / "stage-1" / f"worker-{n}.log").read_text() for n in (1, 2)]
     assert not [log for log in logs if "Traceback" in log], logs
 
@@ -483,7 +488,7 @@ def test_a_redis_server_killed_mid_stage_reruns_the_stage_or_fails_the_run_namin
                                           and (tmp_path / "w" / "variant-1" / "stage-1" / "progress.json").exists()),
                                          None), timeout=60)
     redis_server.kill()                                  # the engine's own child, by its PID
-    code, out, err, started = finish(proc, 90)
+    code, _out, err, started = finish(proc, 90)
     status = json.loads((tmp_path / "r.json").read_text())["status"]
     lost = f"redis-server (pid {redis_server.pid}) exited with code -9; its log: {tmp_path}/w/variant-1/redis.log"
     if retries:
@@ -530,7 +535,7 @@ def test_gunicorn_workers_that_die_mid_stage_are_restarts_and_the_stage_is_not_s
         injectors={"usersPerInjector": 3, "waitTime": {"min": "20ms", "max": "50ms"},
                    "locustfile": {"path": "reader.py"}},
         stages=[{"injectors": 1, "duration": "4s"}]))
-    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
+    code, out, err, _started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
     assert code == 0, err
     (variant,) = json.loads((tmp_path / "r.json").read_text())["status"]["variants"]
     (stage,) = variant["stages"]
@@ -551,7 +556,7 @@ def test_a_crashing_injector_fails_the_stage_with_its_cause(write_experiment, tm
         "        pass\n")
     path = write_experiment(spec_doc(injectors={"locustfile": {"path": "broken.py"}},
                                      stages=[{"injectors": 1, "duration": "3s"}]))
-    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
+    code, _out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
     assert code == 1
     assert "locust worker 1 exited with code 2" in err
     assert "cause: TypeError: Broken.start() takes 1 positional argument but 2 were given" in err
@@ -567,11 +572,11 @@ def test_an_injector_lost_mid_stage_fails_the_stage_or_is_recorded(write_experim
         injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}, "onLost": on_lost},
         stages=[{"injectors": 2, "duration": "8s"}]))
     proc = start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", tmp_path / "w")
-    workers = wait_for(lambda: [p for p in alive(descendants(proc.pid)) if "--worker" in " ".join(p.cmdline())][1:], timeout=60)
+    workers = wait_for(lambda: locust_workers(proc)[1:], timeout=60)
     wait_for(lambda: progress(tmp_path / "w" / "variant-1" / "stage-1").get("requests", 0) > 0, timeout=30)
     workers[0].kill()
     killed_at = time.monotonic()
-    code, out, err, _ = finish(proc, 60)
+    code, _out, err, _ = finish(proc, 60)
     status = json.loads((tmp_path / "r.json").read_text())["status"]
     if on_lost == "Fail":
         assert code == 1 and time.monotonic() - killed_at < 30
@@ -597,7 +602,7 @@ def test_pacing_shows_the_stall_that_the_closed_model_hides(write_experiment, tm
         injectors={"usersPerInjector": 5, "pacing": "50ms"},
         stages=[{"injectors": 1, "duration": "20s"}]))
     out_file = tmp_path / "result.json"
-    code, out, err, _ = finish(start_cli("run", path, "-o", out_file), 180)
+    code, _out, err, _ = finish(start_cli("run", path, "-o", out_file), 180)
     assert code == 0, err
     stage = json.loads(out_file.read_text())["status"]["variants"][0]["stages"][0]
     raw, corrected = stage["latencyMs"], stage["correctedLatencyMs"]

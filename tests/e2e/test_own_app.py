@@ -110,7 +110,7 @@ def test_a_third_party_app_serves_a_stage_with_its_own_readiness_path_no_redis_a
 def test_a_readiness_path_the_app_does_not_pass_fails_naming_the_probe_and_its_answer(write_experiment, tmp_path):
     path = httpbin_experiment(write_experiment, readyTimeout="3s",
                               readinessProbe={"httpGet": {"path": "/status/503"}})
-    code, out, err, started = run(path, tmp_path)
+    code, _out, err, started = run(path, tmp_path)
     assert code == 1
     assert "was not ready within spec.target.readyTimeout (readiness probe http://127.0.0.1:" in err
     assert "/status/503: GET /status/503 answered 503)" in err
@@ -135,7 +135,7 @@ def test_a_third_party_asgi_app_serves_under_uvicorn_and_gunicorns_uvicorn_class
         "injectors": {"usersPerInjector": 10, "waitTime": {"min": "5ms", "max": "20ms"},
                       "locustfile": {"path": str(ROOT / "tests" / "apps" / "datasette_locustfile.py")}},
         "stages": [{"injectors": 1, "duration": "5s"}]}})
-    code, out, err, started = run(path, tmp_path)
+    code, _out, err, started = run(path, tmp_path)
     assert code == 0, err
     variants = json.loads((tmp_path / "r.json").read_text())["status"]["variants"]
     assert [(v["settings"]["server"], v["settings"].get("workerClass")) for v in variants] == \

@@ -16,7 +16,8 @@ from loadstage.local.ports import free_port
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
-APP = "def app(environ, start_response):\n    start_response('200 OK', [])\n    return [str(__import__('os').getpid()).encode()]\n"
+APP = ("def app(environ, start_response):\n    start_response('200 OK', [])\n"
+       "    return [str(__import__('os').getpid()).encode()]\n")
 
 
 def start(tmp_path, server, bind):

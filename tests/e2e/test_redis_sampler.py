@@ -7,7 +7,7 @@ from pathlib import Path
 
 import redis
 
-from loadstage.engine import argv as commands
+from loadstage.launch import argv as commands
 from loadstage.samplers.redis import RedisSampler
 from support.waiting import wait_for
 
@@ -24,7 +24,7 @@ def test_the_peak_counts_other_clients_and_a_refused_info_is_named(supervisor):
     # app then stays connected (three full runs saw a fourth client, once for five seconds and more)
     directory = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))
     socket = directory / "redis.sock"
-    supervisor.start("redis", commands.redis_command(port=0, bind="127.0.0.1") + ["--unixsocket", str(socket)],
+    supervisor.start("redis", [*commands.redis_command(port=0, bind="127.0.0.1"), "--unixsocket", str(socket)],
                      log_path=directory / "redis.log", cwd=directory)
     url = f"unix://{socket}?db=0"
     clients = [redis.Redis.from_url(url) for _ in range(3)]

@@ -12,7 +12,7 @@ import redis
 
 from loadstage.api.load import parse_experiment
 from loadstage.api.servers import ENTRIES
-from loadstage.engine import argv as commands
+from loadstage.launch import argv as commands
 from loadstage.local.ports import free_port
 from loadstage.local.target import closed_to_apache_workers, pod_env, project_root
 from loadstage.locust.served_count import scrape_served_requests, served_between

@@ -6,9 +6,9 @@ p99 climbs with every user past 2."""
 import json
 
 import pytest
+from test_local_engine import finish, start_cli
 
 from support.documents import BASE
-from test_local_engine import finish, start_cli
 
 pytestmark = pytest.mark.e2e
 

@@ -29,7 +29,7 @@ def test_processes_stopped_together_are_each_told_before_any_is_waited_on(tmp_pa
                 for i in range(3)]
     try:
         for child in children:
-            wait_for(lambda: "up" in child.log_path.read_text(), explain=child.tail)
+            wait_for(lambda child=child: "up" in child.log_path.read_text(), explain=child.tail)
         supervisor.stop_together(children, timeout=10.0)
     finally:
         supervisor.stop_all()

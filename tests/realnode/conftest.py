@@ -12,7 +12,7 @@ def pytest_runtest_makereport(item, call):
     if node is not None:
         try:
             account = node.evidence(ROOT / "artifacts" / "realnode" / f"{item.originalname}-evidence.txt")
-        except Exception as e:  # noqa: BLE001  the failure itself is what the report is for
+        except Exception as e:
             account = f"the node's state could not be read: {e}"
         report.sections.append(("the real node after the failure", account))
         # what the failed test left running would hold the node's CPU from the tests after it

@@ -3,6 +3,7 @@ the chart installs the operator as a pod, and whole experiments run in real Locu
 real runner pods. Transcripts go to artifacts/realnode/."""
 
 import ipaddress
+import itertools
 import json
 import os
 import re
@@ -461,7 +462,7 @@ def test_a_teams_own_deployment_in_place_survives_an_operator_restart_and_is_res
     assert any("gunicorn says each pod started 3 worker(s)" in e.message for e in events if e.reason == "TargetReady")
 
     phases = [s["phase"] for s in recorder.statuses]
-    assert all(PHASE_ORDER[a] <= PHASE_ORDER[b] for a, b in zip(phases, phases[1:])), phases
+    assert all(PHASE_ORDER[a] <= PHASE_ORDER[b] for a, b in itertools.pairwise(phases)), phases
     progress = [tuple(int(x) for x in s["progress"]["stage"].split("/")) for s in recorder.statuses
                 if s.get("progress")]
     assert progress == sorted(progress), progress

@@ -57,7 +57,7 @@ def binaries(group: str) -> Path:
 
 class Cluster:
     @classmethod
-    def up(cls, name: str, config: Path | None = None) -> "Cluster":
+    def up(cls, name: str, config: Path | None = None) -> Cluster:
         started = time.monotonic()
         env = {**os.environ, **({"LOADSTAGE_KWOK_CONFIG": str(config)} if config else {})}
         out = subprocess.run([ROOT / "scripts" / "cluster", "up", name], check=True, capture_output=True,
@@ -216,7 +216,7 @@ def pods(cluster, namespace, selector):
 
 def _terminate(cluster, namespace, pod, phase, ready_reason, exit_code, reason, message):
     """What a kubelet writes when a pod's only container has exited (restartPolicy Never)."""
-    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    now = dt.datetime.now(dt.UTC).isoformat()
     cs = pod.status.container_statuses[0]
     cluster.core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {
         "phase": phase,
@@ -258,7 +258,7 @@ def serve_master_log(cluster, namespace, pod_name, artifact: dict, log_dir: Path
     """What a kubelet serves as the master container's log: here kwok serves it from a file named by a
     Logs object. The file is in the CRI log format. `cut`: the artifact line ends after that many characters."""
     log_file = log_dir / f"{namespace}-{pod_name}.log"
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
     line = artifact_line(artifact)[:cut]
     log_file.write_text(f"{stamp} stdout F locust: the stage is over\n{stamp} stdout F {line}\n")
     cluster.custom.create_namespaced_custom_object("kwok.x-k8s.io", "v1alpha1", namespace, "logs", {
@@ -266,10 +266,10 @@ def serve_master_log(cluster, namespace, pod_name, artifact: dict, log_dir: Path
         "spec": {"logs": [{"containers": ["locust-master"], "logsFile": str(log_file)}]}})
 
 
-def finish_stage(cluster, namespace, master, workers, stage: RealStage, log_dir: Path = Path(tempfile.gettempdir()),
+def finish_stage(cluster, namespace, master, workers, stage: RealStage, log_dir: Path | None = None,
                  cut: int | None = None):
     (pod,) = [p for p in pods(cluster, namespace, f"job-name={master}") if p.status.container_statuses]
-    serve_master_log(cluster, namespace, pod.metadata.name, stage.artifact, log_dir, cut)
+    serve_master_log(cluster, namespace, pod.metadata.name, stage.artifact, log_dir or Path(tempfile.gettempdir()), cut)
     assert finish_job_pods(cluster, namespace, master, json.dumps(stage.summary)) == 1
     finish_job_pods(cluster, namespace, workers)
 

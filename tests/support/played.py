@@ -8,9 +8,9 @@ import dataclasses
 import looptime
 from locust.stats import RequestStats
 
+from loadstage.api.status import RunStatus
 from loadstage.api.types import Slo
 from loadstage.engine.backend import BlockingBackend
-from loadstage.api.status import RunStatus
 from loadstage.engine.stages import StageEngine
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build

@@ -1,5 +1,7 @@
 """Processes the tests start and look for: a loopback redis-server, and what a process left behind."""
 
+import contextlib
+
 import psutil
 
 from support.waiting import wait_for
@@ -8,7 +10,7 @@ from support.waiting import wait_for
 def start_redis(supervisor, tmp_path, port, *extra_args):
     import redis
 
-    from loadstage.engine import argv as commands
+    from loadstage.launch import argv as commands
     child = supervisor.start("redis", commands.redis_command(port=port, bind="127.0.0.1") + list(extra_args),
                              log_path=tmp_path / f"redis-{port}.log", cwd=tmp_path)
 
@@ -39,8 +41,6 @@ def listening(processes):
     """The addresses the processes listen on; one that ends while it is read listens on nothing."""
     found = []
     for p in alive(processes):
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             found += [c.laddr for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN]
-        except psutil.NoSuchProcess:
-            pass
     return found

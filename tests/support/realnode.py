@@ -46,7 +46,7 @@ def chart_values() -> list[str]:
 
 class RealNode(Cluster):
     @classmethod
-    def up(cls) -> "RealNode":
+    def up(cls) -> RealNode:
         """A node with an empty control plane (a running one is stopped first): nothing of an
         earlier run comes back. Images and containerd's image store are kept."""
         started = time.monotonic()
@@ -122,10 +122,10 @@ class RealNode(Cluster):
         """Containers with a live task in containerd for pods of this namespace."""
         socket = node_setting("NODE_SOCKET")
         ctr = ["ctr", "--address", socket, "--namespace", "k8s.io"]
-        ours = subprocess.run(ctr + ["containers", "list", "--quiet",
-                                     f'labels."io.kubernetes.pod.namespace"=={namespace}'],
+        labelled = f'labels."io.kubernetes.pod.namespace"=={namespace}'
+        ours = subprocess.run([*ctr, "containers", "list", "--quiet", labelled],
                               capture_output=True, text=True, check=True).stdout.split()
-        tasks = subprocess.run(ctr + ["tasks", "list"], capture_output=True, text=True, check=True).stdout
+        tasks = subprocess.run([*ctr, "tasks", "list"], capture_output=True, text=True, check=True).stdout
         running = {line.split()[0] for line in tasks.splitlines()[1:] if "RUNNING" in line}
         return [c for c in ours if c in running]
 
@@ -195,7 +195,7 @@ class LxWatch:
         self._process = subprocess.Popen([node.bin / "kubectl", "--kubeconfig", node.kubeconfig, "get", "lx", "-n",
                                           namespace, "-w"], stdout=self._out, stderr=subprocess.STDOUT)
 
-    def __enter__(self) -> "LxWatch":
+    def __enter__(self) -> LxWatch:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -25,7 +25,8 @@ class AtOnce:
     last_status: dict
 
     def line(self) -> str:
-        return (f"{self.experiments} experiments: all Running with every stage pod Running {self.running_seconds:.0f} s "
+        return (f"{self.experiments} experiments: all Running with every stage pod Running "
+                f"{self.running_seconds:.0f} s "
                 f"after the first was created; the operator then had {self.threads} threads, {self.rss_mib:.0f} MiB "
                 f"resident, {self.cpu_seconds:.0f} s CPU; all Succeeded {self.succeeded_seconds:.0f} s after the last "
                 f"stage was finished (finishing took {self.finishing_seconds:.0f} s); {self.rss_end_mib:.0f} MiB, "

@@ -2,6 +2,7 @@
 arrival to a free user or counts it dropped, and a stage that drops over 1% is injector-bound. The scheduler runs
 in real gevent greenlets here, for a fraction of a second."""
 
+import itertools
 import math
 import time
 
@@ -22,7 +23,7 @@ def test_the_injectors_together_start_one_arrival_every_1_over_rate_seconds(rate
     asked = rate * seconds
     assert math.floor(asked) <= len(together) <= math.ceil(asked) + 1   # the stage's rate (+1: float rounding)
     assert together[:1] in ([], [0.0])
-    gaps = [b - a for a, b in zip(together, together[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(together)]
     assert all(math.isclose(gap, 1 / rate, rel_tol=1e-6) for gap in gaps)   # evenly, never two at once
     assert max(map(len, shares)) - min(map(len, shares)) <= 1              # a fair share each
 

@@ -3,8 +3,8 @@ sample size decide."""
 
 import pytest
 
-from loadstage.reports.compare import compare_stage, parse_confidence, parse_tolerance
 from loadstage.api.status import StageResult
+from loadstage.reports.compare import compare_stage, parse_confidence, parse_tolerance
 
 
 def _stage(p99, p999=None, rps=100.0, error_rate=0.0, n=5000):
@@ -66,7 +66,7 @@ def test_a_regression_must_be_beyond_the_tolerance_and_beyond_the_noise():
     assert {c.figure: c.verdict for c in compare_stage(base, new, 0.10, 0.99)}["rps"] == "noise"
     # one side without intervals (a short stage): the tolerance alone decides, as before
     assert _verdicts(_stage(100), _sure(120, 0.3))["p99"] == "regressed"
-    with pytest.raises(ValueError, match="from 50% to 99.9%"):
+    with pytest.raises(ValueError, match=r"from 50% to 99\.9%"):
         parse_confidence("100%")
 
 
@@ -143,8 +143,8 @@ def test_a_rows_best_marks_are_as_sure_as_asked_together_not_each_column():
 
 
 def test_between_variants_says_its_level_over_the_figures_it_judged():
-    from loadstage.reports.significance import between_variants
     from loadstage.api.status import RunStatus
+    from loadstage.reports.significance import between_variants
     def variant(index, scale):
         latency, intervals = _row(scale, 0.075)
         stage = {"stage": 1, "injectors": 1, "requests": 5000, "failures": 0, "rps": 100.0, "meanMs": 12.0 * scale,
@@ -160,8 +160,8 @@ def test_between_variants_says_its_level_over_the_figures_it_judged():
 
 def test_the_p99_pivot_marks_a_stage_as_the_stage_table_does():
     # one row's marks share the 95% in the stage table; the pivot's p99 column must not mark what that row does not
-    from loadstage.reports import tables
     from loadstage.api.status import RunStatus
+    from loadstage.reports import tables
     def variant(index, scale):
         latency, intervals = _row(scale, 0.075)
         stage = {"stage": 1, "injectors": 1, "requests": 5000, "failures": 0, "rps": 100.0,
@@ -169,7 +169,8 @@ def test_the_p99_pivot_marks_a_stage_as_the_stage_table_does():
         return {"index": index, "settings": {"threads": index + 1}, "stages": [stage]}
     for slower, marked in ((1.12, False), (1.4, True)):      # significant at 95% alone; at 99% too
         run = RunStatus.from_status({"variants": [variant(0, 1.0), variant(1, slower)],
-                                      "p99ByStage": [{"stage": 1, "injectors": 1, "p99MsByVariant": [50.0, 50.0 * slower]}]})
+                                      "p99ByStage": [{"stage": 1, "injectors": 1,
+                                                      "p99MsByVariant": [50.0, 50.0 * slower]}]})
         (row,) = tables.pivot_rows(run, users=False)[1]
         assert row[1].endswith(tables.BEST) is marked, row
         assert ("p99" in tables.stage_marks(run, run.variants[0], run.variants[0].stages[0])) is marked

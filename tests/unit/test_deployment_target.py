@@ -130,12 +130,12 @@ def test_a_setting_loadstage_cannot_reach_is_refused_naming_why():
 def test_missing_container_and_port_name_the_field():
     e = parse_experiment({**BASE, "spec": {**BASE["spec"], "redis": {"deploy": False}, "target": {
         "deployment": {"name": "shop", "container": "api"}}}})
-    with pytest.raises(dt.TargetDeploymentInvalid, match="spec.target.deployment.container: Deployment shop has "
-                                                         "no container 'api' \\(it has proxy, web\\)"):
+    with pytest.raises(dt.TargetDeploymentInvalid, match=r"spec\.target\.deployment\.container: Deployment shop has "
+                                                         r"no container 'api' \(it has proxy, web\)"):
         dt.server_port(e, ORIGINAL)
     portless = copy.deepcopy(ORIGINAL)
     del portless["spec"]["template"]["spec"]["containers"][1]["ports"]
-    with pytest.raises(dt.TargetDeploymentInvalid, match="spec.target.deployment.port: container web"):
+    with pytest.raises(dt.TargetDeploymentInvalid, match=r"spec\.target\.deployment\.port: container web"):
         dt.server_port(experiment(), portless)
 
 

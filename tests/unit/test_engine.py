@@ -96,7 +96,7 @@ def test_a_run_resumed_mid_stage_keeps_its_phase_and_progress_and_repeats_no_sta
     writes, calls = run(exp, in_flight)
     assert calls == [("prepare", 0), ("stage", 0, 2), ("stage", 0, 3), ("finish", 0)]
     phases = [w["phase"] for w in writes]
-    assert all(PHASE_ORDER[a] <= PHASE_ORDER[b] for a, b in zip(["Running"] + phases, phases)), phases
+    assert all(PHASE_ORDER[a] <= PHASE_ORDER[b] for a, b in zip(["Running", *phases], phases)), phases
     stages = [int(w["progress"]["stage"].split("/")[0]) for w in writes]
     assert stages == sorted(stages) and stages[0] == 2, stages
     assert [s["stage"] for s in writes[-1]["variants"][0]["stages"]] == [1, 2, 3]

@@ -6,7 +6,7 @@ from loadstage.api.load import parse_experiment
 from loadstage.engine.eta import estimate
 from loadstage.engine.steps import plan
 
-T0 = dt.datetime(2026, 11, 24, 8, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 11, 24, 8, 0, tzinfo=dt.UTC)
 
 
 def ladder(stages=3, variants=(2, 4)):

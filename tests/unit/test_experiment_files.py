@@ -102,7 +102,7 @@ def test_a_valid_experiment_with_one_field_replaced_is_an_experiment_or_named_er
     node = doc
     for step in where[:-1]:
         node = node[step] if isinstance(node, list) or step in node else node.setdefault(step, {})
-    if isinstance(node, list) or isinstance(node, dict):
+    if isinstance(node, (list, dict)):
         node[where[-1]] = value
     try:
         parse_experiment(doc)

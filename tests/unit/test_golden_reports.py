@@ -1,6 +1,7 @@
 """The reports of three stored result files (real local runs: the quick start with 20 s stages and their
-confidence intervals, the five servers, a paced users ladder with failed thresholds) are exactly the stored ones. A refactor must not move a character;
-a change that means to alters the stored files, and the diff shows what a user will see.
+confidence intervals, the five servers, a paced users ladder with failed thresholds) are exactly the stored ones. A
+refactor must not move a character; a change that means to alters the stored files, and the diff shows what a user
+will see.
 LOADSTAGE_UPDATE_GOLDEN=1 rewrites them."""
 
 import os
@@ -24,8 +25,8 @@ def shown(form: str, text: str) -> str:
     interval bars (the drawing's coordinates follow the fonts the machine has)."""
     if form != "html":
         return text
-    return SVG.sub(lambda m: "<svg " + " ".join(sorted(set(re.findall(r'id="([^"]*-(?:data|interval)-[^"]*)"', m.group(0)))))
-                   + ">", text)
+    ids = re.compile(r'id="([^"]*-(?:data|interval)-[^"]*)"')
+    return SVG.sub(lambda m: "<svg " + " ".join(sorted(set(ids.findall(m.group(0))))) + ">", text)
 
 
 @pytest.mark.parametrize("form", FORMATS)

@@ -11,8 +11,8 @@ import kopf
 import pytest
 import urllib3
 
-from loadstage.engine.stages import StageEngine
 from loadstage.edge import handlers
+from loadstage.engine.stages import StageEngine
 from loadstage.kube.manifests import Defaults
 from support.documents import BASE
 

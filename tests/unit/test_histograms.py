@@ -29,7 +29,7 @@ from loadstage.results.artifact import (
 from support.waiting import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from reference_methods import exact_percentile, merge, percentile, weighted_average_percentile  # noqa: E402
+from reference_methods import exact_percentile, merge, percentile, weighted_average_percentile
 
 TARGET = 0.001   # 0.1% relative error
 
@@ -326,7 +326,7 @@ def test_a_master_that_merged_a_report_over_one_report_interval_late_marks_the_s
 
 def test_tasks_that_raise_are_counted_across_injectors_with_their_most_frequent_messages():
     master = StageRecorder()
-    for injector, raised in enumerate(([ValueError("no survey")] * 5 + [KeyError("id")] * 2,
+    for _injector, raised in enumerate(([ValueError("no survey")] * 5 + [KeyError("id")] * 2,
                                        [ValueError("no survey")] * 3 + [RuntimeError("x" * 400)] + [OSError()])):
         worker = StageRecorder()
         worker.record("GET", "/", 5.0)

@@ -11,10 +11,10 @@ from loadstage.results.intervals import (
     Block,
     as_histogram,
     block_seconds,
-    seconds_figures,
     blocks_from_artifact,
     blocks_of,
     bootstrap,
+    seconds_figures,
     sparse,
 )
 
@@ -80,7 +80,7 @@ def test_a_queue_that_drifts_gets_longer_blocks_and_wider_intervals_than_indepen
     queued = seconds_of(queueing_run(rng))
     independent = seconds_of(independent_run(rng))
     assert block_seconds(*seconds_figures(independent))[0] <= 6          # about n^(1/3) = 5
-    length, lag = block_seconds(*seconds_figures(queued))
+    length, _lag = block_seconds(*seconds_figures(queued))
     assert length >= 8, length                      # the drift lasts about 10 s
     failures = [0] * len(queued)
     blocked = bootstrap([blocks_of(queued, failures, length)], resamples=300)
@@ -94,11 +94,12 @@ def test_intervals_of_independent_seconds_cover_the_true_figures_about_as_often_
     # 40 runs of an exponential(10 ms) service: true p50 = 10 ln 2, mean = 10, p90 = 10 ln 10
     rng = random.Random(11)
     truth = {"p50": 10 * math.log(2), "mean": 10.0, "p90": 10 * math.log(10)}
-    covered = {name: 0 for name in truth}
+    covered = dict.fromkeys(truth, 0)
     runs = 40
     for run in range(runs):
         seconds = seconds_of(independent_run(rng, seconds=60, rate=30))
-        found = bootstrap([blocks_of(seconds, [0] * 60, block_seconds(*seconds_figures(seconds))[0])], resamples=200, seed=run)
+        blocks = blocks_of(seconds, [0] * 60, block_seconds(*seconds_figures(seconds))[0])
+        found = bootstrap([blocks], resamples=200, seed=run)
         for name, value in truth.items():
             lo, hi = found[name]
             covered[name] += lo <= value * 1.001 and value <= hi * 1.001   # buckets are 0.1% wide

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadstage.kube.metrics import LiveExperiments
 from loadstage.results.live_series import stage_families, stage_labels, target_samples
 
-T = dt.datetime(2026, 11, 24, 8, 0, tzinfo=dt.timezone.utc)
+T = dt.datetime(2026, 11, 24, 8, 0, tzinfo=dt.UTC)
 
 
 def labels(stage):
@@ -52,7 +52,7 @@ def test_every_stage_shares_one_family_per_name_and_a_finished_stage_keeps_only_
 
 def test_the_operator_shows_each_run_and_its_time_left_and_each_running_stages_latest_samples():
     live = LiveExperiments()
-    eta = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=10)).isoformat().replace("+00:00", "Z")
+    eta = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=10)).isoformat().replace("+00:00", "Z")
     live.note_status("perf", "x", {"phase": "Running", "startedAt": "2026-11-24T07:00:00Z",
                                    "progress": {"variant": "1/2", "stage": "2/3", "eta": eta}})
     with live.stage(labels(2), lambda: target_samples((0.75, 2**20), None)):

@@ -2,29 +2,33 @@
 
 import copy
 import dataclasses
+import itertools
 import json
 from dataclasses import replace
 
-import yaml
-
 import pytest
+import yaml
 
 from loadstage.api.crd import build_crd, experiment_resources_values_schema, render_crd
 from loadstage.api.load import parse_experiment, parse_pod_resources
 from loadstage.api.schema import Obj, ValidationError
-from loadstage.api.status import RunStatus
 from loadstage.api.spec import SPEC
+from loadstage.api.status import RunStatus
 from loadstage.api.types import DEFAULT_POD_RESOURCES, ResourceList, Resources
-from loadstage.engine import argv as commands
 from loadstage.engine.steps import Step
 from loadstage.kube import manifests
 from loadstage.kube.redis_auth import derived_password, operator_key
 from loadstage.kube.status import conditions_for
+from loadstage.launch import argv as commands
 from support.documents import BASE
 from support.waiting import ROOT
 
 DEFAULTS = manifests.Defaults(runner="r:1", injector="i:1", redis="redis:7")
 
+
+
+def runner_containers(exp):
+    return manifests.runner_deployment(exp, exp.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
 
 def experiment(**spec):
     doc = copy.deepcopy(BASE)
@@ -55,7 +59,7 @@ def test_every_spec_field_of_the_model_is_in_the_crd_with_a_description():
         elif hasattr(node, "item"):
             yield from model_paths(node.item, f"{path}[]")
 
-    crd_paths = {path: schema for path, schema in _walk(crd_spec)}
+    crd_paths = dict(_walk(crd_spec))
     for path in model_paths(SPEC):
         assert path in crd_paths, path
         assert crd_paths[path].get("description"), f"{path} has no description"
@@ -97,7 +101,8 @@ SERVER_ARGS = {
 @pytest.mark.parametrize("server", SERVER_ARGS)
 def test_each_server_maps_workers_and_threads_onto_its_own_settings(server):
     workers = 1 if server in ("waitress", "cheroot") else 3
-    e = experiment(target={"server": server, "workers": workers, "threads": 1 if server in ("bjoern", "meinheld") else 4})
+    threads = 1 if server in ("bjoern", "meinheld") else 4
+    e = experiment(target={"server": server, "workers": workers, "threads": threads})
     (c,) = manifests.runner_deployment(e, e.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
     assert c["args"] == SERVER_ARGS[server]
     assert {x["name"]: x["value"] for x in c["env"]}["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/metrics"
@@ -151,7 +156,7 @@ def test_an_app_of_your_own_gets_its_probes_its_metrics_and_no_redis():
                          "httpGet": {"path": "/status/200", "port": 9000}, "timeoutSeconds": 3, "failureThreshold": 5},
                          "metrics": {"path": "/prometheus", "counter": "flask_http_request_total"}},
                      redis={"deploy": False})
-    (container,) = manifests.runner_deployment(exp, exp.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
+    (container,) = runner_containers(exp)
     assert container["readinessProbe"] == {"httpGet": {"path": "/status/200", "port": 9000}, "timeoutSeconds": 3,
                                            "failureThreshold": 5}
     assert "livenessProbe" not in container
@@ -159,18 +164,18 @@ def test_an_app_of_your_own_gets_its_probes_its_metrics_and_no_redis():
     assert container["args"][:3] == ["gunicorn", "--bind", "0.0.0.0:8000"]   # no runner-app config
     step = Step(exp.variants()[0], 1, exp.spec.stages[0], 1, 1)
     args = manifests.master_job(exp, step, DEFAULTS, ["10.0.0.7"])["spec"]["template"]["spec"]["containers"][0]["args"]
-    opts = dict(zip(args, args[1:]))
+    opts = dict(itertools.pairwise(args))
     assert opts["--target-metrics"] == "http://10.0.0.7:8000/prometheus"
     assert opts["--target-counter"] == "flask_http_request_total"
     plain = experiment(target={"app": "httpbin:app"}, redis={"deploy": False})
-    (container,) = manifests.runner_deployment(plain, plain.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
+    (container,) = runner_containers(plain)
     assert container["readinessProbe"] == {"tcpSocket": {"port": "http"}, "periodSeconds": 2}
 
 
 def test_an_exec_probe_is_a_cluster_probe_and_refused_locally():
     from loadstage.local.target import local_problems
     exp = experiment(target={"livenessProbe": {"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 5}})
-    (container,) = manifests.runner_deployment(exp, exp.variants()[0], DEFAULTS)["spec"]["template"]["spec"]["containers"]
+    (container,) = runner_containers(exp)
     assert container["livenessProbe"] == {"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 5}
     assert local_problems(exp) == [("spec.target.livenessProbe.exec", "the local engine runs no command in a "
                                     "target; use httpGet or tcpSocket, which it checks on the instance's own port")]
@@ -189,7 +194,8 @@ def test_every_pod_gets_requests_and_the_spec_overrides_the_operators_defaults()
         return {k: d["spec"]["template"]["spec"]["containers"][0]["resources"] for k, d in pods.items()}
 
     assert resources(plain, v) == {
-        "runner": {"requests": {"cpu": "100m", "memory": "128Mi"}}, "redis": {"requests": {"cpu": "50m", "memory": "32Mi"}},
+        "runner": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+        "redis": {"requests": {"cpu": "50m", "memory": "32Mi"}},
         "master": {"requests": {"cpu": "100m", "memory": "128Mi"}},
         "worker": {"requests": {"cpu": "100m", "memory": "128Mi"}}}
     sized = experiment(target={"resources": {"limits": {"memory": "1Gi"}}}, matrix={"cpu": ["250m", "500m"]},

@@ -1,4 +1,5 @@
 import copy
+import itertools
 
 import pytest
 
@@ -164,7 +165,7 @@ def test_an_arrival_rate_shares_its_injectors_and_runs_a_pool_of_users_on_each()
     spec = parse_experiment(with_spec(injectors={"maxUsersPerInjector": 30, "maxRatePerInjector": 50}, stages=[
         {"arrivalRate": 120, "duration": "10s"}, {"injectors": 4, "arrivalRate": 120, "duration": "10s"},
         {"injectors": 2, "duration": "10s"}])).spec
-    alone, given, closed = spec.stages
+    alone, given, _closed = spec.stages
     assert (alone.injectors, given.injectors) == (3, 4)     # ceil(120 / 50) without injectors
     assert [spec.injectors.users_for(s) for s in spec.stages] == [90, 120, 2 * spec.injectors.users_per_injector]
     assert spec.injectors.spawn_rate_for(alone) == 90       # the whole pool at once
@@ -258,7 +259,7 @@ def test_locustfile_path_is_resolved_next_to_the_experiment(tmp_path, write_expe
     e = load_experiment_file(write_experiment(doc))
     assert e.spec.injectors.locustfile.path == str(tmp_path / "mine.py")
     doc["spec"]["injectors"]["locustfile"]["path"] = "missing.py"
-    with pytest.raises(ValidationError, match="spec.injectors.locustfile.path: file not found"):
+    with pytest.raises(ValidationError, match=r"spec\.injectors\.locustfile\.path: file not found"):
         load_experiment_file(write_experiment(doc))
 
 
@@ -294,10 +295,10 @@ def test_a_ladder_by_users_gets_injectors_from_max_users_per_injector():
         (1, 100), (1, 250), (2, 251), (4, 1000), (3, 60)]
     assert (e.spec.warmup.injectors, e.spec.injectors.users_for(e.spec.warmup)) == (1, 10)
     # the Locust master is given the stage's users; it spreads them evenly over the workers
-    from loadstage.engine.argv import locust_master_command
+    from loadstage.launch.argv import locust_master_command
     argv = locust_master_command(e, e.spec.stages[2], host="http://x", summary_file="s", artifact_file="a",
                                  target_metrics=[])
-    options = dict(zip(argv, argv[1:]))
+    options = dict(itertools.pairwise(argv))
     assert (options["--users"], options["--expect-workers"]) == ("251", "2")
     # scaling shrinks a stage's users and may need fewer injectors; the written spec says so and parses back
     small = e.scaled(users_scale=0.1)

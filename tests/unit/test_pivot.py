@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 
 from loadstage.api.schema import ValidationError
+from loadstage.api.status import RunStatus
 from loadstage.cli import main
 from loadstage.reports import pivot, sources
-from loadstage.api.status import RunStatus
 from support.waiting import ROOT
 
 SERVERS = ROOT / "tests" / "data" / "results" / "servers.json"
@@ -19,7 +19,7 @@ def run() -> RunStatus:
 
 
 def test_rows_by_settings_and_a_column_per_users_holds_each_stages_figure():
-    title, (header, body), notes = pivot.pivot_table(run(), ["server"], "users", "p99")
+    title, (header, body), _notes = pivot.pivot_table(run(), ["server"], "users", "p99")
     assert title == "p99 (ms), by server and users"
     assert header == ["server", "users 10", "users 25", "users 50", "users 100"]
     assert body[0] == ["gunicorn", "44.2", "26.4", "80.7", "24.4"]
@@ -52,7 +52,7 @@ def test_an_injector_bound_stage_is_marked_in_its_cell_and_explained():
     whole = run()
     first = whole.variants[0]
     bound = replace(first, stages=[replace(first.stages[0], injector_bound=True), *first.stages[1:]])
-    title, (header, body), notes = pivot.pivot_table(replace(whole, variants=[bound, *whole.variants[1:]]),
+    _title, (_header, body), notes = pivot.pivot_table(replace(whole, variants=[bound, *whole.variants[1:]]),
                                                      ["server"], "users", "rps")
     assert body[0][1].endswith("‡") and not body[0][2].endswith("‡") and not body[1][1].endswith("‡")
     assert len(notes) == 1 and notes[0].startswith("‡ injector-bound")

@@ -8,8 +8,8 @@ import pytest
 from gunicorn.config import Keepalive
 
 from loadstage.api.load import parse_experiment
-from loadstage.engine import argv
 from loadstage.kube import manifests
+from loadstage.launch import argv
 from loadstage.servers import proxy
 from support.documents import BASE
 
@@ -121,7 +121,7 @@ def test_nginx_accepts_its_configuration(tmp_path, protocol, upstream):
         assert "proxy_pass http://app;" in text and "keepalive 64;" in text
         # idle kept connections end on nginx's side first: a POST sent on one gunicorn was closing got a 502
         assert f"keepalive_timeout {proxy.UPSTREAM_IDLE_SECONDS}s;" in text
-        assert proxy.UPSTREAM_IDLE_SECONDS < Keepalive.default
+        assert Keepalive.default > proxy.UPSTREAM_IDLE_SECONDS
     assert_accepted(text, tmp_path / "nginx.conf", proxy.NGINX, "-t", "-e", "stderr", "-c")
 
 

@@ -8,11 +8,11 @@ import io
 import json
 
 from loadstage.api.load import parse_experiment
-from loadstage.engine.argv import locust_master_command
+from loadstage.api.status import Candidate, Cost, Margin, RunStatus
 from loadstage.engine.recommend import per_core_margin, ranked, warmup_note
+from loadstage.launch.argv import locust_master_command
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_status
-from loadstage.api.status import Candidate, Cost, Margin, RunStatus
 from support.played import SLO_MS, KneeBackend, RateBackend, run, stages_run
 
 USERS = 60   # p99_at(60, knee) <= 30 ms for a knee from 41.6 up

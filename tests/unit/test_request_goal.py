@@ -1,12 +1,14 @@
 """ab-style stages: the request goal's shares, the gate every request passes, the master's options, and
 the schema's rules."""
 
+import itertools
+
 import pytest
 from locust.exception import StopUser
 
 from loadstage.api.load import ValidationError, parse_experiment
 from loadstage.api.types import REQUESTS_TIME_LIMIT
-from loadstage.engine import argv as commands
+from loadstage.launch import argv as commands
 from loadstage.locust.request_gate import RequestGate, install, share
 from support.documents import BASE
 
@@ -72,10 +74,10 @@ def test_a_stage_of_requests_gets_its_options_and_a_time_limit():
     e = experiment(injectors={"waitTime": {"min": "0s", "max": "0s"}, "keepAlive": False},
                    stages=[{"injectors": 2, "requests": 1001}, {"injectors": 1, "requests": 50, "duration": "20s"},
                            {"injectors": 1, "duration": "30s"}])
-    first, second, timed = e.spec.stages
+    first, second, _timed = e.spec.stages
     assert (first.requests, first.duration) == (1001, REQUESTS_TIME_LIMIT) and second.duration == 20
     argv = commands.locust_master_command(e, first, host="h", summary_file="s", artifact_file="a", target_metrics=[])
-    opts = dict(zip(argv, argv[1:]))
+    opts = dict(itertools.pairwise(argv))
     assert (opts["--stage-requests"], opts["--stage-seconds"], opts["--keep-alive"]) == ("1001", "600", "0")
     assert opts["--injector-bound-percent"] == "75"
     plain = experiment(stages=[{"injectors": 1, "duration": "30s"}])

@@ -159,7 +159,7 @@ def test_what_hypothesis_found_is_refused_or_read_without_a_traceback():
     from loadstage.results.differences import difference
     with pytest.raises(ShapeError, match="must be a list, got None"):
         ARTIFACT_ENTRIES.read([{"variant": 1, "stages": None}], "artifacts")
-    with pytest.raises(ShapeError, match="must be above 0 and below 1, got 1.5"):
+    with pytest.raises(ShapeError, match=r"must be above 0 and below 1, got 1\.5"):
         INTERVALS.read({"confidence": 1.5, "method": "bootstrap"}, "intervals")
     wide = {"p99": [1e-300, 1e300], "confidence": 0.95}
     found = difference("p99", 10.0, wide, 10.0, wide)

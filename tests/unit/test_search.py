@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadstage.api.load import parse_experiment
+from loadstage.api.status import Latency, RunStatus, StageResult, TargetFigures, TargetPodHealth, Verdict
 from loadstage.api.types import Search, Slo
 from loadstage.engine.search import load_of, outcome, progress
 from loadstage.locust.recorder import StageRecorder
 from loadstage.reports import compare
 from loadstage.results import histograms, intervals
-from loadstage.api.status import Latency, RunStatus, StageResult, TargetFigures, TargetPodHealth, Verdict
 from loadstage.results.sequential import Looks
 from loadstage.results.thresholds import slo_verdict
 from support.played import SECONDS, SLO_MS, KneeBackend, run, stages_run

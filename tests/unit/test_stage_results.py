@@ -2,6 +2,7 @@
 
 import copy
 import dataclasses
+import itertools
 import math
 import random
 
@@ -9,15 +10,15 @@ import pytest
 from locust.stats import RequestStats
 
 from loadstage.api.load import parse_experiment
-from loadstage.engine import argv as commands
+from loadstage.api.status import RunStatus, StageResult, TargetPodHealth, VariantRecord
 from loadstage.engine.steps import Step
+from loadstage.launch import argv as commands
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_capacity, render_report, render_status, render_table
-from loadstage.results.measurement import StageMeasurement
-from loadstage.api.status import RunStatus, StageResult, TargetPodHealth, VariantRecord
 from loadstage.results.artifact import Artifact
+from loadstage.results.measurement import StageMeasurement
 from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
 from loadstage.results.thresholds import capacity, verdict
 from support.documents import BASE
@@ -138,7 +139,7 @@ def test_master_and_worker_command_lines():
     argv = commands.locust_master_command(e, e.spec.stages[0], host="http://runner:8000",
                                           summary_file="/dev/termination-log", artifact_file="-",
                                           target_metrics=["http://a:1/metrics", "http://b:2/metrics"])
-    opts = dict(zip(argv, argv[1:]))
+    opts = dict(itertools.pairwise(argv))
     assert argv[0] == "locust" and "--master" in argv and "--headless" in argv
     assert opts["-f"] == "injectors/loadstage_results.py,injectors/respondent.py"
     assert (opts["--expect-workers"], opts["--users"], opts["--spawn-rate"]) == ("10", "2000", "500")
@@ -159,7 +160,7 @@ def test_master_and_worker_command_lines():
     opened = experiment(injectors={"maxUsersPerInjector": 40}, stages=[{"arrivalRate": 1200, "duration": "30s"}])
     open_argv = commands.locust_master_command(opened, opened.spec.stages[0], host="h", summary_file="s",
                                                artifact_file="a", target_metrics=[])
-    open_opts = dict(zip(open_argv, open_argv[1:]))
+    open_opts = dict(itertools.pairwise(open_argv))
     # 3 injectors (1200 / 500 a second each at most), each with a pool of 40 users, all started at once
     assert (open_opts["--arrival-rate"], open_opts["--expect-workers"]) == ("1200", "3")
     assert (open_opts["--users"], open_opts["--spawn-rate"]) == ("120", "120")

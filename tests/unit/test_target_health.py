@@ -70,7 +70,7 @@ class Watch:
         return {p["metadata"]["name"]: p for p in self.pods}
 
     async def until(self, experiment, labels, check, _stopped):
-        while check(self.snapshot(experiment, labels)) is None:
+        while check(self.snapshot(experiment, labels)) is None:   # noqa: ASYNC110 (each turn of the loop is a change)
             await asyncio.sleep(0)
 
 

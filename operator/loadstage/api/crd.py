@@ -106,4 +106,5 @@ def json_schema(openapi: Any) -> Any:
 
 def experiment_resources_values_schema() -> dict[str, Any]:
     """The chart value experimentResources, from the same schema the operator parses it with."""
-    return json_schema(POD_RESOURCES.openapi())
+    schema: dict[str, Any] = json_schema(POD_RESOURCES.openapi())
+    return schema

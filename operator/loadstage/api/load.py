@@ -131,7 +131,7 @@ def _command_problems(command: list[str]) -> list[tuple[str, str]]:
     return problems
 
 
-def _tolerant_metadata(raw: Any) -> dict:
+def _tolerant_metadata(raw: Any) -> Any:
     # Kubernetes adds many fields to metadata; the model reads only name and namespace.
     if isinstance(raw, dict):
         return {k: raw[k] for k in ("name", "namespace") if k in raw}
@@ -158,6 +158,7 @@ def parse_experiment(doc: Any) -> Experiment:
     metadata = METADATA.parse(_tolerant_metadata(doc.get("metadata")), "metadata", problems)
     spec = SPEC.parse(doc.get("spec"), "spec", problems) if "spec" in doc else None
     problems.raise_if_any()
+    assert isinstance(spec, Spec)   # no problem: it parsed
     for path, message in server_problems(spec):
         problems.add(path, message)
     problems.raise_if_any()
@@ -188,6 +189,6 @@ def parse_pod_resources(raw: Any, path: str = "experimentResources") -> PodResou
         except yaml.YAMLError as e:
             raise ValidationError([(path, f"is not JSON or YAML: {e}")]) from None
     problems = Problems()
-    resources = POD_RESOURCES.parse(raw, path, problems)
+    resources: PodResources = POD_RESOURCES.parse(raw, path, problems)
     problems.raise_if_any()
     return resources

@@ -4,8 +4,10 @@ appear in the schema."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any, ClassVar
 
-from loadstage.api.schema import MISSING, Node, show
+from loadstage.api.schema import MISSING, Node, Problems, show
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 DURATION_PATTERN = r"(\d+(\.\d+)?(ms|s|m|h))+"
@@ -31,11 +33,12 @@ def format_duration(seconds: float) -> str:
 class Duration(Node):
     """A Go-style duration string; parses to seconds (float)."""
 
-    def __init__(self, description, *, minimum=None, maximum=None, default=MISSING):
+    def __init__(self, description: str, *, minimum: str | None = None, maximum: str | None = None,
+                 default: Any = MISSING) -> None:
         self.description, self.default = description, default
         self.minimum, self.maximum = minimum, maximum
 
-    def parse(self, value, path, problems):
+    def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if not isinstance(value, str) or not re.fullmatch(DURATION_PATTERN, value):
             problems.add(path, f"must be a duration such as 90s, 20m or 1h30m, got {show(value)}")
             return None
@@ -46,8 +49,8 @@ class Duration(Node):
             problems.add(path, f"must be at most {self.maximum}, got {value}")
         return seconds
 
-    def openapi(self):
-        schema = {"type": "string", "pattern": f"^{DURATION_PATTERN}$", "maxLength": 20}
+    def openapi(self) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "string", "pattern": f"^{DURATION_PATTERN}$", "maxLength": 20}
         rules = ([{"rule": f"duration(self) >= duration('{self.minimum}')",
                    "message": f"must be at least {self.minimum}"}] if self.minimum else []) + \
                 ([{"rule": f"duration(self) <= duration('{self.maximum}')",
@@ -63,10 +66,10 @@ PERCENT_PATTERN = r"(100(\.0+)?|\d{1,2}(\.\d+)?)%"
 class Percent(Node):
     """'1%' or '0.5%'; parses to a fraction (0.01)."""
 
-    def __init__(self, description, *, default=MISSING):
+    def __init__(self, description: str, *, default: Any = MISSING) -> None:
         self.description, self.default = description, default
 
-    def parse(self, value, path, problems):
+    def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if not isinstance(value, str) or not re.fullmatch(PERCENT_PATTERN, value):
             problems.add(path, f"must be a percentage such as '1%' or '0.5%', got {show(value)}")
             return None
@@ -75,7 +78,7 @@ class Percent(Node):
             problems.add(path, f"must be at most 100%, got {value}")
         return fraction
 
-    def openapi(self):
+    def openapi(self) -> dict[str, Any]:
         return self._with_meta({"type": "string", "pattern": f"^{PERCENT_PATTERN}$", "maxLength": 10})
 
 
@@ -97,7 +100,9 @@ def memory_bytes(text: str) -> int:
     match = re.fullmatch(MEMORY_PATTERN, text)
     if not match:
         raise ValueError(f"not a memory quantity: {text!r}")
-    number, unit = re.fullmatch(r"([\d.]+)(\D*)", text).groups()
+    found = re.fullmatch(r"([\d.]+)(\D*)", text)
+    assert found is not None, text   # a quantity the schema's pattern let through
+    number, unit = found.groups()
     return int(float(number) * _MEMORY_UNITS[unit])
 
 
@@ -105,14 +110,15 @@ class Quantity(Node):
     """A Kubernetes quantity of CPU ('500m', 2) or memory ('512Mi'), written as a string or a number;
     parses to its string form, as a pod spec takes it."""
 
-    KINDS = {"cpu": (CPU_PATTERN, cpu_cores, "a CPU quantity such as 500m or 2"),
+    KINDS: ClassVar[dict[str, tuple[str, Callable[[str], float], str]]] = {
+             "cpu": (CPU_PATTERN, cpu_cores, "a CPU quantity such as 500m or 2"),
              "memory": (MEMORY_PATTERN, memory_bytes, "a memory quantity such as 512Mi or 1Gi")}
 
-    def __init__(self, description, kind: str, *, minimum: str, maximum: str):
-        self.description, self.kind, self.minimum, self.maximum = description, kind, minimum, maximum
+    def __init__(self, description: str, kind: str, *, minimum: str, maximum: str) -> None:
+        self.description, self.quantity, self.minimum, self.maximum = description, kind, minimum, maximum
 
-    def parse(self, value, path, problems):
-        pattern, amount, hint = self.KINDS[self.kind]
+    def parse(self, value: Any, path: str, problems: Problems) -> Any:
+        pattern, amount, hint = self.KINDS[self.quantity]
         text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
         if not isinstance(text, str) or not re.fullmatch(pattern, text):
             quote = " (write a fraction as a string, e.g. '0.5')" if isinstance(value, float) else ""
@@ -124,8 +130,8 @@ class Quantity(Node):
             problems.add(path, f"must be at most {self.maximum}, got {text}")
         return text
 
-    def openapi(self):
-        pattern = self.KINDS[self.kind][0]
+    def openapi(self) -> dict[str, Any]:
+        pattern = self.KINDS[self.quantity][0]
         return self._with_meta({
             "anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True,
             "pattern": f"^{pattern}$", "maxLength": 20,

@@ -15,14 +15,14 @@ import keyword
 import re
 import types
 import typing
-from collections.abc import Mapping
-from typing import Any, Callable, ClassVar, Self
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Self
 
 MISSING: Any = object()
 
 
 class ValidationError(Exception):
-    def __init__(self, problems: list[tuple[str, str]]):
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
         self.problems = problems
         super().__init__("\n".join(f"{path}: {msg}" for path, msg in problems))
 
@@ -30,7 +30,7 @@ class ValidationError(Exception):
 class ShapeError(ValueError):
     """A document loadstage wrote (a status, a result file, an artifact) that does not have its declared shape."""
 
-    def __init__(self, path: str, message: str):
+    def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}")
         self.path, self.message = path, message
 
@@ -38,6 +38,10 @@ class ShapeError(ValueError):
 def shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:39] + "…"
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def show(value: Any) -> str:
@@ -53,7 +57,7 @@ def show(value: Any) -> str:
 
 
 class Problems:
-    def __init__(self):
+    def __init__(self) -> None:
         self.items: list[tuple[str, str]] = []
 
     def add(self, path: str, message: str) -> None:
@@ -73,7 +77,7 @@ class Node:
     def parse(self, value: Any, path: str, problems: Problems) -> Any:
         raise NotImplementedError
 
-    def openapi(self) -> dict:
+    def openapi(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def fits(self, value: Any) -> bool:
@@ -85,7 +89,7 @@ class Node:
         if value is None and self.nullable:
             return None
         if value is None or not self.fits(value):
-            raise ShapeError(path, f"must be {self.kind()}, got {shown(value)}")
+            raise ShapeError(path, f"must be {self.expected()}, got {shown(value)}")
         return self.check(value, path)
 
     def check(self, value: Any, path: str) -> Any:
@@ -95,10 +99,10 @@ class Node:
         """The typed `value` as JSON; raises ShapeError where it is not of its declared kind."""
         return self.read(value, path)
 
-    def kind(self) -> str:
+    def expected(self) -> str:
         return self.noun + (" or null" if self.nullable else "")
 
-    def _with_meta(self, schema: dict) -> dict:
+    def _with_meta(self, schema: dict[str, Any]) -> dict[str, Any]:
         if self.description:
             schema["description"] = self.description
         if self.default is not MISSING and self.default is not None:
@@ -111,14 +115,15 @@ class Node:
 class Int(Node):
     noun = "an integer"
 
-    def __init__(self, description, *, minimum=None, maximum=None, default=MISSING, nullable=False):
+    def __init__(self, description: str, *, minimum: int | None = None, maximum: int | None = None,
+                 default: Any = MISSING, nullable: bool = False) -> None:
         self.description, self.minimum, self.maximum, self.default = description, minimum, maximum, default
         self.nullable = nullable
 
-    def fits(self, value):
+    def fits(self, value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
 
-    def parse(self, value, path, problems):
+    def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             problems.add(path, f"must be an integer, got {show(value)}")
             return None
@@ -128,8 +133,8 @@ class Int(Node):
             problems.add(path, f"must be <= {self.maximum}, got {value}")
         return value
 
-    def openapi(self):
-        s = {"type": "integer"}
+    def openapi(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"type": "integer"}
         if self.minimum is not None:
             s["minimum"] = self.minimum
         if self.maximum is not None:
@@ -141,26 +146,27 @@ class Num(Node):
     """A number; `above` and `below` are exclusive bounds."""
     noun = "a number"
 
-    def __init__(self, description, *, above=None, below=None, nullable=False):
+    def __init__(self, description: str, *, above: float | None = None, below: float | None = None,
+                 nullable: bool = False) -> None:
         self.description, self.above, self.below, self.nullable = description, above, below, nullable
 
-    def fits(self, value):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    def fits(self, value: Any) -> bool:
+        return is_number(value)
 
-    def check(self, value, path):
+    def check(self, value: Any, path: str) -> Any:
         if (self.above is not None and value <= self.above) or (self.below is not None and value >= self.below):
             bounds = [f"above {self.above}" if self.above is not None else "",
                       f"below {self.below}" if self.below is not None else ""]
             raise ShapeError(path, f"must be {' and '.join(b for b in bounds if b)}, got {value}")
         return value
 
-    def parse(self, value, path, problems):
+    def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if value is not None and not self.fits(value):
             problems.add(path, f"must be a number, got {show(value)}")
         return value
 
-    def openapi(self):
-        s: dict = {"type": "number"}
+    def openapi(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"type": "number"}
         if self.above is not None:
             s.update(minimum=self.above, exclusiveMinimum=True)
         if self.below is not None:
@@ -172,21 +178,21 @@ class Pair(Node):
     """[low, high]: two numbers, read as a tuple."""
     noun = "a list of 2 numbers"
 
-    def __init__(self, description, *, nullable=False):
+    def __init__(self, description: str, *, nullable: bool = False) -> None:
         self.description, self.nullable = description, nullable
 
-    def fits(self, value):
-        return isinstance(value, (list, tuple)) and len(value) == 2 and all(Num.fits(self, v) for v in value)
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, (list, tuple)) and len(value) == 2 and all(is_number(v) for v in value)
 
-    def read(self, value, path):
+    def read(self, value: Any, path: str) -> Any:
         found = super().read(value, path)
         return None if found is None else (found[0], found[1])
 
-    def dump(self, value, path):
+    def dump(self, value: Any, path: str) -> Any:
         found = super().read(value, path)
         return None if found is None else [found[0], found[1]]
 
-    def openapi(self):
+    def openapi(self) -> dict[str, Any]:
         return self._with_meta({"type": "array", "items": {"type": "number", "description": "A bound."},
                                 "minItems": 2, "maxItems": 2})
 
@@ -194,48 +200,49 @@ class Pair(Node):
 class Json(Node):
     """Any JSON value: only for documents that never reach the API server (an artifact's rows)."""
 
-    def __init__(self, description, *, nullable=True):
+    def __init__(self, description: str, *, nullable: bool = True) -> None:
         self.description, self.nullable = description, nullable
 
-    def openapi(self):
+    def openapi(self) -> dict[str, Any]:
         return self._with_meta({"x-kubernetes-preserve-unknown-fields": True})
 
 
 class Bool(Node):
     noun = "true or false"
 
-    def __init__(self, description, *, default=MISSING, nullable=False):
+    def __init__(self, description: str, *, default: Any = MISSING, nullable: bool = False) -> None:
         self.description, self.default, self.nullable = description, default, nullable
 
-    def fits(self, value):
+    def fits(self, value: Any) -> bool:
         return isinstance(value, bool)
 
-    def parse(self, value, path, problems):
+    def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if not isinstance(value, bool):
             problems.add(path, f"must be true or false, got {show(value)}")
         return value
 
-    def openapi(self):
+    def openapi(self) -> dict[str, Any]:
         return self._with_meta({"type": "boolean"})
 
 
 class Str(Node):
     noun = "a string"
 
-    def __init__(self, description, *, enum=None, pattern=None, pattern_hint=None,
-                 max_length=None, default=MISSING, nullable=False, format=None):
+    def __init__(self, description: str, *, enum: Sequence[str] | None = None, pattern: str | None = None,
+                 pattern_hint: str | None = None, max_length: int | None = None, default: Any = MISSING,
+                 nullable: bool = False, format: str | None = None) -> None:
         self.description, self.enum, self.pattern, self.default = description, enum, pattern, default
         self.pattern_hint, self.max_length, self.nullable, self.format = pattern_hint, max_length, nullable, format
 
-    def fits(self, value):
+    def fits(self, value: Any) -> bool:
         return isinstance(value, str)
 
-    def check(self, value, path):
+    def check(self, value: Any, path: str) -> Any:
         if self.enum is not None and value not in self.enum:
             raise ShapeError(path, f"must be one of {', '.join(self.enum)}, got {value!r}")
         return value
 
-    def parse(self, value, path, problems):
+    def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if not isinstance(value, str):
             problems.add(path, f"must be a string, got {show(value)}")
             return None
@@ -247,8 +254,8 @@ class Str(Node):
             problems.add(path, f"must be at most {self.max_length} characters, got {len(value)}")
         return value
 
-    def openapi(self):
-        s: dict = {"type": "string"}
+    def openapi(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"type": "string"}
         if self.enum is not None:
             s["enum"] = list(self.enum)
         if self.pattern is not None:
@@ -263,28 +270,29 @@ class Str(Node):
 class ListOf(Node):
     noun = "a list"
 
-    def __init__(self, description, item: Node, *, min_items=None, max_items=None,
-                 unique=False, default=MISSING, nullable=False, map_keys=None):
+    def __init__(self, description: str, item: Node, *, min_items: int | None = None, max_items: int | None = None,
+                 unique: bool = False, default: Any = MISSING, nullable: bool = False,
+                 map_keys: Sequence[str] | None = None) -> None:
         """`map_keys`: its items are objects identified by these keys (a list-type map, as conditions are)."""
         self.description, self.item, self.default = description, item, default
         self.min_items, self.max_items, self.unique = min_items, max_items, unique
         self.nullable, self.map_keys = nullable, map_keys
 
-    def fits(self, value):
+    def fits(self, value: Any) -> bool:
         return isinstance(value, (list, tuple))
 
-    def read(self, value, path):
+    def read(self, value: Any, path: str) -> Any:
         if isinstance(value, Mapping):
             raise ShapeError(path, "must be a list, got a mapping")
         found = super().read(value, path)
         return None if found is None else [self.item.read(v, f"{path}[{i}]") for i, v in enumerate(found)]
 
-    def dump(self, value, path):
+    def dump(self, value: Any, path: str) -> Any:
         if value is None or not self.fits(value):
             return super().read(value, path)
         return [self.item.dump(v, f"{path}[{i}]") for i, v in enumerate(value)]
 
-    def parse(self, value, path, problems):
+    def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if not isinstance(value, list):
             problems.add(path, f"must be a list, got {show(value)}")
             return None
@@ -302,8 +310,8 @@ class ListOf(Node):
                     seen.add(v)
         return items
 
-    def openapi(self):
-        s = {"type": "array", "items": self.item.openapi()}
+    def openapi(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"type": "array", "items": self.item.openapi()}
         if self.min_items is not None:
             s["minItems"] = self.min_items
         if self.max_items is not None:
@@ -318,26 +326,26 @@ class ListOf(Node):
 class MapOf(Node):
     noun = "a mapping"
 
-    def __init__(self, description, value: Node, *, key_pattern=None, key_hint=None, keys_in_cel=True,
-                 default=MISSING, nullable=False):
+    def __init__(self, description: str, value: Node, *, key_pattern: str | None = None, key_hint: str | None = None,
+                 keys_in_cel: bool = True, default: Any = MISSING, nullable: bool = False) -> None:
         """`keys_in_cel`: the API server checks the keys too (a CEL rule, which its cost budget may not take)."""
         self.description, self.value, self.default = description, value, default
         self.key_pattern, self.key_hint, self.keys_in_cel = key_pattern, key_hint, keys_in_cel
         self.nullable = nullable
 
-    def fits(self, value):
+    def fits(self, value: Any) -> bool:
         return isinstance(value, Mapping)
 
-    def read(self, value, path):
+    def read(self, value: Any, path: str) -> Any:
         found = super().read(value, path)
         return None if found is None else {k: self.value.read(v, key_path(path, k)) for k, v in found.items()}
 
-    def dump(self, value, path):
+    def dump(self, value: Any, path: str) -> Any:
         if value is None or not self.fits(value):
             return super().read(value, path)
         return {k: self.value.dump(v, key_path(path, k)) for k, v in value.items()}
 
-    def parse(self, value, path, problems):
+    def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if not isinstance(value, dict):
             problems.add(path, f"must be a mapping, got {show(value)}")
             return None
@@ -349,8 +357,8 @@ class MapOf(Node):
             out[k] = self.value.parse(v, key_path(path, k), problems)
         return out
 
-    def openapi(self):
-        schema = {"type": "object", "additionalProperties": self.value.openapi()}
+    def openapi(self) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "object", "additionalProperties": self.value.openapi()}
         if self.key_pattern and self.keys_in_cel:
             schema["x-kubernetes-validations"] = [{
                 "rule": "self.all(k, k.matches('^(?:" + self.key_pattern.replace('\\', '\\\\') + ")$'))",
@@ -412,8 +420,9 @@ class Obj(Node):
     fields, and an absent key stays absent); `on_read(value, raw)` may check or complete what was read."""
     noun = "a mapping"
 
-    def __init__(self, cls, description, fields: dict[str, Node | Field], *, required=(), rules=(),
-                 default=MISSING, nullable=False, on_read: Callable[[Any, Mapping], Any] | None = None):
+    def __init__(self, cls: Any, description: str, fields: Mapping[str, Node | Field], *,
+                 required: Iterable[str] = (), rules: Iterable[Rule] = (), default: Any = MISSING,
+                 nullable: bool = False, on_read: Callable[[Any, Mapping[str, Any]], Any] | None = None) -> None:
         self.cls, self.description = cls, description
         self.fields = {k: f.node if isinstance(f, Field) else f for k, f in fields.items()}
         self.wire = {k: f if isinstance(f, Field) else Field(f) for k, f in fields.items()}
@@ -427,10 +436,10 @@ class Obj(Node):
     def attr(self, key: str) -> str:
         return self.wire[key].attr or _attr(key)
 
-    def fits(self, value):
+    def fits(self, value: Any) -> bool:
         return isinstance(value, Mapping)
 
-    def parse(self, value, path, problems):
+    def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if value is None:
             value = {}
         if not isinstance(value, dict):
@@ -461,8 +470,8 @@ class Obj(Node):
                     problems.add(key_path(path, rule.field) if rule.field else path, rule.message)
         return obj
 
-    def openapi(self):
-        s: dict = {"type": "object", "properties": {k: _described(v.openapi(), self.wire[k].description)
+    def openapi(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"type": "object", "properties": {k: _described(v.openapi(), self.wire[k].description)
                                                     for k, v in self.fields.items()}}
         if self.required:
             s["required"] = sorted(self.required)
@@ -474,7 +483,7 @@ class Obj(Node):
             ]
         return self._with_meta(s)
 
-    def read(self, value, path):
+    def read(self, value: Any, path: str) -> Any:
         found = super().read(value, path)
         if found is None:
             return None
@@ -497,15 +506,15 @@ class Obj(Node):
                 kwargs[attr] = copy.copy(field.absent) if isinstance(field.absent, (list, dict)) else field.absent
         return self._done(self.cls(**kwargs), found)
 
-    def _done(self, value, raw):
+    def _done(self, value: Any, raw: Mapping[str, Any]) -> Any:
         return value if self.on_read is None else self.on_read(value, raw)
 
-    def dump(self, value, path):
+    def dump(self, value: Any, path: str) -> Any:
         if value is None:
             return super().read(value, path)
         if self.keyed:
             if not isinstance(value, Mapping):
-                raise ShapeError(path, f"must be {self.kind()}, got {shown(value)}")
+                raise ShapeError(path, f"must be {self.expected()}, got {shown(value)}")
             for key in value:
                 if key not in self.fields:
                     raise ShapeError(key_path(path, key), "is not declared")
@@ -522,7 +531,7 @@ class Obj(Node):
     def _tuple_attrs(self) -> set[str]:
         """The attributes of `cls` declared as tuples: a list read into one becomes a tuple."""
         if self._tuples is None:
-            def tuple_typed(hint) -> bool:
+            def tuple_typed(hint: Any) -> bool:
                 if typing.get_origin(hint) in (typing.Union, types.UnionType):
                     return any(tuple_typed(h) for h in typing.get_args(hint))
                 return typing.get_origin(hint) is tuple
@@ -531,7 +540,7 @@ class Obj(Node):
         return self._tuples
 
 
-def _described(schema: dict, description: str | None) -> dict:
+def _described(schema: dict[str, Any], description: str | None) -> dict[str, Any]:
     return schema if description is None else {**schema, "description": description}
 
 

@@ -6,7 +6,7 @@ command lines and the settings rewrite all read these entries; adding a server i
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 LISTEN_BACKLOG = 2048   # gunicorn's default; every server gets it, so none refuses what another would queue
@@ -27,13 +27,19 @@ WSGI, ASGI = "wsgi", "asgi"
 class Launch:
     """What one instance of a server is started with."""
     app: str
-    workers: int
-    threads: int
+    workers: int | str         # a string: a placeholder, in the reference's table
+    threads: int | str
     worker_class: str | None
     binds: tuple[str, ...]       # host:port or unix:PATH; the first shared between instances with reuse_port
     reuse_port: bool = False
     runner_app: bool = False     # the bundled runner app: its own server hooks
     interface: str = WSGI        # the app's, where the server serves more than one
+
+    @property
+    def chosen_class(self) -> str:
+        """The worker class of a server that has classes (the variant's, or the server's default)."""
+        assert self.worker_class is not None, "a server with worker classes is launched with one"
+        return self.worker_class
 
     @property
     def bind(self) -> str:
@@ -110,7 +116,7 @@ class Server:
         return chosen.argument or chosen.name if chosen is not None else worker_class
 
 
-def _each(option: str, values) -> list[str]:
+def _each(option: str, values: Iterable[str]) -> list[str]:
     return [arg for value in values for arg in (option, value)]
 
 
@@ -129,7 +135,7 @@ def _gunicorn(run: Launch) -> list[str]:
     config = ["--config", RUNNER_GUNICORN_CONFIG] if run.runner_app else []
     return ["gunicorn", *config, *_each("--bind", run.binds),
             "--workers", str(run.workers), "--threads", str(run.threads),
-            "--worker-class", run.worker_class, "--no-control-socket",
+            "--worker-class", run.chosen_class, "--no-control-socket",
             *(["--reuse-port"] if run.reuse_port else []), run.app]
 
 
@@ -176,7 +182,7 @@ def _uvicorn(run: Launch) -> list[str]:
 
 
 def _hypercorn(run: Launch) -> list[str]:
-    return ["hypercorn", "--bind", run.bind, "--workers", str(run.workers), "--worker-class", run.worker_class,
+    return ["hypercorn", "--bind", run.bind, "--workers", str(run.workers), "--worker-class", run.chosen_class,
             "--backlog", str(LISTEN_BACKLOG), "--graceful-timeout", "5", run.app]
 
 
@@ -272,7 +278,7 @@ def sync_pool_env(kind_: str, threads: int | None) -> dict[str, str]:
     return {SYNC_THREADS_ENV: str(threads)} if kind_ == ASGI and threads is not None else {}
 
 
-def names(servers, have: Callable[[Server], bool]) -> list[str]:
+def names(servers: Iterable[str], have: Callable[[Server], object]) -> list[str]:
     """Those of `servers` whose entry has it, in order."""
     return [s for s in servers if s in BY_NAME and have(BY_NAME[s])]
 

@@ -3,9 +3,12 @@ OpenAPI schema and CEL rules, and the field reference in docs/."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from loadstage.api import servers as entries
 from loadstage.api.names import NAME_MAX, NAME_PATTERN, NAME_SUBDOMAIN
 from loadstage.api.quantities import Duration, Percent, Quantity, cpu_cores, format_duration, memory_bytes
-from loadstage.api import servers as entries
 from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
 from loadstage.api.servers import (
     ASGI_RUNNER_APP,
@@ -25,29 +28,29 @@ from loadstage.api.types import (
     DEFAULT_COUNTER,
     DEFAULT_MAX_RATE_PER_INJECTOR,
     DEFAULT_MAX_USERS_PER_INJECTOR,
-    DEFAULT_POD_RESOURCES,
     DEFAULT_METRICS_PATH,
+    DEFAULT_POD_RESOURCES,
     DEFAULT_RUNNER_APP,
     DEPLOYMENT_MODES,
-    NO_PROXY,
-    PROXIES,
-    SOCKETS,
+    GOAL_LOADS,
+    GOAL_MAXIMA,
     MAX_ARRIVAL_RATE,
+    MAX_GOAL_VARIANTS,
     MAX_INJECTORS,
     MAX_REPEATS,
     MAX_SEED,
     MAX_STAGE_REQUESTS,
     MAX_STAGE_USERS,
-    REQUESTS_TIME_LIMIT,
-    MAX_GOAL_VARIANTS,
     MAX_VARIANT_STAGES,
     MAX_VARIANTS,
-    GOAL_LOADS,
-    GOAL_MAXIMA,
+    NO_PROXY,
     ON_LOST,
     ORDERS,
     PERCENTILES,
+    PROXIES,
+    REQUESTS_TIME_LIMIT,
     SEARCH_LOADS,
+    SOCKETS,
     STAGE_ENDS,
     ConfigMapKey,
     DeploymentTarget,
@@ -66,11 +69,11 @@ from loadstage.api.types import (
     Proxy,
     Redis,
     ResourceList,
-    Search,
     Resources,
+    Search,
     SecretKey,
-    Spec,
     Slo,
+    Spec,
     Stage,
     StageEnd,
     Target,
@@ -91,8 +94,10 @@ _CEL_USERS_FIT = _CEL_FITS % (_CEL_MAX_USERS, _CEL_MAX_USERS, MAX_INJECTORS)
 _CEL_RATE_FITS = _CEL_FITS % (_CEL_MAX_RATE, _CEL_MAX_RATE, MAX_INJECTORS)
 _CEL_STAGE_FITS = ("(!has({s}.users) || " + _CEL_USERS_FIT.format(load="{s}.users") + ") && (has({s}.injectors) || "
                    "!has({s}.arrivalRate) || " + _CEL_RATE_FITS.format(load="{s}.arrivalRate") + ")")
-_CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1) * (has(self.{m}threads) ? size(self.{m}threads) : 1)"
-                 " * (has(self.{m}pods) ? size(self.{m}pods) : 1) * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)"
+_CEL_VARIANTS = ("(has(self.{m}workers) ? size(self.{m}workers) : 1)"
+                 " * (has(self.{m}threads) ? size(self.{m}threads) : 1)"
+                 " * (has(self.{m}pods) ? size(self.{m}pods) : 1)"
+                 " * (has(self.{m}workerClass) ? size(self.{m}workerClass) : 1)"
                  " * (has(self.{m}server) ? size(self.{m}server) : 1) * (has(self.{m}cpu) ? size(self.{m}cpu) : 1)"
                  " * (has(self.{m}memory) ? size(self.{m}memory) : 1) * (has(self.{m}proxy) ? size(self.{m}proxy) : 1)"
                  " * (has(self.{m}socket) ? size(self.{m}socket) : 1)")
@@ -126,7 +131,7 @@ def _among(names: list[str], one: str, many: str) -> str:
 
 def _server_rules() -> list[Rule]:
     """The API server's side of load.server_problems(), from the same entries (api.servers)."""
-    def having(have) -> list[str]:
+    def having(have: Callable[[entries.Server], object]) -> list[str]:
         return names(SERVERS, have)
     classed, fastcgi = list(SERVER_WORKER_CLASSES), having(lambda e: e.protocol == "fastcgi")
     one_process, one_thread = having(lambda e: not e.workers), having(lambda e: not e.threads)
@@ -214,9 +219,9 @@ _memory = Quantity("Memory, e.g. 512Mi or 1Gi.", "memory", **MEMORY_RANGE)
 
 
 def _not_above(resources: Resources) -> bool:
-    r, l = resources.requests, resources.limits
-    return (not (r.cpu and l.cpu) or cpu_cores(r.cpu) <= cpu_cores(l.cpu)) and \
-        (not (r.memory and l.memory) or memory_bytes(r.memory) <= memory_bytes(l.memory))
+    asked, most = resources.requests, resources.limits
+    return (not (asked.cpu and most.cpu) or cpu_cores(asked.cpu) <= cpu_cores(most.cpu)) and \
+        (not (asked.memory and most.memory) or memory_bytes(asked.memory) <= memory_bytes(most.memory))
 
 
 _CEL_NOT_ABOVE = " && ".join(
@@ -225,7 +230,7 @@ _CEL_NOT_ABOVE = " && ".join(
     for r in ("cpu", "memory"))
 
 
-def resources(what: str, *, cpu_limit_minimum: str | None = None, default=None) -> Obj:
+def resources(what: str, *, cpu_limit_minimum: str | None = None, default: Any = None) -> Obj:
     """Requests and limits of one kind of pod; unset ones come from the operator's defaults."""
     limit_cpu = _cpu if cpu_limit_minimum is None else Quantity(
         f"CPU, at least {cpu_limit_minimum}: {what} is one Locust process, whose CPU-bound check is of a whole "
@@ -314,7 +319,8 @@ TARGET = Obj(Target, "The system under test: a WSGI or ASGI app, served by the s
                                         "container the way the server reads them; what is not set stays as it is.", {
         "name": Str("Name of the Deployment, in the experiment's namespace.", pattern=NAME_SUBDOMAIN,
                     pattern_hint="a Kubernetes object name", max_length=253),
-        "container": Str("The container that runs the server; defaults to the first.", pattern=r"[a-z0-9]([-a-z0-9]*[a-z0-9])?",
+        "container": Str("The container that runs the server; defaults to the first.",
+                         pattern=r"[a-z0-9]([-a-z0-9]*[a-z0-9])?",
                          pattern_hint="a container name", max_length=63),
         "mode": Str("Copy: each variant runs in a Deployment of its own, made from this one's pod template (the "
                     "original is never written). InPlace: this Deployment is patched (replicas, server settings, "
@@ -377,7 +383,7 @@ LOCUSTFILE = Obj(Locustfile, "A locustfile of your own instead of the built-in s
         "name": Str("ConfigMap name."),
         "key": Str("Key in the ConfigMap.", default="locustfile.py"),
     }, required=["name"]),
-}, rules=[Rule(lambda l: (l.path is None) != (l.config_map is None), "set exactly one of path or configMap",
+}, rules=[Rule(lambda f: (f.path is None) != (f.config_map is None), "set exactly one of path or configMap",
                cel="has(self.path) != has(self.configMap)")])
 
 INJECTORS = Obj(Injectors, "The Locust injectors: one Locust worker process per injector.", {
@@ -688,7 +694,8 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          *((s.matrix.workers, s.matrix.threads, s.matrix.worker_class) if s.matrix else ())]),
          "spec.target.server must say which server the Deployment's container runs, for loadstage to set its "
          "workers, threads or worker class the way that server reads them",
-         cel="!has(self.target) || !has(self.target.deployment) || has(self.target.server) || !(has(self.target.workers) "
+         cel="!has(self.target) || !has(self.target.deployment) || has(self.target.server) || "
+             "!(has(self.target.workers) "
              "|| has(self.target.threads) || has(self.target.workerClass) || (has(self.matrix) && "
              "(has(self.matrix.workers) || has(self.matrix.threads) || has(self.matrix.workerClass))))"),
     Rule(lambda s: s.target.deployment is None or not s.redis.deployed,
@@ -737,7 +744,8 @@ POD_RESOURCES = Obj(PodResources, "The resources of each kind of pod an experime
 })
 
 METADATA = Obj(Metadata, "", {
-    "name": Str("", pattern=NAME_PATTERN, pattern_hint="a lowercase DNS label starting with a letter", max_length=NAME_MAX),
+    "name": Str("", pattern=NAME_PATTERN, pattern_hint="a lowercase DNS label starting with a letter",
+                max_length=NAME_MAX),
     "namespace": Str(""),
 }, required=["name"])
 

@@ -8,10 +8,14 @@ import copy
 import itertools
 import math
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadstage.api.quantities import format_duration
+
+if TYPE_CHECKING:
+    from loadstage.api.status.pick import Settings
 from loadstage.api.servers import BY_NAME, CUSTOM_SERVER, DEFAULT_SERVER
 
 PROXIES = ("nginx", "httpd")
@@ -213,6 +217,12 @@ class Target:
     interface: str | None = None   # None: wsgi where the server serves several (granian)
 
     @property
+    def existing(self) -> DeploymentTarget:
+        """The Deployment of a target that is one (spec.target.deployment)."""
+        assert self.deployment is not None, "a target of its own has no Deployment"
+        return self.deployment
+
+    @property
     def runner_app(self) -> bool:
         """The bundled runner app: it serves /readyz, /healthz and /metrics, and needs Redis."""
         return self.app == DEFAULT_RUNNER_APP and self.deployment is None
@@ -222,7 +232,7 @@ class Target:
         rest of spec.target.proxy."""
         if variant.proxy is None:
             return None
-        return replace(self.proxy or Proxy(variant.proxy), server=variant.proxy, socket=variant.socket)
+        return replace(self.proxy or Proxy(variant.proxy), server=variant.proxy, socket=variant.socket or "tcp")
 
     def readiness(self) -> Probe:
         """The spec's readiness probe; else the runner app's /readyz, or for any other app its port open."""
@@ -248,7 +258,8 @@ class KeyRef:
     key: str
 
 
-SecretKey = ConfigMapKey = KeyRef
+SecretKey = KeyRef
+ConfigMapKey = KeyRef
 
 
 @dataclass(frozen=True)
@@ -306,11 +317,11 @@ class Injectors:
         injectors); else usersPerInjector on each."""
         if stage.users is not None:
             return stage.users
-        return stage.injectors * (self.max_users_per_injector if stage.arrival_rate else self.users_per_injector)
+        return stage.count * (self.max_users_per_injector if stage.arrival_rate else self.users_per_injector)
 
     def spawn_rate_for(self, stage: Stage) -> float:
         """An arrival rate's pool starts at once: the first arrival finds it whole."""
-        return float(self.users_for(stage)) if stage.arrival_rate else stage.injectors * self.spawn_rate
+        return float(self.users_for(stage)) if stage.arrival_rate else stage.count * self.spawn_rate
 
 
 @dataclass(frozen=True)
@@ -321,6 +332,12 @@ class Stage:
     requests: int | None = None   # ends once this many requests in all have completed (ab -n)
     arrival_rate: int | None = None   # an open model: tasks started a second, across its injectors
     decided_after: float | None = None   # a rerun of an undecided stage: decided no sooner (stageEnd.min aside)
+
+    @property
+    def count(self) -> int:
+        """Its injectors, once resolved (resolve_stages)."""
+        assert self.injectors is not None, "a stage's injectors are resolved when it is parsed"
+        return self.injectors
 
 
 @dataclass(frozen=True)
@@ -373,8 +390,15 @@ class Search:
     resolution: float    # a fraction
     duration: float | None   # each stage's (stageEnd.max's, where given); an undecided one runs again, twice as long
 
+    @property
+    def seconds(self) -> float:
+        """Each stage's duration, once resolved (resolve_stages)."""
+        assert self.duration is not None, "a search's duration is resolved when it is parsed"
+        return self.duration
+
     def stage(self, load: int, duration: float | None = None) -> Stage:
-        return load_stage(self.load, load, duration or self.duration)
+        """A stage at `load`: for `duration`, else each stage's (0 before the search's is resolved)."""
+        return load_stage(self.load, load, duration or self.duration or 0.0)
 
     def most_stages(self) -> int:
         """The most stages one variant's search can run: doubling up to `max`, bisecting down to the
@@ -405,10 +429,17 @@ class Goal:
 
     @property
     def amount(self) -> int:
-        return getattr(self, self.load)
+        amount: int = getattr(self, self.unit)
+        return amount
+
+    @property
+    def unit(self) -> str:
+        """The load's unit, for a goal at a load."""
+        assert self.load is not None, "a goal with maximize has no load"
+        return self.load
 
     def stage(self, duration: float) -> Stage:
-        return load_stage(self.load, self.amount, duration)
+        return load_stage(self.unit, self.amount, duration)
 
     def describe(self) -> str:
         """'2,000 req/s', '300 users', '10 injectors', 'the most capacity per core'."""
@@ -485,10 +516,17 @@ class Variant:
     def memory(self) -> str | None:
         return self.resources.limits.memory
 
-    def settings(self) -> dict:
-        return {"server": self.server, "pods": self.pods, "workers": self.workers, "threads": self.threads,
-                "workerClass": self.worker_class, **self.resources.limits.items(),
-                **({"proxy": self.proxy, "socket": self.socket} if self.proxy else {})}
+    def settings(self) -> Settings:
+        settings: Settings = {"server": self.server, "pods": self.pods, "workers": self.workers,
+                              "threads": self.threads, "workerClass": self.worker_class}
+        limits = self.resources.limits
+        if limits.cpu is not None:
+            settings["cpu"] = limits.cpu
+        if limits.memory is not None:
+            settings["memory"] = limits.memory
+        if self.proxy:
+            settings["proxy"], settings["socket"] = self.proxy, self.socket or "tcp"
+        return settings
 
     def label(self) -> str:
         return " ".join([*([f"{self.proxy}/{self.socket}"] if self.proxy else []), self.server, f"pods={self.pods}",
@@ -501,7 +539,7 @@ class Variant:
 class Experiment:
     metadata: Metadata
     spec: Spec
-    source: dict = field(default_factory=dict, compare=False, repr=False)
+    source: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -509,7 +547,7 @@ class Experiment:
 
     def variants(self) -> list[Variant]:
         m, t = self.spec.matrix, self.spec.target
-        axes = {
+        axes: dict[str, Sequence[Any]] = {
             "server": (m and m.server) or [server_of(t)],
             "workers": (m and m.workers) or [t.workers],
             "threads": (m and m.threads) or [t.threads],
@@ -583,9 +621,9 @@ class Experiment:
                     stage["users"] = scaled_stage.users
             if spec.search is not None and spec.search.load == "users":
                 start = max(1, round(spec.search.from_ * users_scale))
-                spec = replace(spec, search=replace(spec.search, from_=start,
-                                                    max=max(start + 1, round(spec.search.max * users_scale))))
-                written["search"].update({"from": spec.search.from_, "max": spec.search.max})
+                scaled = replace(spec.search, from_=start, max=max(start + 1, round(spec.search.max * users_scale)))
+                spec = replace(spec, search=scaled)
+                written["search"].update({"from": scaled.from_, "max": scaled.max})
         return replace(self, spec=spec, source=source)
 
 
@@ -594,7 +632,7 @@ def injectors_of(stage: Stage, injectors: Injectors) -> int:
         return stage.injectors
     if stage.users is not None:
         return math.ceil(stage.users / injectors.max_users_per_injector)
-    return math.ceil(stage.arrival_rate / injectors.max_rate_per_injector)
+    return math.ceil((stage.arrival_rate or 0) / injectors.max_rate_per_injector)
 
 
 def resolve_stage(stage: Stage, injectors: Injectors) -> Stage:

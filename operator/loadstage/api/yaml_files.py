@@ -61,7 +61,7 @@ def load_documents(text: str, source: str) -> list[Any]:
         documents = []
         while loader.check_node():
             node = loader.get_node()
-            if problems := duplicate_keys(node, source):
+            if node is not None and (problems := duplicate_keys(node, source)):
                 raise ValidationError(problems)
             if (document := loader.construct_document(node)) is not None:
                 documents.append(document)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from loadstage.api.quantities import Duration
 from loadstage.api.schema import Node, Problems

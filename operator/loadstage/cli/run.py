@@ -21,12 +21,13 @@ from loadstage.api.load import load_experiment_file
 from loadstage.api.names import API_GROUP, API_VERSION, KIND
 from loadstage.api.quantities import format_duration
 from loadstage.api.schema import ValidationError
+from loadstage.api.status import RunStatus, VariantRecord
 from loadstage.api.types import Experiment
 from loadstage.cli.parser import EXIT_FAILED, EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_THRESHOLDS
+from loadstage.engine import recommend
 from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed
-from loadstage.engine import recommend
 from loadstage.engine.stages import StageEngine, new_status
 from loadstage.engine.steps import plan, starts_block
 from loadstage.local.backend import LocalBackend, Progress
@@ -34,7 +35,6 @@ from loadstage.local.live_metrics import LocalSeries
 from loadstage.local.live_metrics import serve as serve_metrics
 from loadstage.local.target import local_problems
 from loadstage.reports.terminal import progress_line, render_status
-from loadstage.api.status import RunStatus, VariantRecord
 
 
 def _document(experiment: Experiment, status: RunStatus,
@@ -45,7 +45,7 @@ def _document(experiment: Experiment, status: RunStatus,
     runs = sorted({(v, r) for v, r, _ in artifacts})
 
     def last(v: int, r: int) -> int:   # a search's stages are as many as it ran
-        return len(experiment.spec.stages) or max(n for run_v, run_r, n in artifacts if (run_v, run_r) == (v, r))
+        return len(experiment.spec.stages) or max(n or 0 for run_v, run_r, n in artifacts if (run_v, run_r) == (v, r))
     return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND,
             "metadata": {"name": experiment.name}, "spec": experiment.source.get("spec", {}),
             "status": status.to_status(),
@@ -82,7 +82,7 @@ class ProgressPrinter:
     def __call__(self, p: Progress) -> None:
         if self.quiet:
             return
-        left = (self.eta - dt.datetime.now(dt.timezone.utc)).total_seconds() if self.eta else None
+        left = (self.eta - dt.datetime.now(dt.UTC)).total_seconds() if self.eta else None
         line = progress_line(p.step.label(), p.elapsed, p.step.stage, p.snapshot, run_left=left)
         if self.tty:
             self.stream.write("\r\033[K" + line)
@@ -110,16 +110,17 @@ def failed_objective(run: RunStatus, variant: VariantRecord) -> bool:
 
 def _print_search(experiment: Experiment, out) -> None:
     spec, search = experiment.spec, experiment.spec.search
+    assert search is not None
     variants = experiment.variants()
     typical, most = search.most_stages() // 2, search.most_stages()
     warmup = spec.warmup.duration if spec.warmup else 0.0
-    length = format_duration(search.duration) + " a stage"
+    length = format_duration(search.seconds) + " a stage"
     if spec.stage_end.decided:
         length = f"{format_duration(spec.stage_end.min)} to {length}, ending once decided"
     out.write(f"{experiment.name}: {len(variants)} variant(s), a capacity search each: {search.load} from "
               f"{search.from_:,} up to {search.max:,}, to {search.resolution:.0%}, {length}; about {typical} "
               f"stages a variant (at most {most}), {'up to' if spec.stage_end.decided else 'about'} "
-              f"{format_duration(int(len(variants) * (typical * search.duration + warmup)))} of load\n")
+              f"{format_duration(int(len(variants) * (typical * search.seconds + warmup)))} of load\n")
     if spec.goal is not None:
         out.write(f"  then the most capacity per core: every search first to within "
                   f"{recommend.COARSE_RESOLUTION:.0%}, the variants that cannot reach the best's dropped, the rest "
@@ -130,6 +131,7 @@ def _print_search(experiment: Experiment, out) -> None:
 
 def _print_goal(experiment: Experiment, out) -> None:
     spec = experiment.spec
+    assert spec.slo is not None and spec.goal is not None and spec.stage_end.max is not None   # a pick's rules
     order, costs, declared = recommend.cheapest_first(experiment.variants())
     warmup = spec.warmup.duration if spec.warmup else 0.0
     out.write(f"{experiment.name}: {len(order)} variant(s), the cheapest that meets {spec.slo.describe()} at "
@@ -140,7 +142,8 @@ def _print_goal(experiment: Experiment, out) -> None:
               + f"; at most {format_duration(int(len(order) * (spec.stage_end.max + warmup)))} of load, "
                 f"undecided stages aside\n")
     for v in order:
-        out.write(f"  variant {v.index + 1}: {v.label()}" + (f", {costs[v.index].describe()}" if declared else "")
+        cost = costs[v.index]
+        out.write(f"  variant {v.index + 1}: {v.label()}" + (f", {cost.describe()}" if declared and cost else "")
                   + "\n")
     if note := recommend.warmup_note(experiment):
         out.write(f"  note: {note}\n")

@@ -7,6 +7,7 @@ continues after the last finished stage. Kopf's keyword arguments stop here."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -58,7 +59,7 @@ class OperatorConfig:
     listen_address: str = "0.0.0.0"
 
 
-def wait_for_the_api(api: kubernetes.client.ApiClient, namespaces: tuple[str, ...], logger: logging.Logger,
+def wait_for_the_api(api: kubernetes.client.ApiClient, namespaces: tuple[str, ...], logger: kopf.Logger,
                      timeout: float = API_WAIT_SECONDS) -> None:
     """Returns once LoadExperiments can be listed, or after `timeout` (Kopf then reports the error).
     Right after a CRD is installed the API server refuses it for a moment, and Kopf would log each
@@ -100,7 +101,7 @@ def tune(settings: kopf.OperatorSettings) -> None:
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_):
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Logger, **_):
     tune(settings)
     load_config()
     memo.api = api_client()
@@ -139,8 +140,8 @@ def _unfinished(status, **_) -> bool:
 
 @kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="experiment", when=_unfinished,
              cancellation_backoff=15, cancellation_timeout=30, backoff=10)
-async def run_experiment(body: kopf.Body, namespace: str, name: str, stopped: kopf.DaemonStopped,
-                         memo: kopf.Memo, logger: logging.Logger, **_):
+async def run_experiment(body: kopf.Body, namespace: Any, name: str, stopped: kopf.DaemonStopped,
+                         memo: kopf.Memo, logger: kopf.Logger, **_):
     document = copy.deepcopy(dict(body))
     generation = body.metadata.get("generation", 1)
     status = copy.deepcopy(dict(body.status))
@@ -158,7 +159,7 @@ async def run_experiment(body: kopf.Body, namespace: str, name: str, stopped: ko
 
 
 async def run(document: dict[str, Any], stored: dict[str, Any], namespace: str, generation: int, *,
-              stopped, memo: kopf.Memo, logger: logging.Logger, post_event) -> None:
+              stopped, memo: kopf.Memo, logger: kopf.Logger, post_event) -> None:
     config: OperatorConfig = memo.config
     name = document["metadata"]["name"]
     try:
@@ -184,7 +185,7 @@ async def run(document: dict[str, Any], stored: dict[str, Any], namespace: str, 
         return
     if not status.variants:
         status = new_status(experiment, status)
-    owner = {"apiVersion": document["apiVersion"], "kind": document["kind"], "metadata": document["metadata"]}
+    owner: Any = {"apiVersion": document["apiVersion"], "kind": document["kind"], "metadata": document["metadata"]}
     context = ExperimentContext(
         experiment, namespace, memo.api, owner_uid=document["metadata"]["uid"],
         adopt=lambda child: kopf.adopt(child, owner=owner), stopped=stopped,
@@ -197,10 +198,8 @@ async def run(document: dict[str, Any], stored: dict[str, Any], namespace: str, 
     except API_ERRORS as e:
         message = retry_message(e)
         logger.warning(message)
-        try:
+        with contextlib.suppress(*API_ERRORS):
             await write(dataclasses.replace(status, message=message))
-        except API_ERRORS:
-            pass
         raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
     except Cancelled:
         logger.info("stopped: %s", getattr(stopped, "reason", None) or "stop requested")
@@ -222,7 +221,7 @@ async def run(document: dict[str, Any], stored: dict[str, Any], namespace: str, 
     memo.errors.forget((namespace, name))
 
 
-def _in_place(spec) -> str | None:
+def _in_place(spec: Any) -> str | None:
     """The Deployment an InPlace experiment holds, or None."""
     deployment = (spec.get("target") or {}).get("deployment") or {}
     return deployment.get("name") if deployment.get("mode") == "InPlace" else None
@@ -235,12 +234,12 @@ def _restore_due(spec, status, **_) -> bool:
 
 @kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="restore", when=_restore_due, backoff=API_RETRY_SECONDS,
              cancellation_timeout=10)
-def restore_in_place(body: kopf.Body, namespace: str, name: str, spec, memo: kopf.Memo, logger: logging.Logger,
+def restore_in_place(body: kopf.Body, namespace: Any, name: str, spec, memo: kopf.Memo, logger: kopf.Logger,
                      **_):
     """An InPlace target restored once the experiment has ended, however it ended; also after an operator
     restart, from the snapshot on the Deployment, until it succeeds."""
     try:
-        restored = in_place.restore(memo.api, namespace, _in_place(spec), body.metadata.uid)
+        restored = in_place.restore(memo.api, namespace, _in_place(spec) or "", body.metadata.uid)
     except API_ERRORS as e:
         message = f"restoring {_in_place(spec)}: {retry_message(e)}"
         logger.warning(message)
@@ -253,14 +252,14 @@ def restore_in_place(body: kopf.Body, namespace: str, name: str, spec, memo: kop
 
 
 @kopf.on.delete(API_GROUP, API_VERSION, PLURAL, id="restore-on-delete")
-def restore_on_delete(body: kopf.Body, namespace: str, spec, memo: kopf.Memo, logger: logging.Logger, **_):
+def restore_on_delete(body: kopf.Body, namespace: Any, spec: Any, memo: kopf.Memo, logger: kopf.Logger, **_):
     """An experiment deleted while it holds its target InPlace restores it first (Kopf's finalizer waits), once
     its run has stopped: a run still stopping could hold the target again after the restore."""
     if _in_place(spec) is None:
         return
     if (namespace, body.metadata.name) in memo.running:
         raise kopf.TemporaryError("waiting for the run to stop before restoring the target", delay=2)
-    restored = in_place.restore(memo.api, namespace, _in_place(spec), body.metadata.uid)
+    restored = in_place.restore(memo.api, namespace, _in_place(spec) or "", body.metadata.uid)
     if restored:
         logger.info("deleted while holding its target: restored %s", ", ".join(restored))
 
@@ -273,7 +272,7 @@ def _cleanup_due(spec, status, **_) -> bool:
 
 @kopf.daemon(API_GROUP, API_VERSION, PLURAL, id="cleanup", when=_cleanup_due, backoff=API_RETRY_SECONDS,
              cancellation_timeout=10)
-def clean_up(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, logger: logging.Logger, **_):
+def clean_up(body: kopf.Body, namespace: Any, name: str, memo: kopf.Memo, logger: kopf.Logger, **_):
     """The cleanup policy, driven by the phase alone: it runs for every finished experiment whose
     children are not yet deleted, also after an operator restart, until it succeeds."""
     def record(cleanup: Cleanup) -> None:
@@ -284,10 +283,8 @@ def clean_up(body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, logger
         message = f"cleanup: {retry_message(e)}"
         logger.warning(message)
         kopf.event(body, type="Warning", reason="CleanupFailed", message=message)
-        try:
+        with contextlib.suppress(*API_ERRORS):
             record({"done": False, "message": message})
-        except API_ERRORS:
-            pass
         raise kopf.TemporaryError(message, delay=API_RETRY_SECONDS) from None
     record({"done": True, "at": now(), "message": f"deleted {deleted} object(s) and their pods"})
     logger.info("cleanup: deleted %d object(s)", deleted)

@@ -29,7 +29,8 @@ class BlockingBackend:
         self.backend.prepare_variant(variant)
 
     async def run_stage(self, step: Step) -> StageMeasurement:
-        return self.backend.run_stage(step)
+        measured: StageMeasurement = self.backend.run_stage(step)
+        return measured
 
     async def finish_variant(self, variant: Variant) -> None:
         self.backend.finish_variant(variant)
@@ -38,4 +39,5 @@ class BlockingBackend:
         self.backend.discard_stage(step)
 
     async def saved_artifacts(self, steps: list[Step]) -> list[dict[str, Any]]:
-        return self.backend.saved_artifacts(steps)
+        saved: list[dict[str, Any]] = self.backend.saved_artifacts(steps)
+        return saved

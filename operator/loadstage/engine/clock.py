@@ -6,11 +6,11 @@ import datetime as dt
 
 
 def iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return moment.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def now() -> str:
-    return iso(dt.datetime.now(dt.timezone.utc))
+    return iso(dt.datetime.now(dt.UTC))
 
 
 def parse(stamp: str) -> dt.datetime:

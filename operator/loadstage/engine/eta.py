@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
 
 from loadstage.api.quantities import format_duration
+from loadstage.api.status import Progress
 from loadstage.engine.clock import iso
 from loadstage.engine.steps import Step
 
@@ -17,7 +17,7 @@ class Estimate:
     elapsed: float
     remaining: float
 
-    def to_progress(self, at: dt.datetime) -> dict[str, Any]:
+    def to_progress(self, at: dt.datetime) -> Progress:
         return {"elapsedSeconds": int(self.elapsed), "remainingSeconds": int(self.remaining),
                 "remaining": format_duration(int(self.remaining)),
                 "eta": iso(at + dt.timedelta(seconds=self.remaining))}

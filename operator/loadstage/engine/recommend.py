@@ -15,11 +15,21 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from loadstage.api.quantities import cpu_cores, memory_bytes
-from loadstage.api.types import PERCENTILES, Experiment, Search, Variant
+from loadstage.api.status import (
+    Candidate,
+    Cost,
+    Dropped,
+    Margin,
+    Objective,
+    Recommendation,
+    SearchResult,
+    StageResult,
+    VariantRecord,
+)
+from loadstage.api.types import PERCENTILES, Experiment, Goal, Search, Slo, Variant
 from loadstage.engine import search
 from loadstage.engine.search import outcome
 from loadstage.results.differences import difference
-from loadstage.api.status import Candidate, Cost, Dropped, Margin, Objective, Recommendation, SearchResult, StageResult, VariantRecord
 
 MEASURED_TIE = 0.10    # measured costs this close (relative) are the same cost: headroom decides
 
@@ -42,6 +52,27 @@ class Pick:
     costs: dict[int, Cost]
 
 
+def _goal(experiment: Experiment) -> Goal:
+    assert experiment.spec.goal is not None, "a pick has a goal"
+    return experiment.spec.goal
+
+
+def _slo(experiment: Experiment) -> Slo:
+    assert experiment.spec.slo is not None, "a pick has an objective"
+    return experiment.spec.slo
+
+
+def _search(experiment: Experiment) -> Search:
+    assert experiment.spec.search is not None, "goal.maximize searches"
+    return experiment.spec.search
+
+
+def _stage_seconds(experiment: Experiment) -> float:
+    seconds = experiment.spec.stage_end.max
+    assert seconds is not None, "a pick's stages end once decided, at most at stageEnd.max"
+    return seconds
+
+
 def declared_cost(variant: Variant) -> Cost | None:
     """The variant's pods x each one's CPU limit, or request; None when it sets neither."""
     limits, requests = variant.resources.limits, variant.resources.requests
@@ -57,8 +88,9 @@ def cheapest_first(variants: list[Variant]) -> tuple[list[Variant], dict[int, Co
     """The order a load goal runs the variants in: by declared cost (ties in matrix order) where every variant
     declares one, else as listed; with each one's declared cost, and whether every one has it."""
     declared = {v.index: declared_cost(v) for v in variants}
-    by_cost = all(c is not None for c in declared.values())
-    ordered = sorted(variants, key=lambda v: (declared[v.index].cores, v.index)) if by_cost else list(variants)
+    cores = {i: c.cores for i, c in declared.items() if c is not None and c.cores is not None}
+    by_cost = len(cores) == len(declared)
+    ordered = sorted(variants, key=lambda v: (cores[v.index], v.index)) if by_cost else list(variants)
     return ordered, declared, by_cost
 
 
@@ -105,7 +137,7 @@ def varying_labels(variants: list[Variant]) -> dict[int, str]:
     """Each variant by the settings that differ between variants: 'workers=2 threads=4 cpu=500m'."""
     settings = {v.index: v.settings() for v in variants}
     keys = [k for k in settings[variants[0].index] if len({repr(s.get(k)) for s in settings.values()}) > 1]
-    return {i: " ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None) or "the only settings"
+    return {i: " ".join(f"{k}={value}" for k in keys if (value := s.get(k)) is not None) or "the only settings"
             for i, s in settings.items()}
 
 
@@ -143,8 +175,7 @@ def _beyond(o: Objective) -> str:
 def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
     """The pick so far, from the records: their stages, or where those were left out of the status, what was
     kept of them (dropped, met)."""
-    spec = experiment.spec
-    goal, duration = spec.goal, spec.stage_end.max
+    goal, duration = _goal(experiment), _stage_seconds(experiment)
     variants, declared, by_cost = cheapest_first(experiment.variants())
     labels = varying_labels(variants)
     passes: list[Candidate] = []
@@ -162,9 +193,10 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
             passes.append(record.met)
             ran.append(i)
             continue
-        if by_cost and len(passes) >= 2 and declared[i].cores > passes[0].cost.cores:
+        own = declared[i]
+        if by_cost and len(passes) >= 2 and own is not None and (own.cores or 0.0) > (passes[0].cost.cores or 0.0):
             first, second = ranked(passes, 0.0)[:2]
-            dropped[i] = Dropped(0, f"it costs {declared[i].describe()}, more than {first.label} and {second.label}, "
+            dropped[i] = Dropped(0, f"it costs {own.describe()}, more than {first.label} and {second.label}, "
                                     f"which met the objective")
             continue
         stages = sorted(record.stages, key=lambda s: s.stage)
@@ -179,11 +211,11 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
         cost = costs.setdefault(i, measured_cost(last))
         if found == "Pass":
             passes.append(Candidate(i, variant.settings(), labels[i], cost, headroom(last),
-                                    last.verdict.objectives))
+                                    last.verdict.objectives if last.verdict else ()))
         else:
             dropped[i] = Dropped(len(stages), _failure(last, found))
     best = ranked(passes, 0.0 if by_cost else MEASURED_TIE)
-    winner, runner_up = (best + [None, None])[:2]
+    winner, runner_up = ([*best, None, None])[:2]
     reason = "Searching" if following else "Found" if winner else "NonePassed"
     recommendation = Recommendation(goal.describe(), winner, runner_up, tuple(ran), reason,
                                     _sentence(experiment, winner, runner_up, reason, len(ran)),
@@ -201,8 +233,9 @@ def latency_margin(records: list[VariantRecord], winner: Candidate | None,
     stages = [max(records[c.variant].stages, key=lambda s: s.stage, default=None) for c in (winner, runner_up)]
     if not latencies or None in stages:
         return None
-    figure = max(latencies, key=lambda o: o.value / o.limit).name
+    figure = max(latencies, key=lambda o: (o.value or 0.0) / o.limit).name
     ours, theirs = stages
+    assert ours is not None and theirs is not None
     found = difference(figure, ours.latency.percentile(figure), ours.intervals,
                        theirs.latency.percentile(figure), theirs.intervals)
     return None if found is None else Margin(figure, round(found.relative, 4), round(found.low, 4),
@@ -212,9 +245,9 @@ def latency_margin(records: list[VariantRecord], winner: Candidate | None,
 def per_core_margin(winner: Candidate | None, runner_up: Candidate | None) -> Margin | None:
     """The runner-up's capacity per core against the winner's, by their brackets' low ends; its bounds are the
     brackets' extremes (r_low / w_high, r_high / w_low)."""
-    if winner is None or runner_up is None or not winner.per_core[0]:
+    if winner is None or runner_up is None or not winner.bounds[0]:
         return None
-    (ours_low, ours_high), (their_low, their_high) = winner.per_core, runner_up.per_core
+    (ours_low, ours_high), (their_low, their_high) = winner.bounds, runner_up.bounds
     return Margin("perCore", round(their_low / ours_low - 1, 4),
                   None if not ours_high else round(their_low / ours_high - 1, 4),
                   None if their_high is None else round(their_high / ours_low - 1, 4), None)
@@ -224,7 +257,7 @@ def _sentence(experiment: Experiment, winner: Candidate | None, runner_up: Candi
               ran: int) -> str:
     """'workers=3 threads=4 cpu=1 meets p99 <= 300ms at 2,000 req/s with 6 cores; the next cheapest, workers=2
     threads=8 cpu=1, needs 8 cores'."""
-    slo, goal = experiment.spec.slo.describe(), experiment.spec.goal.describe()
+    slo, goal = _slo(experiment).describe(), _goal(experiment).describe()
     if winner is None:
         return ("searching" if reason == "Searching" else
                 f"no variant meets {slo} at {goal}: each of the {ran} run failed it or was dropped")
@@ -279,10 +312,9 @@ def halving(experiment: Experiment, records: list[VariantRecord]) -> Halving:
     """Successive halving over the variants' searches: a coarse round for every variant; the variants whose
     capacity per core is, at its bracket's high end, below the best's low end are dropped; the rest searched on
     to spec.search.resolution. The winner has the highest low end."""
-    spec = experiment.spec
     variants = experiment.variants()
     labels = varying_labels(variants)
-    fine = spec.search
+    fine = _search(experiment)
     first_round = coarse(fine)
     dropped = {r.index: r.dropped for r in records if r.dropped is not None}
     for variant in variants:
@@ -293,7 +325,7 @@ def halving(experiment: Experiment, records: list[VariantRecord]) -> Halving:
     for variant in variants:
         if variant.index in dropped:
             continue
-        first = _first_round(first_round, records[variant.index].stages)
+        first = _first_round(first_round, records[variant.index].stages) or []
         result = search.progress(first_round, first)[0]
         found = per_core(result, _cost(variant, first, result, first_round))
         if found is None:
@@ -348,13 +380,13 @@ def _maximized(experiment: Experiment, records: list[VariantRecord], labels: dic
                                    tuple(objectives), bounds))
         if variant.index not in dropped:
             met[variant.index] = bracketed[-1]
-    best = sorted(met.values(), key=lambda c: (-c.per_core[0], c.variant))
-    winner, runner_up = (best + [None, None])[:2]
+    best = sorted(met.values(), key=lambda c: (-c.bounds[0], c.variant))
+    winner, runner_up = ([*best, None, None])[:2]
     reason = "Found" if done and winner else "NonePassed" if done else "Searching"
     order = tuple(v.index for v in variants if records[v.index].stages)
     front = tuple(c for c in bracketed if not any(_dominates(o, c) for o in bracketed))
     sentence = _maximized_sentence(experiment, winner, runner_up, reason)
-    return Pick(Recommendation(experiment.spec.goal.describe(), winner, runner_up, order, reason, sentence,
+    return Pick(Recommendation(_goal(experiment).describe(), winner, runner_up, order, reason, sentence,
                                tuple(sorted(front, key=lambda c: (c.cost.cores or 0, c.variant))),
                                per_core_margin(winner, runner_up)),
                 None, dropped, met, costs)
@@ -374,10 +406,10 @@ def _maximized_sentence(experiment: Experiment, winner: Candidate | None, runner
     """'threads=4 serves the most per core under p99 <= 300ms: 840-880 req/s per core on 1 core; the next,
     threads=2, 610-650'."""
     def span(c: Candidate) -> str:
-        low, high = c.per_core
+        low, high = c.bounds
         return f">= {low:,.0f}" if high is None else f"{low:,.0f}" if round(high) == round(low) else \
             f"{low:,.0f}-{high:,.0f}"
-    slo = experiment.spec.slo.describe()
+    slo = _slo(experiment).describe()
     if winner is None:
         return "searching" if reason == "Searching" else f"no variant met {slo} at search.from"
     said = f"{winner.label} serves the most per core under {slo}: {span(winner)} req/s per core on " \

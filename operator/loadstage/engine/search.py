@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadstage.api.types import Search
 from loadstage.api.status import SearchResult, StageResult
+from loadstage.api.types import Search
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,9 @@ class NextStage:
 
 
 def load_of(search: Search, stage: StageResult) -> int:
-    return {"users": stage.users, "injectors": stage.injectors, "rps": stage.arrival_rate}[search.load]
+    load = {"users": stage.users, "injectors": stage.injectors, "rps": stage.arrival_rate}[search.load]
+    assert load is not None, f"a search's stage has its {search.load}"
+    return load
 
 
 def outcome(stage: StageResult) -> str:
@@ -80,20 +82,20 @@ def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 
     if bound:
         reason = "InjectorBound"
     elif again is not None:
-        following = NextStage(load_of(search, again), 2 * search.duration, search.duration)
+        following = NextStage(load_of(search, again), 2 * search.seconds, search.seconds)
     elif not stages:
-        following = NextStage(search.from_, search.duration)
+        following = NextStage(search.from_, search.seconds)
     elif passed is None:
         reason = "FloorFailed"
     elif failed is None:
         if passed >= search.max:
             reason = "CeilingPassed"
         else:
-            following = NextStage(min(2 * passed, search.max), search.duration)
+            following = NextStage(min(2 * passed, search.max), search.seconds)
     elif failed - passed <= 1 or (failed - passed) / passed <= search.resolution:
         reason = "Found"
     else:
-        following = NextStage((passed + failed) // 2, search.duration)
+        following = NextStage((passed + failed) // 2, search.seconds)
     result = SearchResult(
         search.load, passed, failed, passes[passed].rps if passed is not None else None,
         fails[failed].rps if failed is not None else None,

@@ -26,6 +26,12 @@ class Step:
     searching: bool = False  # a capacity search's stage: `stages` is 0 (not known), and more may follow on its target
 
     @property
+    def stage_number(self) -> int:
+        """The number of a stage that is not a warm-up."""
+        assert self.number is not None, "a warm-up has no stage number"
+        return self.number
+
+    @property
     def warmup(self) -> bool:
         return self.number is None
 
@@ -76,14 +82,18 @@ def stage_step(experiment: Experiment, variant: Variant, repeat: int, number: in
 def search_step(experiment: Experiment, variant: Variant, number: int, load: int, duration: float,
                 decided_after: float | None = None) -> Step:
     """Stage `number` of the variant's capacity search, at `load` (users, injectors or rps) for `duration`."""
-    stage = experiment.spec.search.stage(load, duration)
+    search = experiment.spec.search
+    assert search is not None
+    stage = search.stage(load, duration)
     return _decided_step(experiment, variant, number, replace(stage, decided_after=decided_after))
 
 
 def goal_step(experiment: Experiment, variant: Variant, number: int, duration: float,
               decided_after: float | None = None) -> Step:
     """Stage `number` of the variant at spec.goal's load, for `duration`."""
-    stage = experiment.spec.goal.stage(duration)
+    goal = experiment.spec.goal
+    assert goal is not None
+    stage = goal.stage(duration)
     return _decided_step(experiment, variant, number, replace(stage, decided_after=decided_after))
 
 
@@ -106,7 +116,7 @@ def warmup_before(experiment: Experiment, step: Step) -> Step | None:
     warmup = experiment.spec.warmup
     if warmup is None:
         return None
-    return replace(step, stage=warmup, number=None, precedes=step.number, following=step)
+    return replace(step, stage=warmup, number=None, precedes=step.number or 1, following=step)
 
 
 def plan(experiment: Experiment, seed: int | None = None) -> list[Step]:

@@ -14,7 +14,6 @@ from typing import Any
 
 from loadstage.api.names import LABEL_EXPERIMENT, LABEL_ROLE
 from loadstage.api.types import Variant
-from loadstage.engine.argv import REDIS_PORT
 from loadstage.engine.clock import now
 from loadstage.engine.errors import StageDisrupted
 from loadstage.engine.steps import Step, series_labels
@@ -28,6 +27,7 @@ from loadstage.kube.stage_watch import StageWatch, parse_summary
 from loadstage.kube.stored_results import StoredResults
 from loadstage.kube.target import Target
 from loadstage.kube.target_health import TargetHealth
+from loadstage.launch.argv import REDIS_PORT
 from loadstage.results.live_series import target_samples
 from loadstage.results.measurement import StageMeasurement
 from loadstage.samplers.redis import AsyncRedisSampler
@@ -114,6 +114,7 @@ class KubernetesBackend:
         summary = parse_summary(terminated.get("message"), master)
         artifact = {} if step.warmup else await self.stored.keep_artifact(step, pod, stored_before=not created)
         sample = redis_sampler.result
+        assert sample is not None, "set as its sampler ended"
         return StageMeasurement(
             summary=summary, artifact=artifact,
             started_at=terminated.get("startedAt") or now(), finished_at=terminated.get("finishedAt") or now(),

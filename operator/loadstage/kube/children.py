@@ -5,6 +5,8 @@ of the same name is still going, and refused if a foreign object holds the name.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -21,7 +23,7 @@ class Children:
     def __init__(self, context: ExperimentContext):
         self.context = context
         c = context
-        self._create_calls = {"Deployment": c.apps.create_namespaced_deployment,
+        self._create_calls: dict[str, Callable[..., Any]] = {"Deployment": c.apps.create_namespaced_deployment,
                               "Service": c.core.create_namespaced_service,
                               "Job": c.batch.create_namespaced_job,
                               "ConfigMap": c.core.create_namespaced_config_map,
@@ -129,7 +131,8 @@ def delete_children(api: client.ApiClient, namespace: str, experiment_name: str)
                              policy.delete_namespaced_pod_disruption_budget),
                             (networking.list_namespaced_network_policy,
                              networking.delete_namespaced_network_policy)):
-        for item in lister(namespace, label_selector=selector).items:
+        listed: list[Any] = lister(namespace, label_selector=selector).items
+        for item in listed:
             if item.metadata.deletion_timestamp is not None:
                 continue
             try:

@@ -7,8 +7,9 @@ import asyncio
 import contextvars
 import functools
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import kubernetes
 import urllib3
@@ -19,7 +20,7 @@ API_CONNECT_TIMEOUT = 10
 API_READ_TIMEOUT = 60
 API_RETRY_SECONDS = 10
 # What a lost or slow API server raises; the operator retries these, saying so in the status.
-API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
+API_ERRORS: tuple[type[Exception], ...] = (ApiException, urllib3.exceptions.HTTPError, OSError)
 T = TypeVar("T")
 _pool = ThreadPoolExecutor(max_workers=API_THREADS, thread_name_prefix="k8s-api")
 
@@ -47,11 +48,11 @@ def api_client(configuration: kubernetes.client.Configuration | None = None, *, 
     configuration = configuration or kubernetes.client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = API_THREADS * 2   # the shared calls, and a watch per namespace
     api = kubernetes.client.ApiClient(configuration)
-    request = api.rest_client.request
+    request: Any = api.rest_client.request
 
-    def with_deadline(*args, _request_timeout=None, **kwargs):
+    def with_deadline(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
         return request(*args, _request_timeout=_request_timeout or (connect, read), **kwargs)
-    api.rest_client.request = with_deadline
+    api.rest_client.request = with_deadline   # type: ignore[method-assign]
     return api
 
 
@@ -65,7 +66,7 @@ async def call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 def api_message(e: ApiException) -> str:
     try:
-        return json.loads(e.body)["message"]
+        return str(json.loads(e.body or "")["message"])
     except (TypeError, ValueError, KeyError):
         return f"{e.status} {e.reason}"
 

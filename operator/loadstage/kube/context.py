@@ -4,8 +4,9 @@ the owner its children get, how it says what it is waiting for, and whether it w
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from kubernetes import client
 

@@ -24,7 +24,7 @@ class TargetDeploymentInvalid(ExperimentFailed):
 
 
 def container_index(experiment: Experiment, deployment: dict[str, Any]) -> int:
-    ref = experiment.spec.target.deployment
+    ref = experiment.spec.target.existing
     containers = deployment["spec"]["template"]["spec"]["containers"]
     if ref.container is None:
         return 0
@@ -37,7 +37,7 @@ def container_index(experiment: Experiment, deployment: dict[str, Any]) -> int:
 
 def server_port(experiment: Experiment, deployment: dict[str, Any]) -> int:
     """The port the server listens on: the spec's, else the container's first TCP containerPort."""
-    ref = experiment.spec.target.deployment
+    ref = experiment.spec.target.existing
     if ref.port is not None:
         return ref.port
     container = deployment["spec"]["template"]["spec"]["containers"][container_index(experiment, deployment)]
@@ -150,7 +150,7 @@ def hold_patch(deployment: dict[str, Any], template: dict[str, Any], replicas: i
 def release_patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The spec fields a hold changed (a Deployment's replicas and template, an HPA's bounds) as they were
     before the experiment, and no snapshot."""
-    snapshot = held_by(obj)
+    snapshot = held_by(obj) or {}
     fields = [name for name in snapshot if name not in ("experiment", "uid")]
     return _unchanged(obj) + [{"op": "remove", "path": f"/spec/{name}"} if snapshot[name] is None else
                               {"op": "replace", "path": f"/spec/{name}", "value": snapshot[name]}

@@ -6,7 +6,8 @@ so that no field the client library does not know is lost from the snapshot."""
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -15,14 +16,7 @@ from loadstage.api.types import Variant
 from loadstage.engine.errors import ExperimentFailed
 from loadstage.kube.client import api_message, call
 from loadstage.kube.context import ExperimentContext
-from loadstage.kube.deployment_target import (
-    held_by,
-    hold_patch,
-    holder,
-    pin_patch,
-    release_patch,
-    scales,
-)
+from loadstage.kube.deployment_target import held_by, hold_patch, holder, pin_patch, release_patch, scales
 
 PATCH_ATTEMPTS = 5   # each patch applies only to the generation read; another writer in between: read again
 
@@ -120,7 +114,7 @@ async def hold(context: ExperimentContext, variant: Variant, deployment: dict[st
         hpa_name = hpa["metadata"]["name"]
         c.check_stopped()
         try:
-            await call(_patch_fresh, lambda: _read_hpa(c.api, c.namespace, hpa_name), pin, hpa)
+            await call(_patch_fresh, lambda hpa_name=hpa_name: _read_hpa(c.api, c.namespace, hpa_name), pin, hpa)
         except ApiException as e:
             raise ExperimentFailed("HpaNotPinned", f"HorizontalPodAutoscaler {hpa_name} scales Deployment {name} "
                                                    f"and could not be pinned to {variant.pods} pod(s): "
@@ -155,10 +149,14 @@ def restore(api: client.ApiClient, namespace: str, deployment: str, uid: str) ->
             raise
         hpas = []      # not listable: none was pinned either (holding lists them first)
     for hpa in hpas:
-        name = hpa["metadata"]["name"]
-        if _patch_fresh(lambda: ours(_read_hpa(api, namespace, name)),
-                        lambda h: autoscaling.patch_namespaced_horizontal_pod_autoscaler(name, namespace,
-                                                                                         release_patch(h))):
+        name: str = hpa["metadata"]["name"]
+
+        def read_hpa(name: str = name) -> dict[str, Any] | None:
+            return ours(_read_hpa(api, namespace, name))
+
+        def release_hpa(h: dict[str, Any], name: str = name) -> Any:
+            return autoscaling.patch_namespaced_horizontal_pod_autoscaler(name, namespace, release_patch(h))
+        if _patch_fresh(read_hpa, release_hpa):
             restored.append(f"HorizontalPodAutoscaler {name}")
     if _patch_fresh(lambda: ours(read_deployment(api, namespace, deployment)),
                     lambda d: apps.patch_namespaced_deployment(deployment, namespace, release_patch(d))):

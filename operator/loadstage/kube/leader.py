@@ -17,7 +17,8 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -34,7 +35,7 @@ def identity() -> str:
 
 
 def _micro_time(moment: float | None = None) -> str:
-    return dt.datetime.fromtimestamp(moment or time.time(), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.datetime.fromtimestamp(moment or time.time(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElection:
@@ -47,7 +48,8 @@ class LeaderElection:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
-    def _body(self, resource_version: str | None, transitions: int, acquired: str) -> dict:
+    def _body(self, resource_version: str | None, transitions: int, acquired: str) -> Any:
+        """A Lease, as a dict (the client sends it as it is)."""
         metadata = {"name": self.name, "namespace": self.namespace}
         if resource_version:
             metadata["resourceVersion"] = resource_version
@@ -60,7 +62,7 @@ class LeaderElection:
         observed, observed_at, said = None, time.monotonic(), None
         while not stopped.is_set():
             try:
-                lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+                lease: Any = self.leases.read_namespaced_lease(self.name, self.namespace)
             except ApiException as e:
                 if e.status != 404:
                     raise
@@ -92,10 +94,10 @@ class LeaderElection:
         return False
 
     def _renew_once(self) -> bool:
-        lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+        lease: Any = self.leases.read_namespaced_lease(self.name, self.namespace)
         if lease.spec.holder_identity != self.holder:
             return False
-        lease.spec.renew_time = dt.datetime.now(dt.timezone.utc)
+        lease.spec.renew_time = dt.datetime.now(dt.UTC)
         self.leases.replace_namespaced_lease(self.name, self.namespace, lease)
         return True
 
@@ -108,7 +110,7 @@ class LeaderElection:
                     if not self._renew_once():
                         return on_lost("another operator holds the Lease")
                     renewed = time.monotonic()
-                except Exception as e:   # noqa: BLE001  every failure counts against the deadline
+                except Exception as e:
                     log.warning("could not renew the Lease: %s", e)
                 if time.monotonic() - renewed > self.renew_deadline:
                     return on_lost(f"not renewed for {self.renew_deadline:g}s")
@@ -121,7 +123,7 @@ class LeaderElection:
         if self._renewer is not None:
             self._renewer.join()
         try:
-            lease = self.leases.read_namespaced_lease(self.name, self.namespace)
+            lease: Any = self.leases.read_namespaced_lease(self.name, self.namespace)
             if lease.spec.holder_identity == self.holder:
                 lease.spec.holder_identity = ""
                 lease.spec.lease_duration_seconds = 1

@@ -1,6 +1,6 @@
 """Child objects of a LoadExperiment, as plain dicts built by pure functions.
 
-Container args come from loadstage.engine.argv, the same functions the local engine uses.
+Container args come from loadstage.launch.argv, the same functions the local engine uses.
 Every pod runs as non-root with no privilege escalation, no capabilities, the runtime's
 default seccomp profile and a read-only root filesystem (a scratch /tmp is mounted)."""
 
@@ -18,17 +18,9 @@ from loadstage.api.names import (
     LABEL_RUN,
 )
 from loadstage.api.quantities import cpu_cores, memory_bytes
-from loadstage.api.types import (
-    DEFAULT_POD_RESOURCES,
-    Experiment,
-    KeyRef,
-    PodResources,
-    Probe,
-    Resources,
-    Variant,
-)
-from loadstage.engine import argv
+from loadstage.api.types import DEFAULT_POD_RESOURCES, Experiment, KeyRef, PodResources, Probe, Resources, Variant
 from loadstage.engine.steps import Step, series_labels
+from loadstage.launch import argv
 
 TERMINATION_LOG = "/dev/termination-log"
 LOCUSTFILE_DIR = "/etc/loadstage/locustfile"
@@ -70,14 +62,14 @@ def resource_problems(experiment: Experiment, defaults: PodResources) -> list[tu
     problems = []
     for variant in experiment.variants():
         merged = pod_resources(experiment, variant, defaults)
-        for kind, field in fields.items():
+        for kind, where in fields.items():
             resources: Resources = getattr(merged, kind)
             for name, request in resources.requests.items().items():
                 limit = resources.limits.items().get(name)
                 if limit is not None and amount[name](request) > amount[name](limit):
-                    problems.append((f"{field}.requests.{name}",
+                    problems.append((f"{where}.requests.{name}",
                                      f"{request} is above the limit {limit} (a limit from the operator's "
-                                     f"defaults, the chart's experimentResources); set {field}.limits.{name} too"))
+                                     f"defaults, the chart's experimentResources); set {where}.limits.{name} too"))
     return list(dict.fromkeys(problems))
 
 
@@ -123,6 +115,7 @@ def probe(spec: Probe, port: int | str = "http") -> dict[str, Any]:
     elif spec.tcp_socket is not None:
         handler = {"tcpSocket": {"port": spec.tcp_socket.port or port}}
     else:
+        assert spec.exec is not None, "a probe has one of httpGet, tcpSocket or exec"
         handler = {"exec": {"command": list(spec.exec.command)}}
     timing = {"initialDelaySeconds": spec.initial_delay_seconds, "periodSeconds": spec.period_seconds,
               "timeoutSeconds": spec.timeout_seconds, "successThreshold": spec.success_threshold,
@@ -255,7 +248,7 @@ def runner_deployment(experiment: Experiment, variant: Variant, defaults: Defaul
     bind = argv.app_bind(variant, socket_dir=SOCKET_DIR) if proxy else f"0.0.0.0:{argv.RUNNER_PORT}"
     port = {"name": "http", "containerPort": argv.RUNNER_PORT, "protocol": "TCP"}
     sockets = [{"name": "sockets", "mountPath": SOCKET_DIR}] if variant.socket == "unix" else []
-    readiness = {"readinessProbe": probe(target.readiness())}
+    readiness: dict[str, Any] = {"readinessProbe": probe(target.readiness())}
     liveness = target.liveness()
     container = _container(
         "runner", target.image or defaults.runner, argv.runner_command(experiment, variant, binds=[bind]), env=env,
@@ -418,7 +411,7 @@ def workers_job(experiment: Experiment, step: Step, defaults: Defaults) -> dict[
                            mounts=mounts, terminationMessagePolicy="FallbackToLogsOnError",
                            resources=pod_resources(experiment, step.variant, defaults.resources).locust_worker)
     lbls = labels(experiment, "locust-worker", **{LABEL_RUN: step.run_id})
-    count = step.stage.injectors
+    count = step.stage.count
     # onLost Continue: lost workers must not fail the Job (which would stop the others)
     return _job(workers_name(experiment, step), lbls,
                 _pod_spec([container], APP_UID, restart_policy="Never", volumes=volumes),

@@ -7,7 +7,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import REGISTRY, Counter, Gauge, start_http_server
 
@@ -30,7 +31,7 @@ class LiveExperiments:
         self._stages: dict[int, tuple[dict[str, str], Callable[[], dict[str, Any]]]] = {}
 
     def note_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        kept = {k: status[k] for k in ("phase", "progress", "startedAt", "finishedAt") if k in status}
+        kept: dict[str, Any] = {k: status[k] for k in ("phase", "progress", "startedAt", "finishedAt") if k in status}
         with self._lock:
             self._runs[(namespace, name)] = kept
 
@@ -54,7 +55,7 @@ class LiveExperiments:
         with self._lock:
             runs, stages = list(self._runs.items()), list(self._stages.values())
         yield from experiment_families([(ns, name, status) for (ns, name), status in runs],
-                                       dt.datetime.now(dt.timezone.utc))
+                                       dt.datetime.now(dt.UTC))
         yield from target_families([(labels, samples()) for labels, samples in stages])
 
 

@@ -3,6 +3,8 @@ and apart from them the front proxy's (the container named `proxy`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -50,8 +52,9 @@ class PodMetricsSampler:
 
     async def _sample(self) -> None:
         try:
-            items = (await call(self._custom.list_namespaced_custom_object, "metrics.k8s.io", "v1beta1",
-                                self._namespace, "pods", label_selector=self._selector))["items"]
+            listed: Any = await call(self._custom.list_namespaced_custom_object, "metrics.k8s.io", "v1beta1",
+                                     self._namespace, "pods", label_selector=self._selector)
+            items = listed["items"]
         except ApiException as e:
             if e.status in (404, 403, 503):
                 self.available = False
@@ -67,7 +70,7 @@ class PodMetricsSampler:
         if proxy:
             self.proxy_peak_cpu, self.proxy_peak_memory = _peaks(proxy, self.proxy_peak_cpu, self.proxy_peak_memory)
 
-    async def __aenter__(self) -> "PodMetricsSampler":
+    async def __aenter__(self) -> PodMetricsSampler:
         await self._sample()
         if self.available:
             self._loop.start()

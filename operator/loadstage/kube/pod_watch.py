@@ -7,12 +7,14 @@ as the API server sends them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -58,7 +60,7 @@ class NamespacePods:
             return _matching(self._deleted.get(experiment, {}), labels)
 
     async def until(self, experiment: str, labels: dict[str, str], check: Callable[[dict[str, Pod]], T | None],
-                    stopped, timeout: float | None = None) -> T | None:
+                    stopped, timeout: float | None = None) -> T | None:  # noqa: ASYNC109 (a wait, not a deadline)
         """The first non-None check(pods) of the experiment's pods with these labels (a value may list
         several, comma-separated), evaluated now and after every change; None after `timeout` seconds.
         Raises Cancelled when `stopped` is set, and the watch's error while it cannot list or watch."""
@@ -79,10 +81,8 @@ class NamespacePods:
                 remaining = WAKE_SECONDS if deadline is None else deadline - time.monotonic()
                 if remaining <= 0:
                     return None
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), min(WAKE_SECONDS, remaining))
-                except TimeoutError:
-                    pass
         finally:
             self._waiters[experiment].discard(changed)
 
@@ -93,10 +93,8 @@ class NamespacePods:
 
     def _changed(self, experiments: set[str] | None) -> None:
         """Wakes the waiters of these experiments (None: all) in the event loop."""
-        try:
+        with contextlib.suppress(RuntimeError):   # the loop is closed: the operator is exiting
             self.loop.call_soon_threadsafe(self._wake, experiments)
-        except RuntimeError:  # the loop is closed: the operator is exiting
-            pass
 
     def _run(self) -> None:
         while not self.loop.is_closed():
@@ -107,7 +105,7 @@ class NamespacePods:
                 self.failure = None
             except _Expired:
                 self.version = None
-            except Exception as e:  # noqa: BLE001  waiters raise it; the watch retries
+            except Exception as e:
                 if self.failure is None:
                     log.warning("watching pods in %s: %s; retrying every %ds", self.namespace, e, RETRY_SECONDS)
                 self.failure = e
@@ -115,8 +113,8 @@ class NamespacePods:
                 time.sleep(RETRY_SECONDS)
 
     def _list(self) -> None:
-        response = self.core.list_namespaced_pod(self.namespace, label_selector=LABEL_EXPERIMENT,
-                                                 _preload_content=False)
+        response: Any = self.core.list_namespaced_pod(self.namespace, label_selector=LABEL_EXPERIMENT,
+                                                      _preload_content=False)   # the raw response: JSON, not models
         listed = json.loads(response.data)
         pods: dict[str, dict[str, Pod]] = {}
         for pod in listed["items"]:
@@ -133,7 +131,7 @@ class NamespacePods:
         self._changed(touched)
 
     def _watch(self) -> None:
-        response = self.core.list_namespaced_pod(
+        response: Any = self.core.list_namespaced_pod(   # the raw stream of events
             self.namespace, label_selector=LABEL_EXPERIMENT, watch=True, resource_version=self.version,
             allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS, _preload_content=False,
             _request_timeout=(10, WATCH_SECONDS + 15))

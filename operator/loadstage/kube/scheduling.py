@@ -5,6 +5,8 @@ Both name the cluster's own reason."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
+from typing import Any
 
 from kubernetes.client.rest import ApiException
 
@@ -16,7 +18,7 @@ REFUSAL_GRACE_SECONDS = 20   # a refusal that lasts: the pods of a discarded att
 
 
 def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def refusals_from() -> dt.datetime:
@@ -43,8 +45,8 @@ def unschedulable(pods, timeout: float, at: dt.datetime | None = None) -> str | 
     return None
 
 
-async def refused_creation(context: ExperimentContext, since: dt.datetime, *, jobs: list[str] = (),
-                           deployments: list[str] = ()) -> str | None:
+async def refused_creation(context: ExperimentContext, since: dt.datetime, *, jobs: Sequence[str] = (),
+                           deployments: Sequence[str] = ()) -> str | None:
     """Why the Jobs' or the Deployments' ReplicaSets cannot create their pods, when the API server has refused
     them since `since` and for REFUSAL_GRACE_SECONDS (a ResourceQuota, a LimitRange, a policy); else None."""
     try:
@@ -54,7 +56,8 @@ async def refused_creation(context: ExperimentContext, since: dt.datetime, *, jo
         return None
     at = utc_now()
     replica_sets = tuple(f"{d}-" for d in deployments)
-    for event in events.items:
+    listed: list[Any] = events.items
+    for event in listed:
         obj = event.involved_object
         if not ((obj.kind == "Job" and obj.name in jobs)
                 or (obj.kind == "ReplicaSet" and obj.name.startswith(replica_sets))):

@@ -88,8 +88,8 @@ def apply_server_settings(container: dict[str, Any], variant: Variant, interface
     sync_threads = sync_pool_env(app_kind, variant.threads)
     if not wanted and not sync_threads:
         return container
-    known: dict[str, Setting] | None = entry and entry.settings
-    if known is None and wanted:
+    known: dict[str, Setting] = (entry.settings or {}) if entry is not None else {}
+    if (entry is None or entry.settings is None) and wanted:
         raise SettingsNotSettable(f"loadstage cannot set workers or threads of a {server} server in an existing "
                                   f"container; leave them out of spec.target and spec.matrix")
     container = copy.deepcopy(container)
@@ -111,9 +111,10 @@ def apply_server_settings(container: dict[str, Any], variant: Variant, interface
             env = _set_env(env, variable, value)
         else:
             unflagged[setting] = (flags, value)
-    if unflagged and entry.settings_env_args:
+    assert entry is not None or not unflagged   # a setting wanted is one the server's entry has
+    if unflagged and entry and entry.settings_env_args:
         env = _set_env(env, entry.settings_env_args, _merged_args(entry.settings_env_args, env, unflagged))
-    elif unflagged:
+    elif unflagged and entry:
         program = entry.program
         added = [a for flags, value in unflagged.values()
                  for a in ([f"{flags[-1]}={value}"] if entry.flag_equals else [flags[-1], value])]

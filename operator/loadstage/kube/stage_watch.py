@@ -10,7 +10,6 @@ from kubernetes.client.rest import ApiException
 
 from loadstage.api.names import LABEL_RUN
 from loadstage.engine.errors import ExperimentFailed, StageDisrupted
-from loadstage.engine.injectors import LostInjectors
 from loadstage.engine.steps import Step
 from loadstage.kube import manifests
 from loadstage.kube.client import call
@@ -19,6 +18,7 @@ from loadstage.kube.pod_watch import WATCH_SECONDS, NamespacePods
 from loadstage.kube.pods import Pod, cannot_start, containers, disruption, job_of, loss, master_terminated, owner_uids
 from loadstage.kube.scheduling import refusals_from, refused_creation, unschedulable
 from loadstage.kube.stored_results import StoredResults
+from loadstage.launch.lost_injectors import LostInjectors
 
 ABSENT_POD_CHECK_SECONDS = 15    # how often the Jobs and their Events are read while pods are missing
 
@@ -64,7 +64,7 @@ class StageWatch:
                 return "disrupted", f"the Locust master pod {', '.join(gone)} was deleted"
             absent[0] = not masters
             mine = {name: pod for name, pod in current.items() if job_of(pod) == workers}
-            short[0] = not masters or len(mine) < step.stage.injectors
+            short[0] = not masters or len(mine) < step.stage.count
             causes = {name: loss(pod) for name, pod in mine.items()}
             causes.update({name: "was deleted" for name, job in deleted.items() if job == workers})
             for name, cause in causes.items():

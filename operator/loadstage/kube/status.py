@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kubernetes import client
 
@@ -40,12 +41,12 @@ def conditions_for(status: RunStatus, previous: list[Condition], generation: int
         before = old.get(ctype)
         if value is None:
             value = before["status"] if before else "False"
-        changed = before is None or before["status"] != value
+        kept = None if before is None or before["status"] != value else before
         result.append({
             "type": ctype, "status": value,
-            "reason": reason if changed or value == "True" else before["reason"],
+            "reason": reason if kept is None or value == "True" else kept["reason"],
             "message": status.message if value == "True" else "",
-            "lastTransitionTime": timestamp if changed else before["lastTransitionTime"],
+            "lastTransitionTime": timestamp if kept is None else kept["lastTransitionTime"],
             "observedGeneration": generation,
         })
     return result

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import base64
 import time
+from typing import Any
 
 from kubernetes.client.rest import ApiException
 
 from loadstage.api.names import ANNOTATION_REDIS_URL, LABEL_ROLE
 from loadstage.api.types import Variant
-from loadstage.engine.argv import RUNNER_PORT
 from loadstage.engine.errors import ExperimentFailed
 from loadstage.kube import in_place, manifests
 from loadstage.kube.children import Children
@@ -29,6 +29,7 @@ from loadstage.kube.pod_watch import NamespacePods
 from loadstage.kube.pods import Pod, cannot_start, ready
 from loadstage.kube.redis_auth import derived_password
 from loadstage.kube.scheduling import refusals_from, refused_creation, unschedulable
+from loadstage.launch.argv import RUNNER_PORT
 from loadstage.samplers.worker_log import logs_workers, workers_started
 
 SETTINGS_LOG_WAIT_SECONDS = 5    # a ready pod's server may still be booting its other workers
@@ -72,7 +73,7 @@ class Target:
     async def _run_existing(self, variant: Variant) -> str:
         """An existing Deployment runs the variant: a copy of it, or itself (InPlace); returns which one."""
         c = self.context
-        ref = c.experiment.spec.target.deployment
+        ref = c.experiment.spec.target.existing
         if ref.namespace not in (None, c.namespace):
             raise TargetDeploymentInvalid(f"spec.target.deployment.namespace: Deployment {ref.name} is in namespace "
                                           f"{ref.namespace}, but the experiment is in {c.namespace}; the target "
@@ -98,12 +99,13 @@ class Target:
         c = self.context
         if variant.workers is None or not logs_workers(variant.server):
             return ""
-        container = c.experiment.spec.target.deployment.container
+        container = c.experiment.spec.target.existing.container
         selector = ",".join(f"{k}={v}" for k, v in manifests.runner_selector(c.experiment).items())
         deadline = time.monotonic() + SETTINGS_LOG_WAIT_SECONDS
         while True:
             seen: dict[str, int | None] = {}
-            for pod in (await call(c.core.list_namespaced_pod, c.namespace, label_selector=selector)).items:
+            listed: Any = await call(c.core.list_namespaced_pod, c.namespace, label_selector=selector)
+            for pod in listed.items:
                 if pod.metadata.deletion_timestamp is None:
                     try:
                         log = await call(c.core.read_namespaced_pod_log, pod.metadata.name, c.namespace,
@@ -129,10 +131,11 @@ class Target:
         if secret is None:
             if manifests.redis_password_ref(c.experiment, self.defaults, c.owner_uid) is None:
                 return None
+            assert self.defaults.redis_key is not None, "a password is derived only with the operator's key"
             return derived_password(self.defaults.redis_key, c.owner_uid)
         where = f"spec.redis.passwordSecret: Secret {secret.name!r}"
         try:
-            found = await call(c.core.read_namespaced_secret, secret.name, c.namespace)
+            found: Any = await call(c.core.read_namespaced_secret, secret.name, c.namespace)
         except ApiException as e:
             if e.status == 404:
                 raise ExperimentFailed("RedisSecretMissing", f"{where} not found") from None
@@ -214,11 +217,12 @@ class Target:
                                                          f"{timeout:g}s ({await self._readiness(waiting[0])})")
 
     async def _deployment_ready(self, name: str) -> bool:
-        d = await call(self.context.apps.read_namespaced_deployment_status, name, self.context.namespace)
+        d: Any = await call(self.context.apps.read_namespaced_deployment_status, name, self.context.namespace)
         s, want = d.status, d.spec.replicas
         return ((s.observed_generation or 0) >= d.metadata.generation and (s.updated_replicas or 0) == want
                 and (s.ready_replicas or 0) == want and (s.replicas or 0) == want)
 
     async def _readiness(self, name: str) -> str:
-        s = (await call(self.context.apps.read_namespaced_deployment_status, name, self.context.namespace)).status
+        read: Any = await call(self.context.apps.read_namespaced_deployment_status, name, self.context.namespace)
+        s = read.status
         return f"{s.ready_replicas or 0} ready, {s.updated_replicas or 0} updated of {s.replicas or 0}"

@@ -11,11 +11,11 @@ import time
 from kubernetes.client.rest import ApiException
 
 from loadstage.api.names import LABEL_ROLE
+from loadstage.api.status import TargetPodHealth
 from loadstage.kube.client import call
 from loadstage.kube.context import ExperimentContext
 from loadstage.kube.pod_watch import NamespacePods
 from loadstage.kube.pods import Pod, containers, disruption, ready
-from loadstage.api.status import TargetPodHealth
 
 
 def restart_count(pod: Pod) -> int:
@@ -72,7 +72,8 @@ class TargetHealth:
     async def __aexit__(self, *exc) -> None:
         # ended by a flag, not by cancelling: Python 3.11's wait_for can swallow a cancellation
         self._ending = True
-        await self._task
+        if self._task is not None:
+            await self._task
         self._observe(self.watch.snapshot(self.context.experiment.name, {LABEL_ROLE: self.role}))
 
     async def _follow(self) -> None:
@@ -129,6 +130,6 @@ class TargetHealth:
             return found
         for event in events.items:
             name = event.involved_object.name
-            if name in names and "probe" in (event.message or ""):
-                found[name] = event.message
+            if name in names and "probe" in (said := event.message or ""):
+                found[name] = said
         return found

@@ -12,17 +12,18 @@ import json
 import subprocess
 import threading
 import time
-from contextlib import nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from loadstage.api.types import Experiment, Variant
-from loadstage.engine import argv
 from loadstage.engine.clock import now
 from loadstage.engine.errors import Cancelled, StageDisrupted
-from loadstage.engine.injectors import LostInjectors
 from loadstage.engine.steps import Step
+from loadstage.launch import argv
+from loadstage.launch.lost_injectors import LostInjectors
 from loadstage.local.cgroups import Cgroups, CgroupsUnavailable
 from loadstage.local.ports import LOOPBACK, free_port
 from loadstage.local.processes import Child, Supervisor
@@ -128,8 +129,10 @@ class LocalBackend:
     def _launch(self, step: Step) -> _StageProcesses:
         target = self.target
         assert target is not None, "prepare_variant must run first"
-        sdir = self.workdir / f"variant-{step.variant.index + 1}" / (f"repeat-{step.repeat}" if step.repeat > 1 else "") \
-            / ((f"warmup-{step.precedes}" if step.precedes > 1 else "warmup") if step.warmup else f"stage-{step.number}")
+        repeat = f"repeat-{step.repeat}" if step.repeat > 1 else ""
+        warmup = f"warmup-{step.precedes}" if step.precedes > 1 else "warmup"
+        stage = warmup if step.warmup else f"stage-{step.number}"
+        sdir = self.workdir / f"variant-{step.variant.index + 1}" / repeat / stage
         sdir.mkdir(parents=True, exist_ok=True)
         custom = self.experiment.spec.injectors.locustfile
         custom_path = custom.path if custom else None
@@ -152,7 +155,7 @@ class LocalBackend:
                 self.experiment, master_host=LOOPBACK, master_port=master_port, custom_locustfile=custom_path),
             log_path=sdir / f"worker-{i + 1}.log", cwd=self.root, warm=True,
             cgroup=pod_cgroup(self.cgroups, f"{step.run_id}-worker-{i + 1}", injectors.resources))
-            for i in range(step.stage.injectors)]
+            for i in range(step.stage.count)]
         return _StageProcesses(step.run_id, sdir, master, workers)
 
     def _start_ahead(self, step: Step) -> None:
@@ -206,19 +209,22 @@ class LocalBackend:
             self.supervisor.terminate(target.every_process)
             self._stop_retired(at_once=True)
         summary = json.loads(summary_file.read_text())
+        redis, resources = redis_sampler.result, resource_sampler.result   # set as their samplers ended
+        proxied = proxy_sampler.result if isinstance(proxy_sampler, ProcessTreeSampler) else None
+        assert redis is not None and resources is not None
         return StageMeasurement(
             summary=summary, started_at=started_at, finished_at=finished_at,
             artifact=json.loads(artifact_file.read_text()),
-            redis_peak_connections=redis_sampler.result.peak,
-            redis_connections_received=redis_sampler.result.received,
-            redis_peak_covers=redis_sampler.result.covers(),
-            target_peak_cpu_cores=resource_sampler.result.peak_cpu_cores,
-            target_peak_memory_bytes=resource_sampler.result.peak_memory_bytes,
-            target_processes=resource_sampler.result.processes,
-            target_peak_process_rss_bytes=resource_sampler.result.peak_process_rss_bytes,
-            host_cpu_per_core=resource_sampler.result.cpu_per_core,
-            proxy_peak_cpu_cores=proxy_sampler and proxy_sampler.result.peak_cpu_cores,
-            proxy_peak_memory_bytes=proxy_sampler and proxy_sampler.result.peak_memory_bytes,
+            redis_peak_connections=redis.peak,
+            redis_connections_received=redis.received,
+            redis_peak_covers=redis.covers(),
+            target_peak_cpu_cores=resources.peak_cpu_cores,
+            target_peak_memory_bytes=resources.peak_memory_bytes,
+            target_processes=resources.processes,
+            target_peak_process_rss_bytes=resources.peak_process_rss_bytes,
+            host_cpu_per_core=resources.cpu_per_core,
+            proxy_peak_cpu_cores=proxied.peak_cpu_cores if proxied else None,
+            proxy_peak_memory_bytes=proxied.peak_memory_bytes if proxied else None,
             lost_injectors=lost, target_pods=restarted)
 
     def _follow_stage(self, step: Step, master: Child, workers: list[Child], progress_file: Path,
@@ -273,8 +279,6 @@ class LocalBackend:
         self.retired = []
 
     def _stop_after_exit(self, child: Child, grace: float = 10.0) -> None:
-        try:
+        with suppress(subprocess.TimeoutExpired):
             child.process.wait(grace if not self.cancel.is_set() else 0.1)
-        except subprocess.TimeoutExpired:
-            pass
         self.supervisor.stop(child, timeout=5.0)

@@ -6,6 +6,7 @@ through the cgroup filesystem, v1 or v2, which needs root; without it, limits ar
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -198,10 +199,8 @@ def _remove_stale(parent: Path) -> None:
 
 
 def _try_rmdir(directory: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         directory.rmdir()
-    except OSError:
-        pass
 
 
 def unavailable() -> str | None:

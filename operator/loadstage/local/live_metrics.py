@@ -39,7 +39,7 @@ class LocalSeries:
         with self._lock:
             status, stages, current = self._status, list(self._stages.items()), self._current
         namespace = self.experiment.metadata.namespace or ""
-        yield from experiment_families([(namespace, self.experiment.name, status)], dt.datetime.now(dt.timezone.utc))
+        yield from experiment_families([(namespace, self.experiment.name, status)], dt.datetime.now(dt.UTC))
         running = current.step.run_id if current is not None else None
         yield from stage_families((snapshot, labels, run_id == running) for run_id, (labels, snapshot) in stages)
         yield from target_families([(series_labels(self.experiment, current.step), current.target)]

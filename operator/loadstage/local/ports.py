@@ -10,7 +10,7 @@ import itertools
 import os
 import random
 import socket
-from typing import Iterator
+from collections.abc import Iterator
 
 from loadstage.engine.errors import ExperimentFailed
 

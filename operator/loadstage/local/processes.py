@@ -5,6 +5,7 @@ threaded process), so even a SIGKILLed engine leaves no process behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -46,7 +47,7 @@ class Forked:
 
     def wait(self, timeout: float | None = None) -> int:
         if not self._ended.wait(timeout):
-            raise subprocess.TimeoutExpired(self.args, timeout)
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
         assert self.returncode is not None
         return self.returncode
 
@@ -86,9 +87,9 @@ class WarmLauncher:
                 reply.put(forked)
             elif words[:1] == ["exited"]:
                 with self._lock:
-                    forked = self._forked.pop(int(words[1]), None)
-                if forked is not None:
-                    forked.end(int(words[2]))
+                    ended = self._forked.pop(int(words[1]), None)
+                if ended is not None:
+                    ended.end(int(words[2]))
         with self._lock:   # the launcher is gone, and with it (SIGTERM) whatever it forked
             self._gone = True
             gone, self._forked = list(self._forked.values()), {}
@@ -123,10 +124,8 @@ class WarmLauncher:
 
     def close_input(self) -> None:
         if self.process.stdin is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self.process.stdin.close()
-            except OSError:
-                pass
 
 
 @dataclass
@@ -202,10 +201,8 @@ class Supervisor:
 
     @staticmethod
     def _signal(child: Child, sig: signal.Signals) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def stop_together(self, children: list[Child], timeout: float = 10.0, *, at_once: bool = False) -> None:
         """Stops `children` as `stop` does, all at once: each has the same `timeout` from now."""
@@ -229,10 +226,8 @@ class Supervisor:
         """Waits up to `seconds` in all for `children` to exit; returns those still running."""
         deadline = time.monotonic() + seconds
         for child in children:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 child.process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
         return [child for child in children if child.alive()]
 
     @staticmethod

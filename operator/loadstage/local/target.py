@@ -16,16 +16,16 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import redis
 
 from loadstage.api import servers
 from loadstage.api.types import Experiment, Probe, Resources, Variant
-from loadstage.engine import argv
 from loadstage.engine.errors import ExperimentFailed
+from loadstage.launch import argv
 from loadstage.local import cgroups
 from loadstage.local.cgroups import Cgroups, PodCgroup
 from loadstage.local.ports import LOOPBACK, PORTS_ENV, free_port, range_problem
@@ -90,9 +90,9 @@ def local_problems(experiment: Experiment, cgroups_unavailable=cgroups.unavailab
         problems.append(("spec.redis.passwordSecret", "Secrets exist only in a cluster; the local engine's "
                                                       "Redis listens on loopback without a password"))
     target = experiment.spec.target
-    for field, probe in (("readinessProbe", target.readiness_probe), ("livenessProbe", target.liveness_probe)):
+    for which, probe in (("readinessProbe", target.readiness_probe), ("livenessProbe", target.liveness_probe)):
         if probe is not None and probe.exec is not None:
-            problems.append((f"spec.target.{field}.exec", "the local engine runs no command in a target; use "
+            problems.append((f"spec.target.{which}.exec", "the local engine runs no command in a target; use "
                                                           "httpGet or tcpSocket, which it checks on the instance's "
                                                           "own port"))
     m = experiment.spec.matrix
@@ -132,7 +132,7 @@ class LocalTarget:
     @classmethod
     def start(cls, experiment: Experiment, variant: Variant, directory: Path, supervisor: Supervisor, root: Path,
               check_cancel: Callable[[], None], cgroups: Cgroups | None = None, name: str | None = None
-              ) -> "LocalTarget":
+              ) -> LocalTarget:
         """Starts the variant's target and waits until every instance passes its readiness probe. `name`
         prefixes its cgroups (v1 by default)."""
         redis_process = None
@@ -143,8 +143,9 @@ class LocalTarget:
                                              log_path=directory / "redis.log", cwd=directory,
                                              cgroup=pod_cgroup(cgroups, f"{prefix}-redis",
                                                                experiment.spec.redis.resources))
-            redis_url = f"redis://{LOOPBACK}:{port}/0"
-            _wait_for_redis(redis_url, redis_process, check_cancel)
+            deployed = f"redis://{LOOPBACK}:{port}/0"
+            _wait_for_redis(deployed, redis_process, check_cancel)
+            redis_url: str | None = deployed
         else:
             redis_url = experiment.spec.redis.url
         shared = free_port()
@@ -187,9 +188,10 @@ class LocalTarget:
 
     def cpu_seconds(self) -> float | None:
         """CPU time of every instance, from their cgroups; None where they run in none."""
-        if any(pod.cgroup is None for pod in self.pods):
+        cgroups = [pod.cgroup for pod in self.pods if pod.cgroup is not None]
+        if len(cgroups) < len(self.pods):
             return None
-        return sum(pod.cgroup.cpu_seconds() for pod in self.pods)
+        return sum(cgroup.cpu_seconds() for cgroup in cgroups)
 
     @property
     def every_process(self) -> list[Child]:
@@ -210,7 +212,7 @@ class LocalTarget:
     def restart_redis(self, supervisor: Supervisor, check_cancel: Callable[[], None]) -> None:
         """A lost redis-server again, as it was started, on its port: empty, as a Redis pod that restarted."""
         lost = self.redis_process
-        if lost is None or lost.alive():
+        if lost is None or lost.alive() or self.redis_url is None:
             return
         supervisor.stop(lost, at_once=True)
         self.redis_process = supervisor.start(lost.name, lost.argv, log_path=lost.log_path, cwd=lost.log_path.parent,
@@ -289,7 +291,7 @@ def probe_once(probe: Probe, port: int) -> str | None:
             finally:
                 connection.close()
             return None if 200 <= status < 400 else f"GET {probe.http_get.path} answered {status}"
-        with socket.create_connection((LOOPBACK, probe.tcp_socket.port or port), timeout=timeout):
+        with socket.create_connection((LOOPBACK, _tcp_port(probe, port)), timeout=timeout):
             return None
     except OSError as e:
         return f"{type(e).__name__}: {e}"
@@ -298,7 +300,11 @@ def probe_once(probe: Probe, port: int) -> str | None:
 def _describe(probe: Probe, port: int) -> str:
     if probe.http_get is not None:
         return f"http://{LOOPBACK}:{probe.http_get.port or port}{probe.http_get.path}"
-    return f"tcp {LOOPBACK}:{probe.tcp_socket.port or port}"
+    return f"tcp {LOOPBACK}:{_tcp_port(probe, port)}"
+
+
+def _tcp_port(probe: Probe, port: int) -> int:
+    return (probe.tcp_socket.port if probe.tcp_socket else None) or port
 
 
 def _wait_until_ready(processes: list[Child], probe: Probe, port: int, deadline: float,

@@ -1,3 +1,4 @@
-"""What runs inside the Locust processes: the recorder of every request's time, the stage's headline and
-artifact built on the master, the target's own count of served requests, and the seam with Locust's
-internals. The extension that wires them into Locust is injectors/loadstage_results.py."""
+"""What runs inside the Locust processes: the extension that wires loadstage into Locust (extension; Locust loads
+it from injectors/loadstage_results.py), the recorder of every request's time, users' timing, the stage's headline
+and artifact built and written on the master, its looks with --slo, the target's own count of served requests,
+and the seam with Locust's internals."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from types import FrameType
 
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 from locust.user.task import LOCUST_STATE_RUNNING, LOCUST_STATE_WAITING
@@ -20,7 +21,7 @@ def runner_of(environment):
     test_start) before the constructor returns and Environment assigns the runner. The loop's frame holds it."""
     if environment.runner is not None:
         return environment.runner
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         candidate = frame.f_locals.get("self")
         if isinstance(candidate, WorkerRunner) and candidate.environment is environment:

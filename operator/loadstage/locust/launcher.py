@@ -70,18 +70,18 @@ def _run(request: dict, launcher: int) -> None:
 def serve() -> None:
     import gevent.pywsgi  # noqa: F401  (each import below is paid here, once)
     import hdrh.histogram  # noqa: F401
-    import locust.contrib.fasthttp  # noqa: F401
+    import locust.contrib.fasthttp
     import locust.main  # noqa: F401
     import prometheus_client  # noqa: F401
     import psutil  # noqa: F401
     from gevent import monkey
     from gevent.os import fork_gevent
 
-    import loadstage.locust.live  # noqa: F401
-    import loadstage.locust.recorder  # noqa: F401
-    import loadstage.locust.served_count  # noqa: F401
-    import loadstage.locust.summary  # noqa: F401
-    import loadstage.results.artifact  # noqa: F401
+    import loadstage.locust.live
+    import loadstage.locust.recorder
+    import loadstage.locust.served_count
+    import loadstage.locust.summary
+    import loadstage.results.artifact
     import loadstage.results.live_series  # noqa: F401
     waitpid = monkey.get_original("os", "waitpid")
     select = monkey.get_original("select", "select")

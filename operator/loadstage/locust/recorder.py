@@ -130,7 +130,7 @@ class StageRecorder:
 
     def merge_report(self, data: dict, worker: str | None = None) -> None:
         def rows(sent: dict[str, Flat]) -> dict[Row, Flat]:
-            return {tuple(key.split(" ", 1)): pairs for key, pairs in sent.items()}
+            return {(key.split(" ", 1)[0], key.split(" ", 1)[1]): pairs for key, pairs in sent.items()}
         self._merge(rows(data.get("raw", {})), rows(data.get("corrected", {})),
                     {int(w): pairs for w, pairs in data.get("windows", {}).items()},
                     {int(w): n for w, n in data.get("windowFailures", {}).items()}, data.get("exceptions", {}))
@@ -186,7 +186,7 @@ class StageRecorder:
             if before is not None and (window + 1) * WINDOW_SECONDS > before:
                 break
             if self.series:
-                gap = int(round(self.series[-1]["start"] / WINDOW_SECONDS)) + 1
+                gap = round(self.series[-1]["start"] / WINDOW_SECONDS) + 1
                 for empty in range(gap, window):
                     self.series.append(_row(empty, histograms.new()))
                     self._closed.append([None, 0.0, 0, self._window_failures.pop(empty, 0)])
@@ -204,7 +204,7 @@ class StageRecorder:
             if first <= window < last:
                 merged.add(histogram)
         for row, closed in zip(reversed(self.series), reversed(self._closed)):
-            window = int(round(row["start"] / WINDOW_SECONDS))
+            window = round(row["start"] / WINDOW_SECONDS)
             if window < first:
                 break
             if window < last and closed[0]:
@@ -223,7 +223,7 @@ class StageRecorder:
         `before` (epoch seconds), the settling ones too, none of them closed; they last from `started` to the
         end of the last of them."""
         seconds = list(self._closed)
-        last = int(round(self.series[-1]["start"] / WINDOW_SECONDS)) if self.series else None
+        last = round(self.series[-1]["start"] / WINDOW_SECONDS) if self.series else None
         for window in sorted(self._windows):
             if (window + 1) * WINDOW_SECONDS > before:
                 break

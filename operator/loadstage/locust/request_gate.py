@@ -8,7 +8,8 @@ ab does without -k."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from locust.exception import StopUser
 
@@ -58,7 +59,7 @@ class RequestGate:
             self.on_done()
 
 
-def install(sessions: tuple[type, ...], gate: RequestGate) -> None:
+def install(sessions: tuple[Any, ...], gate: RequestGate) -> None:
     """Routes every request of these session classes through the gate."""
     for session in sessions:
         send = session.request
@@ -69,5 +70,5 @@ def install(sessions: tuple[type, ...], gate: RequestGate) -> None:
             headers = gate.admit(headers)
             return __send(self, method, url, *args, **({"headers": headers} if headers is not None else {}),
                           **kwargs)
-        gated.loadstage_gated = True
+        gated.loadstage_gated = True   # type: ignore[attr-defined]
         session.request = gated

@@ -30,7 +30,8 @@ def instance_urls(url: str) -> list[str]:
     """One URL per address the URL's host resolves to."""
     parts = urllib.parse.urlsplit(url)
     port = parts.port or 80
-    addresses = sorted({info[4][0] for info in socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)})
+    addresses = sorted({str(info[4][0]) for info in socket.getaddrinfo(parts.hostname, port,
+                                                                      type=socket.SOCK_STREAM)})
     return [urllib.parse.urlunsplit(parts._replace(netloc=f"[{a}]:{port}" if ":" in a else f"{a}:{port}"))
             for a in addresses]
 

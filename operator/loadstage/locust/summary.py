@@ -9,9 +9,12 @@ merged HDR histograms (loadstage.histograms). Two documents come out:
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
+from loadstage.api.status import ExceptionCount, Latency, TaskExceptions
 from loadstage.api.types import DROPPED_ARRIVALS_BOUND
+from loadstage.api.wire import HEADLINE, METHOD_ROW, MethodRow, StageHeadline
 from loadstage.locust.recorder import Row, StageRecorder
 from loadstage.results import histograms
 
@@ -28,18 +31,18 @@ def _rows_of(recorded: dict[Row, Any], keys: Iterable[Row]):
     return [recorded[k] for k in keys if k in recorded]
 
 
-def _figures(entries: list, raw: list, corrected: list) -> dict[str, Any]:
+def _figures(entries: list, raw: list, corrected: list) -> MethodRow:
     """requests, failures, meanMs and latencyMs (and correctedLatencyMs) of some Locust entries."""
     requests = sum(e.num_requests for e in entries)
     max_ms = max((e.max_response_time for e in entries if e.num_requests), default=None)
-    row: dict[str, Any] = {
-        "requests": requests,
-        "failures": sum(e.num_failures for e in entries),
-        "meanMs": round(sum(e.total_response_time for e in entries) / requests, 3) if requests else None,
-        "latencyMs": histograms.latency_ms(histograms.merge(raw), max_ms),
-    }
+    row = MethodRow(
+        requests=requests,
+        failures=sum(e.num_failures for e in entries),
+        meanMs=round(sum(e.total_response_time for e in entries) / requests, 3) if requests else None,
+        latencyMs=Latency.from_status(histograms.latency_ms(histograms.merge(raw), max_ms)),
+    )
     if corrected:
-        row["correctedLatencyMs"] = histograms.latency_ms(histograms.merge(corrected))
+        row["correctedLatencyMs"] = Latency.from_status(histograms.latency_ms(histograms.merge(corrected)))
     return row
 
 
@@ -47,9 +50,16 @@ def _encoded(recorded: list) -> str:
     return histograms.encode(histograms.merge(recorded))
 
 
-def build(stats, recorder: StageRecorder, *, injectors: int | None = None, served_requests: int | None = None,
-          bound_percent: float = INJECTOR_BOUND_PERCENT, started: float | None = None
-          ) -> tuple[dict[str, Any], dict[str, Any]]:
+def build(stats, recorder: StageRecorder, **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(headline, artifact) of a stage, the headline as the master writes it (figures(), through its
+    declaration)."""
+    headline, artifact = figures(stats, recorder, **options)
+    return HEADLINE.dump(headline, "headline"), artifact
+
+
+def figures(stats, recorder: StageRecorder, *, injectors: int | None = None, served_requests: int | None = None,
+            bound_percent: float = INJECTOR_BOUND_PERCENT, started: float | None = None
+            ) -> tuple[StageHeadline, dict[str, Any]]:
     """(headline, artifact) of a stage. `stats` is the master's locust RequestStats; `bound_percent`: the
     injector CPU above which the stage is injector-bound; `started`: when the load began (epoch seconds), where
     that is after the test started (an arrival rate's pool is started first)."""
@@ -65,12 +75,16 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None, serve
     arrived, dropped = counted or (0, 0)
     cpu_bound = (recorder.cpu_peak_percent or 0) > bound_percent
 
-    def figures(selected: list[Row]) -> dict[str, Any]:
+    def figures_of(selected: list[Row]) -> MethodRow:
         return _figures([entries[k] for k in selected], _rows_of(recorder.raw, selected),
                         _rows_of(recorder.corrected, selected) if pacing else [])
 
-    headline: dict[str, Any] = {
-        **figures(keys),
+    def row_of(selected: list[Row]) -> dict[str, Any]:
+        row: dict[str, Any] = METHOD_ROW.dump(figures_of(selected), "row")
+        return row
+
+    headline: StageHeadline = {
+        **figures_of(keys),   # type: ignore[typeddict-item]
         "rps": round(total.num_requests / elapsed, 2) if elapsed else 0.0,
         "elapsedSeconds": round(elapsed, 2),
         "loadStartedAt": round(began, 3),              # epoch seconds: the load began
@@ -81,15 +95,15 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None, serve
         "injectorBound": cpu_bound or dropped > DROPPED_ARRIVALS_BOUND * arrived,
         "masterLagSeconds": None if recorder.merge_lag_peak is None else round(recorder.merge_lag_peak, 3),
         "masterBound": (recorder.merge_lag_peak or 0) > MASTER_BOUND_LAG_SECONDS,
-        "byMethod": {m: figures([k for k in keys if k[0] == m]) for m in methods},
+        "byMethod": {m: figures_of([k for k in keys if k[0] == m]) for m in methods},
         "errorKinds": len(stats.errors),
     }
     if counted is not None:   # injector-bound by its CPU, or by its pools (too many drops)
-        headline.update(arrivals=arrived, droppedArrivals=dropped, injectorCpuBound=cpu_bound)
+        headline["arrivals"], headline["droppedArrivals"], headline["injectorCpuBound"] = arrived, dropped, cpu_bound
     if recorder.exceptions:
         top = sorted(recorder.exceptions.items(), key=lambda item: (-item[1], item[0]))[:TOP_EXCEPTIONS]
-        headline["exceptions"] = {"count": sum(recorder.exceptions.values()),
-                                  "top": [{"message": said, "count": count} for said, count in top]}
+        headline["exceptions"] = TaskExceptions(sum(recorder.exceptions.values()),
+                                                tuple(ExceptionCount(said, count) for said, count in top))
 
     def histogram_fields(selected: list[Row]) -> dict[str, str]:
         fields = {"histogram": _encoded(_rows_of(recorder.raw, selected))}
@@ -97,11 +111,11 @@ def build(stats, recorder: StageRecorder, *, injectors: int | None = None, serve
             fields["correctedHistogram"] = _encoded(_rows_of(recorder.corrected, selected))
         return fields
 
-    endpoints = [{"method": m, "name": n, **figures([(m, n)]), **histogram_fields([(m, n)])}
+    endpoints = [{"method": m, "name": n, **row_of([(m, n)]), **histogram_fields([(m, n)])}
                  for m, n in keys[:MAX_ENDPOINTS]]
     if folded := keys[MAX_ENDPOINTS:]:   # ungrouped names (/item/<id>): one row, its figures still exact
         headline["endpointsFolded"] = len(folded)
-        endpoints.append({"method": "*", "name": OTHER, "folded": len(folded), **figures(folded),
+        endpoints.append({"method": "*", "name": OTHER, "folded": len(folded), **row_of(folded),
                           **histogram_fields(folded)})
     artifact: dict[str, Any] = {
         "histogramUnit": "ns",

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from loadstage.reports import tables
 from loadstage.api.status import RunStatus, StageResult, VariantRecord
+from loadstage.api.status.figures import bounds_of
+from loadstage.reports import tables
 from loadstage.results.artifact import Artifact
 
 Chart = tuple[str, str, str]   # (id, title, svg)
@@ -17,6 +19,12 @@ COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 LOAD_LABELS = {"injectors": "load injectors", "users": "users"}
 PERCENTILES = [("p50", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"), ("p999", "p99.9")]
 
+
+
+def _percentile_of(key: str) -> Callable[[StageResult], float | None]:
+    def figure(stage: StageResult) -> float | None:
+        return stage.latency.percentile(key)
+    return figure
 
 def _figure(width: float, height: float, rows: int = 1, columns: int = 1):
     from matplotlib.figure import Figure
@@ -65,7 +73,9 @@ def _per_variant(axes, chart_id: str, run: RunStatus, figure_of: Callable[[Stage
             axes.plot(xs, [_number(figure_of(s)) for s in stages], marker="o",
                       color=COLOURS[i % len(COLOURS)], label=tables.variant_label(run, variant),
                       gid=f"{chart_id}-data-{i + 1}")
-            bounds = [(s.intervals or {}).get(interval) or (None, None) for s in stages] if interval else []
+            bounds: list[tuple[float | None, float | None]] = [
+                tuple(found) if (found := bounds_of(s.intervals or {}, interval)) else (None, None)  # type: ignore[misc]
+                for s in stages] if interval else []
             if any(low is not None for low, _ in bounds):
                 axes.vlines(xs, [_number(low) for low, _ in bounds], [_number(high) for _, high in bounds],
                             color=COLOURS[i % len(COLOURS)], linewidth=2, alpha=0.45,
@@ -82,7 +92,7 @@ def latency_chart(run: RunStatus, by_users: bool = False) -> Chart:
     chart_id = "latency"
     figure, panels = _figure(10, 5.6, 2, 3)
     for axes, (key, name) in zip(panels, PERCENTILES):
-        _per_variant(axes, f"{chart_id}-{key}", run, lambda s, k=key: s.latency.percentile(k), by_users, key)
+        _per_variant(axes, f"{chart_id}-{key}", run, _percentile_of(key), by_users, key)
         _style(axes, _load_label(by_users), f"{name} (ms)")
         axes.set_title(name)
     panels[-1].set_visible(False)
@@ -96,9 +106,10 @@ def throughput_chart(run: RunStatus, by_users: bool = False) -> Chart:
     _per_variant(axes, chart_id, run, lambda s: s.rps, by_users, "rps")
     for i, variant in enumerate(run.variants):
         first = next((s for s in variant.stages if s.rps), None)
-        if first is not None and len(variant.stages) > 1:
+        if first is not None and first.rps and len(variant.stages) > 1:
             xs = [s.load(by_users) for s in variant.stages]
-            axes.plot(xs, [first.rps / first.load(by_users) * x for x in xs], linestyle=":", linewidth=1,
+            per_load = first.rps / first.load(by_users)
+            axes.plot(xs, [per_load * x for x in xs], linestyle=":", linewidth=1,
                       color=COLOURS[i % len(COLOURS)], alpha=0.6)
     axes.plot([], [], linestyle=":", color="grey", label="linear from the first stage")
     _style(axes, _load_label(by_users), "requests per second")
@@ -172,7 +183,7 @@ def front_chart(run: RunStatus) -> Chart | None:
     figure, (axes,) = _figure(7, 4.4)
     for i, c in sorted(points.items()):
         cores = c.cost.cores or 0.0
-        low, high = c.capacity_rps, (c.per_core[1] or c.per_core[0]) * cores
+        low, high = c.capacity_rps, (c.bounds[1] or c.bounds[0]) * cores
         colour = COLOURS[i % len(COLOURS)]
         axes.vlines([cores], [low], [high], color=colour, linewidth=2, alpha=0.45, gid=f"{chart_id}-interval-{i + 1}")
         axes.plot([cores], [low], marker="o", color=colour, gid=f"{chart_id}-point-{i + 1}")

@@ -21,11 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from loadstage.api.schema import ValidationError
-from loadstage.api.types import DEFAULT_SERVER, Experiment
+from loadstage.api.servers import DEFAULT_SERVER
+from loadstage.api.status import RunStatus, SearchResult, StageResult
+from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout, tables
 from loadstage.reports.significance import percent
 from loadstage.results.differences import CONFIDENCE, RESOLUTION, Difference, difference, each_figure
-from loadstage.api.status import RunStatus, SearchResult, StageResult
 
 LATENCIES = ("p50", "p99", "p999")    # p50 is shown, not judged
 NAMES = {"p50": "p50", "p99": "p99", "p999": "p99.9", "rps": "req/s", "errorRate": "errors"}
@@ -155,7 +156,8 @@ def compare_stage(base: StageResult, new: StageResult, tolerance: float,
                   confidence: float = CONFIDENCE) -> list[Change]:
     # p99.9 is thin from fewer than 1,000 requests, or where the intervals leave it out (a repeat that had fewer)
     thin = not (base.latency.p999_reliable and new.latency.p999_reliable) or (
-        bool(base.intervals and new.intervals) and not ("p999" in base.intervals and "p999" in new.intervals))
+        bool(base.intervals and new.intervals) and not ("p999" in (base.intervals or {}) and
+                                                        "p999" in (new.intervals or {})))
     level = each_figure(confidence, 2 if thin else 3)    # p99, req/s, and p99.9 unless it is thin
 
     def between(figure: str, b: float | None, n: float | None) -> Difference | None:
@@ -175,7 +177,7 @@ def compare_stage(base: StageResult, new: StageResult, tolerance: float,
     changes.append(Change("rps", base.rps, new.rps,
                           _with_noise(_judge_throughput(base.rps, new.rps, tolerance), found), found))
     changes.append(Change("errorRate", base.error_rate, new.error_rate,
-                          _judge_errors(base.error_rate, new.error_rate, tolerance)))
+                          _judge_errors(base.error_rate or 0.0, new.error_rate or 0.0, tolerance)))
     return changes
 
 

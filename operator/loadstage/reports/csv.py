@@ -8,14 +8,17 @@ import csv
 import io
 from typing import Any
 
+from loadstage.api.status import FIGURES as INTERVAL_FIGURES
+from loadstage.api.status import Recommendation, RunStatus, StageResult, VariantRecord
+from loadstage.api.status.figures import bounds_of
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout
-from loadstage.api.status import FIGURES as INTERVAL_FIGURES, Recommendation, RunStatus, StageResult, VariantRecord
 
 SETTINGS = ["server", "pods", "workers", "threads", "workerClass", "proxy", "socket"]
 FIGURES = ["requests", "failures", "exceptions", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms",
            "p999Ms", "maxMs", "p999Reliable"]
-INTERVALS = [f"{figure}{side}" for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms", "meanMs", "rps", "errorRate")
+INTERVALS = [f"{figure}{side}"
+             for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms", "meanMs", "rps", "errorRate")
              for side in ("_lo", "_hi")] + ["intervalMethod"]   # 95% confidence intervals (results.intervals)
 TRIMMED = ["repeats", *(f"{figure}_trimmed" for figure in ("p50Ms", "p90Ms", "p95Ms", "p99Ms", "p999Ms", "meanMs",
                                                           "rps", "errorRate"))]   # without the highest and lowest
@@ -80,10 +83,11 @@ def row(experiment: Experiment, variant: VariantRecord, stage: StageResult) -> d
         "masterLagSeconds": stage.master_lag_seconds, "masterBound": stage.master_bound,
         "passed": None if verdict is None else verdict.passed,
         "violations": None if verdict is None else "; ".join(verdict.violations),
-        "topExceptions": "; ".join(f"{m} ({n})" for m, n in stage.exceptions.top) if stage.exceptions else None,
+        "topExceptions": "; ".join(f"{e.message} ({e.count})" for e in stage.exceptions.top)
+                         if stage.exceptions else None,
     }
     for figure in INTERVAL_FIGURES:
-        if bounds := (stage.intervals or {}).get(figure):
+        if bounds := bounds_of(stage.intervals or {}, figure):
             values.update({f"{_column(figure)}_lo": bounds[0], f"{_column(figure)}_hi": bounds[1]})
     values["intervalMethod"] = (stage.intervals or {}).get("method")
     values["repeats"] = stage.repeats

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import html
 
+from loadstage.api.status import RunStatus
 from loadstage.api.types import Experiment
 from loadstage.reports import charts, ons_layout, tables, terminal
 from loadstage.reports.significance import between_variants
-from loadstage.api.status import RunStatus
 from loadstage.results.artifact import Artifact
 
 STYLE = """

@@ -4,11 +4,11 @@ breakdown per variant."""
 
 from __future__ import annotations
 
+from loadstage.api.status import RunStatus
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout, tables, terminal
 from loadstage.reports.significance import between_variants
 from loadstage.reports.tables import interval_rows
-from loadstage.api.status import RunStatus
 
 
 def table(header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("Option", "Value")) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadstage.api.quantities import format_duration
+from loadstage.api.status import RunStatus, VariantAggregate, VariantRecord
 from loadstage.api.types import Experiment
 from loadstage.reports.tables import (
     Table,
@@ -24,7 +25,6 @@ from loadstage.reports.tables import (
     variant_label,
     varying,
 )
-from loadstage.api.status import RunStatus, VariantRecord
 
 SETTING_NAMES = {"server": "server", "pods": "pods", "workers": "workers", "threads": "threads",
                  "workerClass": "worker class"}
@@ -36,9 +36,11 @@ INJECTORS_COLUMN = "Load injector instances"
 
 def ons_headline_rows(run: RunStatus) -> Table:
     keys = key_settings(run)
-    rows = [[*(setting_cell(v.settings.get(k)) for k in keys), *percentiles(v.aggregate.latency, marks),
-             count(v.aggregate.requests), count(v.aggregate.redis_peak_connections)]
-            for v, marks in zip([v for v in run.variants if v.aggregate], headline_marks(run))]
+    settings: list[tuple[dict[str, object], VariantAggregate]] = \
+        [(dict(v.settings), v.aggregate) for v in run.variants if v.aggregate]
+    rows = [[*(setting_cell(values.get(k)) for k in keys), *percentiles(a.latency, marks),
+             count(a.requests), count(a.redis_peak_connections)]
+            for (values, a), marks in zip(settings, headline_marks(run))]
     return [*(SETTING_NAMES.get(k, k) for k in keys), *PERCENTILE_COLUMNS, "total requests",
             "Redis connections (peak)"], rows
 
@@ -66,7 +68,8 @@ def breakdown_rows(run: RunStatus, variant: VariantRecord, users: bool = False) 
     significantly the best of every variant's at that stage; `users` adds the stage's users after its
     injectors."""
     shown = methods(run)
-    rows = [[str(s.injectors), *([count(s.users)] if users else []), *percentiles(s.latency, stage_marks(run, variant, s)),
+    rows = [[str(s.injectors), *([count(s.users)] if users else []),
+             *percentiles(s.latency, stage_marks(run, variant, s)),
              *(method_cell(s.by_method, m, "mean") for m in shown), count(s.requests)]
             for s in variant.stages]
     return [INJECTORS_COLUMN, *(["Users"] if users else []), *PERCENTILE_COLUMNS,
@@ -111,10 +114,11 @@ def profile(experiment: Experiment, run: RunStatus) -> list[Option]:
         wait = injectors.wait_time
         options.append(Option("Wait time", (wait.min, wait.max),
                               f"{format_duration(wait.min)} to {format_duration(wait.max)}"))
-    scenario = (injectors.locustfile.path or f"ConfigMap {injectors.locustfile.config_map.name}"
-                if injectors.locustfile else f"built-in {injectors.scenario or 'respondent'}")
+    locustfile = injectors.locustfile
+    scenario = (locustfile.path or f"ConfigMap {locustfile.config_map.name if locustfile.config_map else '?'}"
+                if locustfile else f"built-in {injectors.scenario or 'respondent'}")
     options += [Option("Scenario", scenario, scenario),
-                Option("Stage duration", durations, ", ".join(map(format_duration, durations)))]
+                Option("Stage duration", durations, ", ".join(format_duration(d or 0.0) for d in durations))]
     if by_users(experiment):
         options.append(Option("Most users per injector (stages given in users)", injectors.max_users_per_injector,
                               f"{injectors.max_users_per_injector:,}"))
@@ -123,15 +127,16 @@ def profile(experiment: Experiment, run: RunStatus) -> list[Option]:
         searched = (search.load, search.from_, search.max, search.resolution)
         options.append(Option("Capacity search", searched, f"{search.load} from {search.from_:,} up to "
                                                            f"{search.max:,}, to {search.resolution:.0%}"))
-        options.append(Option("Objective (slo)", spec.slo, spec.slo.describe()))
+        options.append(Option("Objective (slo)", spec.slo, spec.slo.describe() if spec.slo else "none"))
     else:
         ladder = tuple(s.injectors for s in spec.stages)
         users = tuple(injectors.users_for(s) for s in spec.stages)
         options += [Option("Load injector ladder", ladder, ", ".join(map(str, ladder))),
                     Option("Users per stage", users, ", ".join(f"{u:,}" for u in users))]
     warmup = (spec.warmup.injectors, spec.warmup.duration) if spec.warmup else None
-    options += [Option("Warm-up", warmup, f"{spec.warmup.injectors} injector(s) for "
-                                          f"{format_duration(spec.warmup.duration)}, not counted" if warmup else "none"),
+    warmed = f"{spec.warmup.injectors} injector(s) for {format_duration(spec.warmup.duration)}, not counted" \
+        if spec.warmup else "none"
+    options += [Option("Warm-up", warmup, warmed),
                 Option("Redis", _redis(spec.redis), _redis(spec.redis))]
     if target.env:
         env = tuple(sorted(target.env.items()))
@@ -146,7 +151,8 @@ def profile(experiment: Experiment, run: RunStatus) -> list[Option]:
 
 
 def _redis(redis) -> str:
-    return "deployed for each variant" if redis.deployed else "external" if redis.url else "none (the app uses no Redis)"
+    return "deployed for each variant" if redis.deployed else "external" if redis.url else \
+        "none (the app uses no Redis)"
 
 
 def profile_rows(experiment: Experiment, run: RunStatus) -> list[list[str]]:

@@ -4,12 +4,12 @@ may stand for settings. With 3 or more repeats a cell is the trimmed mean, the s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable
 
 from loadstage.api.schema import ValidationError
-from loadstage.reports.tables import Table, count, flagged, footnotes, format_ms, mib, number
 from loadstage.api.status import RunStatus, StageResult
+from loadstage.reports.tables import Table, count, flagged, footnotes, format_ms, mib, number
 
 STAGE_KEYS = ("stage", "users", "injectors")
 
@@ -52,7 +52,7 @@ def _cell(value) -> str:
     return number(value, "")
 
 
-def _key(settings: dict, stage: StageResult, name: str):
+def _key(settings: Mapping[str, object], stage: StageResult, name: str) -> object:
     if name in STAGE_KEYS:
         return getattr(stage, name)
     return settings.get(name)

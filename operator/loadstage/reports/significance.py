@@ -8,16 +8,16 @@ each figure is judged at the level that keeps the row's chance of a false mark w
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
+from loadstage.api.status import Intervals, Latency, RunStatus, VariantRecord
 from loadstage.results.differences import CONFIDENCE, LOWER_IS_BETTER, Difference, difference, each_figure
-from loadstage.api.status import Latency, RunStatus, VariantRecord
 
 BEST = "^"
 FIGURE_NAMES = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9", "mean": "mean",
                 "rps": "req/s"}
 COMPARED = ("p50", "p90", "p95", "p99", "p999")
-Candidate = tuple[str, float | None, dict[str, Any] | None]   # (label, figure, intervals)
+Candidate = tuple[str, float | None, Intervals | None]   # (label, figure, intervals)
 
 
 def judgeable(figure: str, candidates: list[Candidate]) -> bool:
@@ -29,11 +29,12 @@ def judgeable(figure: str, candidates: list[Candidate]) -> bool:
 def _against_best(figure: str, candidates: list[Candidate],
                   confidence: float) -> tuple[int, list[tuple[str, Difference | None]]] | None:
     """The best candidate's index, and every other's difference from it; None with fewer than 2 figures."""
-    known = [i for i, (_, value, _) in enumerate(candidates) if value is not None]
+    values = {i: value for i, (_, value, _) in enumerate(candidates) if value is not None}
+    known = list(values)
     if len(known) < 2:
         return None
     pick = min if figure in LOWER_IS_BETTER else max
-    best = pick(known, key=lambda i: candidates[i][1])
+    best = pick(known, key=lambda i: values[i])
     _, value, intervals = candidates[best]
     return best, [(label, difference(figure, value, intervals, other, other_intervals, confidence))
                   for i, (label, other, other_intervals) in enumerate(candidates) if i != best and i in known]
@@ -49,13 +50,13 @@ def best(figure: str, candidates: list[Candidate], confidence: float = CONFIDENC
     return index if all(d is not None and d.worse for _, d in others) else None
 
 
-def latency_candidates(labels: list[str], latencies: list[Latency | None], intervals: list[dict | None],
+def latency_candidates(labels: list[str], latencies: Sequence[Latency | None], intervals: Sequence[Intervals | None],
                        figure: str) -> list[Candidate]:
     return [(label, None if latency is None or (figure == "p999" and latency.p999_reliable is False)
              else latency.percentile(figure), iv) for label, latency, iv in zip(labels, latencies, intervals)]
 
 
-def best_columns(labels: list[str], latencies: list[Latency | None], intervals: list[dict | None],
+def best_columns(labels: list[str], latencies: Sequence[Latency | None], intervals: Sequence[Intervals | None],
                  confidence: float = CONFIDENCE) -> list[set[str]]:
     """For each candidate, the percentiles in which it is significantly best, the row's marks together at
     `confidence`."""
@@ -72,9 +73,9 @@ def best_columns(labels: list[str], latencies: list[Latency | None], intervals: 
 
 def _mean(variant: VariantRecord) -> float | None:
     """The variant's mean over all its stages' requests."""
-    timed = [s for s in variant.stages if s.mean_ms is not None and s.requests]
-    total = sum(s.requests for s in timed)
-    return sum(s.mean_ms * s.requests for s in timed) / total if total else None
+    timed = [(s.mean_ms, s.requests) for s in variant.stages if s.mean_ms is not None and s.requests]
+    total = sum(n for _, n in timed)
+    return sum(mean * n for mean, n in timed) / total if total else None
 
 
 def percent(level: float) -> str:
@@ -84,12 +85,12 @@ def percent(level: float) -> str:
 def between_variants(run: RunStatus, labels: list[str], confidence: float = CONFIDENCE) -> list[str]:
     """One line per figure of the variants' rows over all their stages: which is best, by how much, and
     whether that is more than the noise; the lines' verdicts together at `confidence`."""
-    aggregates = [v.aggregate for v in run.variants]
-    if len(aggregates) < 2 or not all(a is not None and a.intervals for a in aggregates):
+    aggregates = [v.aggregate for v in run.variants if v.aggregate is not None and v.aggregate.intervals]
+    if len(aggregates) < 2 or len(aggregates) < len(run.variants):
         return []
     figures = {figure: latency_candidates(labels, [a.latency for a in aggregates],
                                           [a.intervals for a in aggregates], figure) if figure != "mean" else
-               [(label, _mean(v), v.aggregate.intervals) for label, v in zip(labels, run.variants)]
+               [(label, _mean(v), a.intervals) for label, v, a in zip(labels, run.variants, aggregates)]
                for figure in ("p50", "p99", "p999", "mean")}
     judged = [figure for figure, candidates in figures.items() if judgeable(figure, candidates)]
     level = each_figure(confidence, len(judged))

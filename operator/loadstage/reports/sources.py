@@ -22,9 +22,9 @@ from loadstage.api.names import (
     PLURAL,
 )
 from loadstage.api.schema import Int, Json, ListOf, Obj, ShapeError, ValidationError
+from loadstage.api.status import RunStatus
 from loadstage.api.types import Experiment
 from loadstage.api.yaml_files import load_documents, read_utf8
-from loadstage.api.status import RunStatus
 from loadstage.results.artifact import Artifact
 
 RESOURCE_PREFIXES = ("lx/", "loadexperiment/", "loadexperiments/")

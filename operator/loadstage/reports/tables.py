@@ -4,12 +4,14 @@ The terminal, Markdown and HTML reports render these rows."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 
 from loadstage.api.quantities import cpu_cores
+from loadstage.api.status import Intervals, Latency, MethodFigures, RunStatus, StageResult, VariantRecord
+from loadstage.api.status.figures import bounds_of
 from loadstage.reports import significance
 from loadstage.reports.significance import BEST
-from loadstage.api.status import Latency, MethodFigures, RunStatus, StageResult, VariantRecord
 
 STAGE_COLUMNS = ["Injectors", "Users", "50th", "90th", "95th", "99th", "99.9th", "GETs avg", "GETs p99", "POSTs avg",
                  "POSTs p99", "Total Requests", "Redis peak"]
@@ -53,7 +55,7 @@ def _p999(latency: Latency) -> str:
     return text + THIN_P999 if latency.p999_reliable is False else text
 
 
-def percentiles(latency: Latency, best: set[str] = frozenset()) -> list[str]:
+def percentiles(latency: Latency, best: AbstractSet[str] = frozenset()) -> list[str]:
     """p50..p99.9, each marked where it is significantly the best of its column (reports.significance)."""
     cells = [*(format_ms(v) for v in (latency.p50, latency.p90, latency.p95, latency.p99)), _p999(latency)]
     return [c + BEST if name in best else c for name, c in zip(significance.COMPARED, cells)]
@@ -61,9 +63,9 @@ def percentiles(latency: Latency, best: set[str] = frozenset()) -> list[str]:
 
 def headline_marks(run: RunStatus) -> list[set[str]]:
     """For each variant with a row over all its stages, the percentiles in which it is significantly best."""
-    shown = [v for v in run.variants if v.aggregate]
-    return significance.best_columns([variant_label(run, v) for v in shown], [v.aggregate.latency for v in shown],
-                                     [v.aggregate.intervals for v in shown])
+    shown = [(v, v.aggregate) for v in run.variants if v.aggregate]
+    return significance.best_columns([variant_label(run, v) for v, _ in shown], [a.latency for _, a in shown],
+                                     [a.intervals for _, a in shown])
 
 
 def stage_of(variant: VariantRecord, number: int) -> StageResult | None:
@@ -76,8 +78,9 @@ def marks_at_stage(run: RunStatus, number: int) -> list[set[str]]:
     if len(run.variants) < 2:
         return [set() for _ in run.variants]
     stages = [stage_of(v, number) for v in run.variants]
-    return significance.best_columns([variant_label(run, v) for v in run.variants], [s and s.latency for s in stages],
-                                     [s and s.intervals for s in stages])
+    return significance.best_columns([variant_label(run, v) for v in run.variants],
+                                     [s.latency if s else None for s in stages],
+                                     [s.intervals if s else None for s in stages])
 
 
 def stage_marks(run: RunStatus, variant: VariantRecord, stage: StageResult) -> set[str]:
@@ -97,7 +100,7 @@ def count(value) -> str:
     return number(value, ",")
 
 
-def mib(size: int | None) -> float | None:
+def mib(size: float | None) -> float | None:
     return None if size is None else size / 2**20
 
 
@@ -114,8 +117,8 @@ def key_settings(run: RunStatus) -> list[str]:
 
 
 def variant_label(run: RunStatus, variant: VariantRecord) -> str:
-    settings = variant.settings
-    return " ".join(f"{k}={settings[k]}" for k in key_settings(run) if settings.get(k) is not None)
+    settings: dict[str, object] = dict(variant.settings)
+    return " ".join(f"{k}={value}" for k in key_settings(run) if (value := settings.get(k)) is not None)
 
 
 def cpu_limit_cores(variant: VariantRecord) -> float | None:
@@ -151,7 +154,8 @@ def _verdict(stage: StageResult) -> str:
     v = stage.verdict
     text = "-" if v is None else "pass" if v.passed else \
         "FAIL: " + "; ".join(v.violations) if v.violations else "undecided: " + "; ".join(v.undecided)
-    return text + (" (injector-bound)" if stage.injector_bound else "") + (" (master behind)" if stage.master_bound else "")
+    return text + (" (injector-bound)" if stage.injector_bound else "") + \
+        (" (master behind)" if stage.master_bound else "")
 
 
 def _per_stage(run: RunStatus, columns: list[str], cells: Callable[[VariantRecord, StageResult], list[str]]) -> Table:
@@ -248,8 +252,8 @@ def pivot_rows(run: RunStatus, users: bool = True) -> Table:
                     for r in pivot]
 
 
-def interval_cell(intervals: dict | None, figure: str) -> str:
-    bounds = (intervals or {}).get(figure)
+def interval_cell(intervals: Intervals | None, figure: str) -> str:
+    bounds = bounds_of(intervals or {}, figure)
     if not bounds:
         return "-"
     if figure == "rps":
@@ -260,8 +264,8 @@ def interval_cell(intervals: dict | None, figure: str) -> str:
 def interval_rows(run: RunStatus) -> Table:
     """Each variant's row over all its stages, as 95% intervals (results.intervals); none without them."""
     figures = ["p50", "p90", "p95", "p99", "p999", "mean", "rps"]
-    rows = [[variant_label(run, v) or "-", *(interval_cell(v.aggregate.intervals, f) for f in figures)]
-            for v in run.variants if v.aggregate and v.aggregate.intervals]
+    rows = [[variant_label(run, v) or "-", *(interval_cell(a.intervals, f) for f in figures)]
+            for v in run.variants if (a := v.aggregate) and a.intervals]
     return ["Variant", "50th", "90th", "95th", "99th", "99.9th", "mean", "req/s"], rows
 
 
@@ -299,6 +303,7 @@ def footnotes(cells: list[str]) -> list[str]:
     return ([FOOTNOTES[THIN_P999]] if any(c.endswith(THIN_P999) for c in unmarked) else []) + \
            ([FOOTNOTES[UNSTEADY]] if any(UNSTEADY in c for c in cells) else []) + \
            ([FOOTNOTES[BEST]] if any(c.endswith(BEST) for c in cells) else []) + \
-           ([FOOTNOTES[INJECTOR_BOUND]] if any(INJECTOR_BOUND in c or "(injector-bound)" in c for c in cells) else []) + \
+           ([FOOTNOTES[INJECTOR_BOUND]] if any(INJECTOR_BOUND in c or "(injector-bound)" in c for c in cells)
+            else []) + \
            ([FOOTNOTES[RAISED]] if any(RAISED in c for c in cells) else []) + \
            ([MASTER_BEHIND_NOTE] if any("(master behind)" in c for c in cells) else [])

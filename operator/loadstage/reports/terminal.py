@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadstage.api.quantities import format_duration
+from loadstage.api.status import RunStatus
 from loadstage.api.types import Stage
 from loadstage.reports.significance import between_variants
 from loadstage.reports.tables import (
@@ -23,7 +24,6 @@ from loadstage.reports.tables import (
     target_cpu,
     variant_label,
 )
-from loadstage.api.status import RunStatus
 
 
 def render_table(run: RunStatus) -> str:
@@ -73,10 +73,9 @@ def render_recommendation(run: RunStatus) -> list[str]:
     lines = [f"Recommendation: {pick.sentence}"]
     if pick.margin is not None:
         lines.append(f"  margin: {pick.margin.describe()}")
-    ran = [v for v in run.variants if v.dropped is not None and v.dropped.after]
-    for variant in ran[:DROPPED_SHOWN]:
-        lines.append(f"  dropped variant {variant.index + 1} after {variant.dropped.after} stage(s): "
-                     f"{variant.dropped.reason}")
+    ran = [(v, v.dropped) for v in run.variants if v.dropped is not None and v.dropped.after]
+    for variant, dropped in ran[:DROPPED_SHOWN]:
+        lines.append(f"  dropped variant {variant.index + 1} after {dropped.after} stage(s): {dropped.reason}")
     if len(ran) > DROPPED_SHOWN:
         lines.append(f"  and {len(ran) - DROPPED_SHOWN} more dropped (status.variants[].dropped)")
     if pick.front:
@@ -132,7 +131,7 @@ def render_cross_check(run: RunStatus) -> list[str]:
                              f"{s.duration_seconds:g}s" + ("" if s.requests >= goal else
                                                           ", stopped by its time limit (its duration)"))
             if unsteady := s.target.unsteady():
-                pods = "; ".join(p.describe() for p in s.target.pods)
+                pods = "; ".join(p.describe() for p in s.target.pods or ())
                 lines.append(f"variant {variant.index + 1} stage {s.stage}: target {unsteady} ({pods})")
             served = s.target.served_requests
             if served is None:

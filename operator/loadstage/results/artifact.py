@@ -7,8 +7,9 @@ from __future__ import annotations
 import base64
 import json
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TypedDict
+from typing import Any, TypedDict
 
 from loadstage.api.schema import Int, Json, ListOf, MapOf, Num, Obj, ShapeError, Str, Written
 from loadstage.results import histograms
@@ -49,7 +50,7 @@ def artifact_from_log(log: str) -> dict[str, Any] | None:
 def coarser(blocks: dict[str, Any]) -> dict[str, Any]:
     """The intervals' blocks merged in pairs: half as many, twice as long (longer blocks only make an interval
     more cautious)."""
-    def pairs(values: list) -> list[list]:
+    def pairs(values: list[Any]) -> list[list[Any]]:
         return [values[i:i + 2] for i in range(0, len(values), 2)]
     return {**blocks, "seconds": blocks["seconds"] * 2,
             "histograms": [histograms.encode(histograms.merge_encoded(pair)) for pair in pairs(blocks["histograms"])],

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any
 
+from loadstage.api.status.figures import Intervals, bounds_of
 from loadstage.results.repeats import t_quantile
 
 CONFIDENCE = 0.95
@@ -61,7 +61,7 @@ class Difference:
         return f"{self.relative:+.1%} [{self.low:+.1%}, {self.high:+.1%}]"
 
 
-def _freedom(intervals: dict[str, Any]) -> int | None:
+def _freedom(intervals: Intervals) -> int | None:
     """The degrees of freedom of an interval from repeats; None (infinite) for a bootstrap's."""
     return intervals["repeats"] - 1 if intervals.get("method") == "repeats" else None
 
@@ -70,20 +70,20 @@ def _quantile(confidence: float, freedom: float | None) -> float:
     return z_of(confidence) if freedom is None else t_quantile(confidence, max(1, math.floor(freedom)))
 
 
-def _log_error(value: float, intervals: dict[str, Any], figure: str) -> float | None:
+def _log_error(value: float, intervals: Intervals, figure: str) -> float | None:
     """The standard error of the figure's logarithm; never below the histograms' resolution (an interval of
     one bucket, [x, x], still knows the figure only to that bucket)."""
-    bounds = intervals.get(figure)
+    bounds = bounds_of(intervals, figure)
     if not bounds or value is None or value <= 0 or bounds[0] <= 0 or bounds[1] <= 0:
         return None
     width = max(math.log(bounds[1]) - math.log(bounds[0]), 2 * RESOLUTION)
     return width / (2 * _quantile(intervals["confidence"], _freedom(intervals)))
 
 
-def _centre(value: float, intervals: dict[str, Any], figure: str) -> float:
+def _centre(value: float, intervals: Intervals, figure: str) -> float:
     """What the interval is of: the repeats' geometric mean (the middle of a t interval of logs), else the
     figure itself."""
-    bounds = intervals.get(figure)
+    bounds = bounds_of(intervals, figure)
     return math.sqrt(bounds[0] * bounds[1]) if _freedom(intervals) is not None and bounds else value
 
 
@@ -93,14 +93,15 @@ def _welch(errors: list[float], freedoms: list[int | None]) -> float | None:
     return sum(e * e for e in errors) ** 2 / sum(tails) if tails else None
 
 
-def difference(figure: str, base: float | None, base_intervals: dict[str, Any] | None, new: float | None,
-               new_intervals: dict[str, Any] | None, confidence: float = CONFIDENCE) -> Difference | None:
+def difference(figure: str, base: float | None, base_intervals: Intervals | None, new: float | None,
+               new_intervals: Intervals | None, confidence: float = CONFIDENCE) -> Difference | None:
     """None where either side has no interval of the figure (a short stage, a result from before intervals),
     or a figure of 0."""
     if not base_intervals or not new_intervals or not base or not new:
         return None
-    errors = [_log_error(base, base_intervals, figure), _log_error(new, new_intervals, figure)]
-    if None in errors:
+    found = [_log_error(base, base_intervals, figure), _log_error(new, new_intervals, figure)]
+    errors = [e for e in found if e is not None]
+    if len(errors) < 2:
         return None
     freedom = _welch(errors, [_freedom(base_intervals), _freedom(new_intervals)])
     spread = _quantile(confidence, freedom) * math.hypot(*errors)

@@ -13,7 +13,8 @@ and never above the exact maximum."""
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
@@ -29,8 +30,10 @@ def new() -> HdrHistogram:
 
 
 _SHAPE = new()
-_UNIT, _HALF_MAGNITUDE = _SHAPE.unit_magnitude, _SHAPE.sub_bucket_half_count_magnitude
-_HALF_COUNT, _MASK = _SHAPE.sub_bucket_half_count, _SHAPE.sub_bucket_mask
+_UNIT: int = _SHAPE.unit_magnitude
+_HALF_MAGNITUDE: int = _SHAPE.sub_bucket_half_count_magnitude
+_HALF_COUNT: int = _SHAPE.sub_bucket_half_count
+_MASK: int = _SHAPE.sub_bucket_mask
 
 
 def index_of(value_ns: int) -> int:
@@ -76,7 +79,8 @@ def record(histogram: HdrHistogram, ms: float) -> None:
 
 
 def encode(histogram: HdrHistogram) -> str:
-    return histogram.encode().decode("ascii")
+    encoded: bytes = histogram.encode()
+    return encoded.decode("ascii")
 
 
 def decode(encoded: str) -> HdrHistogram:
@@ -106,10 +110,10 @@ def merge_encoded(encoded: Iterable[str]) -> HdrHistogram:
 def mean_ns(histogram: HdrHistogram) -> float:
     """HdrHistogram.get_mean_value(), over the counts between the lowest and highest value: that method walks
     every bucket through Python iterator objects, tens of times slower (it was most of an injector's cost)."""
-    total = histogram.get_total_count()
+    total: int = histogram.get_total_count()
     if total == 0:
         return 0.0
-    counts, weighted = histogram.counts, 0
+    counts, weighted = histogram.counts, 0.0
     for index in range(histogram.get_counts_array_index(histogram.get_min_value()),
                        histogram.get_counts_array_index(histogram.get_max_value()) + 1):
         if counts[index]:
@@ -141,15 +145,14 @@ def _digits(ms: float) -> float:
     return float(f"{ms:.6g}")
 
 
-def latency_ms(histogram: HdrHistogram, max_ms: float | None = None) -> dict:
+def latency_ms(histogram: HdrHistogram, max_ms: float | None = None) -> dict[str, Any]:
     """p50..p99.9 and max in milliseconds, `n` samples, and `p999Reliable` (n >= 1000).
     `max_ms` is the exact maximum where it is known (Locust's), which caps every percentile."""
-    n = histogram.get_total_count()
-    if max_ms is None:
-        max_ms = histogram.get_max_value() / 1e6 if n else None
-    result: dict = {name: None if ns is None else _digits(min(ns / 1e6, max_ms))
-                    for name, ns in percentiles_ns(histogram, LEVELS).items()}
-    result["max"] = _digits(max_ms) if n else None
+    n: int = histogram.get_total_count()
+    top: float = (histogram.get_max_value() / 1e6 if n else 0.0) if max_ms is None else max_ms
+    result: dict[str, Any] = {name: None if ns is None else _digits(min(ns / 1e6, top))
+                              for name, ns in percentiles_ns(histogram, LEVELS).items()}
+    result["max"] = _digits(top) if n else None
     result["n"] = n
     result["p999Reliable"] = n >= P999_MIN_SAMPLES
     return result

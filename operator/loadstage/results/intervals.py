@@ -18,13 +18,14 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter, mul
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from loadstage.api.status.figures import FIGURES
+from loadstage.api.status.figures import FIGURES, Intervals, with_bounds
 from loadstage.results import histograms
 
 CONFIDENCE = 0.95
@@ -130,18 +131,19 @@ def blocks_from_artifact(section: dict[str, Any] | None) -> list[Block]:
 
 
 def of_artifacts(sections: Sequence[dict[str, Any] | None], *, seed: str,
-                 confidence: float = CONFIDENCE, resamples: int = RESAMPLES) -> dict[str, Any] | None:
+                 confidence: float = CONFIDENCE, resamples: int = RESAMPLES) -> Intervals | None:
     """Intervals from the blocks of one stage's artifact, or of several stages (a variant's row); None when a
     stage has no blocks (too short, or its artifact had to leave them out)."""
-    if not sections or not all(sections):
+    present = [s for s in sections if s]
+    if not sections or len(present) < len(sections):
         return None
-    found = bootstrap([blocks_from_artifact(s) for s in sections], seed=seed, confidence=confidence,
+    found = bootstrap([blocks_from_artifact(s) for s in present], seed=seed, confidence=confidence,
                       resamples=resamples)
     if found is None:
         return None
-    if len(sections) == 1:
-        found["blockSeconds"] = sections[0]["seconds"]
-    if short := [s for s in sections if s["seconds"] < 2 * s.get("correlationSeconds", 0)]:
+    if len(present) == 1:
+        found["blockSeconds"] = present[0]["seconds"]
+    if short := [s for s in present if s["seconds"] < 2 * s.get("correlationSeconds", 0)]:
         found["warning"] = (f"too short for blocks of 2 x {short[0]['correlationSeconds']} s (how long its "
                             f"seconds stay alike): may be too narrow")
     return found
@@ -173,8 +175,8 @@ class _Resampler:
         self.hints: dict[str, int] = {}
         if self.grid:   # the index of each percentile of every block once: where a resample's search starts
             found = self.figures(everything)
-            self.hints = {name: position[round(found[name] * 1e6)] for name in histograms.LEVELS
-                          if found[name] is not None}
+            self.hints = {name: position[round(ms * 1e6)] for name in histograms.LEVELS
+                          if (ms := found[name]) is not None}
 
     def figures(self, chosen: list[Block]) -> dict[str, float | None]:
         weights = Counter(map(id, chosen))
@@ -203,7 +205,8 @@ class _Resampler:
         resample's percentile is near the whole sample's (`hint`): the search gallops out from there, then
         halves, with a few sums over the rows where a search of the whole grid needs ten or more."""
         def reaches(i: int) -> bool:
-            return sum(map(mul, map(itemgetter(i), rows), counts)) >= rank
+            total: int = sum(map(mul, map(itemgetter(i), rows), counts))
+            return total >= rank
         top = len(self.grid) - 1
         start, step = min(max(hint, low), top), 1
         if reaches(start):
@@ -240,7 +243,7 @@ def four_digits(value: float) -> float:
 
 
 def bootstrap(strata: Iterable[Sequence[Block]], *, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
-              seed: int | str = 0) -> dict | None:
+              seed: int | str = 0) -> Intervals | None:
     """Percentile-bootstrap intervals of FIGURES over the blocks, resampled within each stratum (a stage: a
     variant's row resamples each of its stages on its own, then merges them). None without enough blocks.
     p999 gets no interval when there are fewer than histograms.P999_MIN_SAMPLES requests."""
@@ -256,22 +259,22 @@ def bootstrap(strata: Iterable[Sequence[Block]], *, confidence: float = CONFIDEN
             if value is not None:
                 draws[name].append(value)
     alpha = (1 - confidence) / 2
-    result: dict = {"confidence": confidence, "method": "bootstrap", "blocks": sum(len(s) for s in strata)}
+    result: Intervals = {"confidence": confidence, "method": "bootstrap", "blocks": sum(len(s) for s in strata)}
     requests = sum(block.requests for s in strata for block in s)
     for name in FIGURES:
         values = sorted(draws[name])
         if len(values) < resamples or (name == "p999" and requests < histograms.P999_MIN_SAMPLES):
             continue
-        result[name] = [four_digits(_quantile(values, alpha)), four_digits(_quantile(values, 1 - alpha))]
+        with_bounds(result, name, [four_digits(_quantile(values, alpha)), four_digits(_quantile(values, 1 - alpha))])
     return result
 
 
-def with_exceptions(found: dict[str, Any] | None, raised: int, requests: int) -> dict[str, Any] | None:
+def with_exceptions(found: Intervals | None, raised: int, requests: int) -> Intervals | None:
     """The error rate's interval, for a verdict, where tasks raised: the blocks count only requests, so the
     `raised` exceptions (each a failed request, results.stage_results) are added to both bounds as a fixed
     count, (bound x requests + raised) / (requests + raised). Where they vary between blocks the interval is a
     little narrow."""
-    if found is None or not raised or "errorRate" not in found:
+    if found is None or not raised or not (error_rate := found.get("errorRate")):
         return found
-    low, high = found["errorRate"]
+    low, high = error_rate
     return {**found, "errorRate": [four_digits((b * requests + raised) / (requests + raised)) for b in (low, high)]}

@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 

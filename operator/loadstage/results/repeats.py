@@ -11,11 +11,12 @@ included, which a single run's bootstrap cannot see."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
-from loadstage.results import histograms
-from loadstage.results.intervals import CONFIDENCE, FIGURES, four_digits
 from loadstage.api.status import Headline
+from loadstage.api.status.figures import FIGURES, Intervals, with_bounds
+from loadstage.results import histograms
+from loadstage.results.intervals import CONFIDENCE, four_digits
 
 MIN_REPEATS = 3
 LINEAR = ("errorRate",)
@@ -58,20 +59,20 @@ def _interval(values: Sequence[float], confidence: float, log: bool, share: bool
     return [four_digits(max(0.0, mean - half)), four_digits(min(1.0, mean + half) if share else mean + half)]
 
 
-def between_repeats(headlines: Sequence[Headline], confidence: float = CONFIDENCE) -> dict | None:
+def between_repeats(headlines: Sequence[Headline], confidence: float = CONFIDENCE) -> Intervals | None:
     """Intervals of FIGURES from each repeat's value; None with fewer than MIN_REPEATS. A figure some repeat
     lacks gets none, and p999 none where a repeat had fewer than histograms.P999_MIN_SAMPLES requests."""
     if len(headlines) < MIN_REPEATS:
         return None
-    result: dict = {"confidence": confidence, "method": "repeats", "repeats": len(headlines)}
+    result: Intervals = {"confidence": confidence, "method": "repeats", "repeats": len(headlines)}
     for name in FIGURES:
-        values = [h.figure(name) for h in headlines]
-        if any(v is None for v in values):
+        values = [v for h in headlines if (v := h.figure(name)) is not None]
+        if len(values) < len(headlines):
             continue
         if name == "p999" and min(h.requests for h in headlines) < histograms.P999_MIN_SAMPLES:
             continue
         log = name not in LINEAR and all(v > 0 for v in values)
-        result[name] = _interval(values, confidence, log, share=name in LINEAR)
+        with_bounds(result, name, _interval(values, confidence, log, share=name in LINEAR))
     return result
 
 

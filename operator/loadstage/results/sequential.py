@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from loadstage.api.status import Objective
 from loadstage.results import histograms
 from loadstage.results.intervals import CONFIDENCE, MIN_BLOCKS
-from loadstage.api.status import Objective
 
 FIRST_LOOK_SECONDS = float(MIN_BLOCKS)
 LOOK_GROWTH = 1.5
@@ -34,7 +34,7 @@ class Looks:
     confidence: float          # of each look's intervals
 
     @classmethod
-    def schedule(cls, longest: float) -> "Looks":
+    def schedule(cls, longest: float) -> Looks:
         times, at = [], FIRST_LOOK_SECONDS
         while at + LOOK_DELAY_SECONDS < longest:
             times.append(round(at, 3))

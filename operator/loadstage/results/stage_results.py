@@ -3,39 +3,59 @@ exact aggregates over a variant's stages, from the stages' merged histograms."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
+from hdrh.histogram import HdrHistogram
+
+from loadstage.api.status import (
+    Headline,
+    Intervals,
+    Latency,
+    LostInjector,
+    MethodFigures,
+    PivotRow,
+    StageResult,
+    TargetFigures,
+    TaskExceptions,
+    VariantAggregate,
+    VariantRecord,
+    Verdict,
+)
 from loadstage.api.types import Experiment, Stage
+from loadstage.api.wire import Decision, read_headline
 from loadstage.results import histograms, intervals
-from loadstage.results.measurement import StageMeasurement
-from loadstage.api.status import Headline, Latency, LostInjector, MethodFigures, Objective, PivotRow, StageResult, TargetFigures, TaskExceptions, VariantAggregate, VariantRecord, Verdict
 from loadstage.results.artifact import Artifact
+from loadstage.results.measurement import StageMeasurement
 from loadstage.results.repeats import between_repeats, trimmed_mean
 from loadstage.results.sequential import LOOK_RESAMPLES, Looks
 from loadstage.results.thresholds import judged, slo_verdict, verdict_of
 
+Number = int | float
+
 
 def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeasurement) -> StageResult:
-    s = m.summary
+    s = read_headline(m.summary)
     requests = s["requests"]
-    raised = TaskExceptions.from_status(s["exceptions"]) if s.get("exceptions") else None
+    raised = s.get("exceptions") or None
     ended_by = s.get("endedBy") or ("Requests" if stage.requests and requests >= stage.requests else "Duration")
     found = intervals.of_artifacts([m.artifact.get("blocks")], seed=f"stage {number}")
     result = StageResult(
-        stage=number, injectors=stage.injectors, users=experiment.spec.injectors.users_for(stage),
+        stage=number, injectors=stage.count, users=experiment.spec.injectors.users_for(stage),
         duration_seconds=s["elapsedSeconds"] if stage.requests or ended_by in EARLY else stage.duration,
         started_at=m.started_at, finished_at=m.finished_at,
         requests=requests, failures=s["failures"],
         error_rate=_error_rate(s["failures"], requests, _count(raised)),
-        rps=s["rps"], mean_ms=s["meanMs"], latency=Latency.from_status(s["latencyMs"]),
-        by_method={method: method_figures(row["requests"], row["failures"], row["meanMs"], row["latencyMs"]["p99"])
+        rps=s["rps"], mean_ms=s["meanMs"], latency=s["latencyMs"],
+        by_method={method: method_figures(row["requests"], row["failures"], row["meanMs"], row["latencyMs"].p99)
                    for method, row in s["byMethod"].items()},
         redis_peak_connections=m.redis_peak_connections,
         redis_connections_received=m.redis_connections_received,
         target=target_figures(m, s.get("servedRequests")),
         injector_peak_cpu_percent=s.get("injectorPeakCpuPercent"),
         injector_bound=bool(s.get("injectorBound")),
-        corrected_latency=Latency.from_status(s["correctedLatencyMs"]) if "correctedLatencyMs" in s else None,
+        corrected_latency=s.get("correctedLatencyMs"),
         redis_peak_covers=None if m.redis_peak_covers == "stage" else m.redis_peak_covers,
         error_kinds=s.get("errorKinds") or None,
         lost_injectors=tuple(LostInjector(e["injector"], e["at"], e["cause"]) for e in m.lost_injectors),
@@ -52,8 +72,8 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
 EARLY = ("Decided", "Breached")   # a stage that ended before its duration
 
 
-def _judged(experiment: Experiment, stage: Stage, result: StageResult, blocks: dict | None,
-            found: dict | None, decision: dict | None) -> Verdict | None:
+def _judged(experiment: Experiment, stage: Stage, result: StageResult, blocks: dict[str, Any] | None,
+            found: Intervals | None, decision: Decision | None) -> Verdict | None:
     """The stage's verdict, `found` its 95% intervals. A stage that could end once decided is judged at its looks'
     confidence: by the look that ended it (the master's `decision`), else by its last look, its end; one that
     ended on a breach has failed."""
@@ -62,7 +82,7 @@ def _judged(experiment: Experiment, stage: Stage, result: StageResult, blocks: d
     if spec.slo is None:
         return judged(result, spec)
     if decision is not None:
-        verdict = verdict_of([Objective.from_status(o) for o in decision["objectives"]])
+        verdict = verdict_of(decision["objectives"])
     else:
         if spec.stage_end.decided and result.ended_by == "MaxDuration":
             found = intervals.of_artifacts([blocks], seed=f"stage {result.stage}", resamples=LOOK_RESAMPLES,
@@ -77,11 +97,13 @@ def _count(raised: TaskExceptions | None) -> int:
     return raised.count if raised else 0
 
 
-def _without_error_rate(found: dict | None, raised: int) -> dict | None:
+def _without_error_rate(found: Intervals | None, raised: int) -> Intervals | None:
     """The blocks time requests, and an exception is not one: with exceptions, no interval of the error rate."""
     if found is None or not raised:
         return found
-    return {k: v for k, v in found.items() if k != "errorRate"}
+    kept = Intervals(**found)
+    kept.pop("errorRate", None)
+    return kept
 
 
 def target_figures(m: StageMeasurement, served: int | None) -> TargetFigures:
@@ -98,7 +120,7 @@ def method_figures(requests: int, failures: int, mean_ms: float | None, p99_ms: 
     return MethodFigures(requests, failures, None if mean_ms is None else round(mean_ms, 3), p99_ms)
 
 
-def _merged(encoded: list[str | None]) -> histograms.HdrHistogram:
+def _merged(encoded: Sequence[str | None]) -> HdrHistogram:
     return histograms.merge_encoded(e for e in encoded if e)
 
 
@@ -135,22 +157,23 @@ def _mean_ms(rows: list[StageResult] | list[Headline], requests: int) -> float |
     return round(sum(m * n for m, n in weighted) / requests, 3) if weighted and requests else None
 
 
-def _intervals(repeats: list[Headline], artifacts: list[Artifact], seed: str) -> dict | None:
+def _intervals(repeats: Sequence[Headline], artifacts: list[Artifact], seed: str) -> Intervals | None:
     """From the spread between enough whole repeats; else a bootstrap of the artifacts' blocks."""
     return between_repeats(repeats) or intervals.of_artifacts([a.blocks for a in artifacts], seed=seed)
 
 
-def _max(*values):
+def _max(*values: Number | None) -> Any:
     present = [v for v in values if v is not None]
     return max(present) if present else None
 
 
-def _sum(*values):
-    return None if any(v is None for v in values) else sum(values)
+def _sum(*values: int | None) -> int | None:
+    present = [v for v in values if v is not None]
+    return None if len(present) < len(values) else sum(present)
 
 
 def variant_aggregate(stages: list[StageResult], artifacts: list[Artifact],
-                      repeats: list[Headline] = ()) -> VariantAggregate:
+                      repeats: Sequence[Headline] = ()) -> VariantAggregate:
     """The ONS headline row of a variant over all its stages: percentiles of every request of every
     stage together (from the merged histograms, never averaged), totals, and the variant's Redis peak.
     Its intervals resample each stage's blocks on their own (stages ran at different loads), then merge; with
@@ -220,11 +243,12 @@ def ladder_headline(experiment: Experiment, stages: list[Headline], artifacts: l
     and the percentiles of their merged histograms."""
     requests, failures = sum(s.requests for s in stages), sum(s.failures for s in stages)
     raised = sum(s.exceptions for s in stages)
-    timed = [(s.rps, _seconds(experiment.spec.stages[s.stage - 1], s)) for s in stages]
+    timed = [(s.rps, _seconds(experiment.spec.stages[(s.stage or 1) - 1], s)) for s in stages]
     seconds = sum(d for _, d in timed)
+    rated = [(r, d) for r, d in timed if r is not None]
     return Headline(None, requests, failures, _error_rate(failures, requests, raised),
-                    None if any(r is None for r, _ in timed) or not seconds else
-                    round(sum(r * d for r, d in timed) / seconds, 3),
+                    None if len(rated) < len(timed) or not seconds else
+                    round(sum(r * d for r, d in rated) / seconds, 3),
                     _mean_ms(stages, requests), _latencies(artifacts, None)[0], raised)
 
 

@@ -3,10 +3,9 @@ against its objective: pass, fail or undecided), and the capacity of a ladder.""
 
 from __future__ import annotations
 
-from typing import Any
-
+from loadstage.api.status import Capacity, Intervals, Objective, StageResult, Verdict
+from loadstage.api.status.figures import Bounds, bounds_of
 from loadstage.api.types import PERCENTILES, Slo, Spec, Thresholds
-from loadstage.api.status import Capacity, Objective, StageResult, Verdict
 
 
 def verdict(stage: StageResult, thresholds: Thresholds) -> Verdict:
@@ -17,12 +16,12 @@ def verdict(stage: StageResult, thresholds: Thresholds) -> Verdict:
         value = stage.latency.percentile(name)
         if value is not None and value > limit:
             violations.append(f"{name} {value:g}ms > {limit:g}ms")
-    if thresholds.error_rate is not None and stage.error_rate > thresholds.error_rate:
+    if thresholds.error_rate is not None and (stage.error_rate or 0.0) > thresholds.error_rate:
         violations.append(f"error rate {stage.error_rate:.2%} > {thresholds.error_rate:.2%}")
     return Verdict(not violations, tuple(violations))
 
 
-def _held(name: str, limit: float, value: float | None, interval: list[float] | None, *, floor: bool = False
+def _held(name: str, limit: float, value: float | None, interval: Bounds | None, *, floor: bool = False
           ) -> Objective:
     """`limit` is a ceiling (or with `floor`, a floor): the interval wholly on its good side holds it, wholly on
     its bad side breaks it, and one across it, or no interval at all, leaves it undecided."""
@@ -42,11 +41,11 @@ def _shown(o: Objective) -> str:
     return f"{o.name} {one(o.value)}{interval} {relation} {'>=' if o.name == 'minRps' else '<='} {one(o.limit)}"
 
 
-def held(slo: Slo, values: dict[str, float | None], found: dict[str, Any] | None) -> list[Objective]:
+def held(slo: Slo, values: dict[str, float | None], found: Intervals | None) -> list[Objective]:
     """Each objective against its figure (`values`, by the interval keys: p99, errorRate, rps) and its interval
     in `found` (results.intervals)."""
     found = found or {}
-    objectives = [_held(name, limit, values.get(name), found.get(name))
+    objectives = [_held(name, limit, values.get(name), bounds_of(found, name))
                   for name, limit in slo.latency_limits_ms().items()]
     if slo.error_rate is not None:
         objectives.append(_held("errorRate", slo.error_rate, values.get("errorRate"), found.get("errorRate")))
@@ -60,7 +59,7 @@ def outcome_of(objectives: list[Objective]) -> str:
         "Pass" if all(o.holds for o in objectives) else "Undecided"
 
 
-def slo_verdict(stage: StageResult, slo: Slo, found: dict[str, Any] | None = None) -> Verdict:
+def slo_verdict(stage: StageResult, slo: Slo, found: Intervals | None = None) -> Verdict:
     """A stage passes when every objective holds over its figure's whole interval (95%, or `found`: intervals at
     another confidence), fails when any is broken over its whole interval, and is undecided otherwise (a stage
     too short for an interval is undecided)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 
 class PeriodicThread:

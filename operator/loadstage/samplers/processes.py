@@ -6,8 +6,8 @@ over the sampled time (the EC2 study's "CPU usage of each core")."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import psutil
 
@@ -78,7 +78,7 @@ class ProcessTreeSampler:
         if record:
             self._cpu, self._mem = max(self._cpu, cpu), max(self._mem, mem)
 
-    def __enter__(self) -> "ProcessTreeSampler":
+    def __enter__(self) -> ProcessTreeSampler:
         self._sample(record=False)  # primes cpu_percent, whose first call has no interval
         self._cores_at_start = psutil.cpu_times(percpu=True)
         self._loop.start()
@@ -87,7 +87,7 @@ class ProcessTreeSampler:
     def __exit__(self, *exc) -> None:
         self._loop.stop()
         self.result = ResourceSample(round(self._cpu, 3), self._mem, self._processes_peak, self._process_rss,
-                                     cpu_per_core(self._cores_at_start, psutil.cpu_times(percpu=True)))
+                                     cpu_per_core(self._cores_at_start or [], psutil.cpu_times(percpu=True)))
 
 
 def cpu_per_core(before: list, after: list) -> tuple[float, ...]:

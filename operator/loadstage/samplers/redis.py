@@ -13,7 +13,8 @@ from loadstage.samplers.periodic import PeriodicTask, PeriodicThread
 
 SAMPLE_INTERVAL_SECONDS = 0.25
 SAMPLER_CLIENT_NAME = "loadstage-sampler"   # how the sampler shows in CLIENT LIST
-CLIENT_OPTIONS = {"socket_timeout": 2, "socket_connect_timeout": 1, "client_name": SAMPLER_CLIENT_NAME}
+CLIENT_OPTIONS: dict[str, Any] = {"socket_timeout": 2, "socket_connect_timeout": 1,
+                                  "client_name": SAMPLER_CLIENT_NAME}
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,13 @@ class RedisSampler(_Sampled):
         self.result: RedisSample | None = None
 
     def _sample(self) -> None:
+        assert self._client is not None, "a sampler without Redis takes no sample"
         try:
             self._peaks.add(self._client.info())
         except redis.RedisError as e:
             self._peaks.add(None, e)
 
-    def __enter__(self) -> "RedisSampler":
+    def __enter__(self) -> RedisSampler:
         if self._client is not None:
             self._sample()
             self._loop.start()
@@ -116,12 +118,13 @@ class AsyncRedisSampler(_Sampled):
         self.result: RedisSample | None = None
 
     async def _sample(self) -> None:
+        assert self._client is not None, "a sampler without Redis takes no sample"
         try:
             self._peaks.add(await self._client.info())
         except (redis.RedisError, OSError) as e:
             self._peaks.add(None, e)
 
-    async def __aenter__(self) -> "AsyncRedisSampler":
+    async def __aenter__(self) -> AsyncRedisSampler:
         if self._client is not None:
             await self._sample()
             self._loop.start()

@@ -1,10 +1,11 @@
-"""What a server's own log says of its worker processes (gunicorn, uWSGI, uvicorn and hypercorn log it): how many it started, and
-each that died. Read from where a stage began, each death is a restart of its instance. A boot alone is not:
-a server that passed its readiness probe may still be booting its other workers."""
+"""What a server's own log says of its worker processes (gunicorn, uWSGI, uvicorn and hypercorn log it): how many it
+started, and each that died. Read from where a stage began, each death is a restart of its instance. A boot alone
+is not: a server that passed its readiness probe may still be booting its other workers."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -19,7 +20,8 @@ def logs_workers(server: str) -> bool:
 
 def workers_started(server: str, log: str) -> int | None:
     """How many worker processes a server's log says it started, where its log says (gunicorn, uWSGI)."""
-    return log.count(BY_NAME[server].boot_line) if logs_workers(server) else None
+    line = BY_NAME[server].boot_line
+    return log.count(line) if line is not None and logs_workers(server) else None
 
 
 def worker_deaths(server: str, log: str) -> list[str]:
@@ -46,11 +48,14 @@ def log_since(path: Path, offset: int) -> str:
 
 
 class Logged(Protocol):
-    name: str
-    log_path: Path
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def log_path(self) -> Path: ...
 
 
-def worker_restarts(server: str, pods: list[Logged], offsets: list[int]) -> tuple[TargetPodHealth, ...] | None:
+def worker_restarts(server: str, pods: Sequence[Logged], offsets: list[int]) -> tuple[TargetPodHealth, ...] | None:
     """Each server instance whose workers died since its log's `offsets`; None for a server whose log does
     not tell."""
     if not logs_workers(server):

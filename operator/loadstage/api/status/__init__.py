@@ -5,7 +5,6 @@ from loadstage.api.schema import ShapeError
 from loadstage.api.status.figures import (
     FIGURES,
     OUTCOMES,
-    PERCENTILE_KEYS,
     ExceptionCount,
     Headline,
     Intervals,
@@ -16,16 +15,7 @@ from loadstage.api.status.figures import (
     Verdict,
 )
 from loadstage.api.status.pick import Candidate, Cost, Dropped, Margin, Recommendation, Settings
-from loadstage.api.status.run import (
-    SCHEMA_VERSION,
-    STATUS,
-    Cleanup,
-    Condition,
-    InPlace,
-    Latest,
-    Progress,
-    RunStatus,
-)
+from loadstage.api.status.run import SCHEMA_VERSION, STATUS, Cleanup, Condition, InPlace, Latest, Progress, RunStatus
 from loadstage.api.status.stage import LostInjector, Retry, StageResult, TargetFigures, TargetPodHealth
 from loadstage.api.status.variant import (
     SEARCH_REASONS,
@@ -38,7 +28,7 @@ from loadstage.api.status.variant import (
 )
 
 __all__ = [
-    "FIGURES", "OUTCOMES", "PERCENTILE_KEYS", "SCHEMA_VERSION", "SEARCH_REASONS", "STATUS", "Candidate",
+    "FIGURES", "OUTCOMES", "SCHEMA_VERSION", "SEARCH_REASONS", "STATUS", "Candidate",
     "Capacity", "Cleanup", "Condition", "Cost", "Dropped", "ExceptionCount", "Headline", "InPlace", "Intervals",
     "Latency", "Latest", "LostInjector", "Margin", "MethodFigures", "Objective", "PivotRow", "Progress",
     "Recommendation", "RepeatRecord", "Retry", "RunStatus", "SearchResult", "Settings", "ShapeError",

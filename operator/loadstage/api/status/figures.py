@@ -3,13 +3,14 @@ what its tasks raised, and a verdict by spec.slo or spec.thresholds; each type b
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, NamedTuple, TypedDict
+from typing import Any, TypedDict
 
 from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, Pair, Str, Written, omit_empty, omit_none
+from loadstage.api.types import PERCENTILES
 
-PERCENTILE_KEYS = ("p50", "p90", "p95", "p99", "p999")
-FIGURES = (*PERCENTILE_KEYS, "mean", "rps", "errorRate")   # the figures an interval is given for
+FIGURES = (*PERCENTILES, "mean", "rps", "errorRate")   # the figures an interval is given for
 OUTCOMES = ("Pass", "Fail", "Undecided")
 
 
@@ -36,7 +37,7 @@ def _percentile(name: str) -> Num:
 
 
 LATENCY = Obj(Latency, "Latency percentiles of the merged response-time histogram, ms.", {
-    **{p: _percentile(p.replace("p", "").replace("999", "99.9") + "th") for p in PERCENTILE_KEYS},
+    **{p: _percentile(p.replace("p", "").replace("999", "99.9") + "th") for p in PERCENTILES},
     "max": Num("The slowest request, ms.", nullable=True),
     "n": Int("Requests in the histogram.", nullable=True),
     "p999Reliable": Bool("Whether n is at least 1,000: with fewer, the p99.9 is close to the maximum.",
@@ -61,16 +62,19 @@ METHOD = Obj(MethodFigures, "One HTTP method's requests.", {
 }, required=("requests", "failures"))
 
 
+Bounds = Sequence[float]   # [low, high]: a list as written, a tuple as read
+
+
 class Intervals(TypedDict, total=False):
     """What results.intervals finds: a [low, high] per figure, and how."""
-    p50: tuple[float, float] | None
-    p90: tuple[float, float] | None
-    p95: tuple[float, float] | None
-    p99: tuple[float, float] | None
-    p999: tuple[float, float] | None
-    mean: tuple[float, float] | None
-    rps: tuple[float, float] | None
-    errorRate: tuple[float, float] | None
+    p50: Bounds | None
+    p90: Bounds | None
+    p95: Bounds | None
+    p99: Bounds | None
+    p999: Bounds | None
+    mean: Bounds | None
+    rps: Bounds | None
+    errorRate: Bounds | None
     confidence: float
     method: str
     blocks: int
@@ -78,6 +82,16 @@ class Intervals(TypedDict, total=False):
     warning: str
     resamples: int
     repeats: int
+
+
+def bounds_of(intervals: Intervals, figure: str) -> Bounds | None:
+    """A figure's interval, by its name (one of FIGURES)."""
+    found: Bounds | None = intervals.get(figure)   # type: ignore[assignment]
+    return found
+
+
+def with_bounds(intervals: Intervals, figure: str, bounds: Bounds) -> None:
+    intervals[figure] = bounds   # type: ignore[literal-required]
 
 
 _FIGURE_NAMES = {"mean": "mean latency, ms", "rps": "requests a second", "errorRate": "error rate, a fraction"}
@@ -96,7 +110,8 @@ INTERVALS = Obj(Intervals, "Confidence intervals of the figures: resampled block
 }, required=("confidence", "method"), nullable=True)
 
 
-class ExceptionCount(NamedTuple):
+@dataclass(frozen=True)
+class ExceptionCount:
     message: str
     count: int
 
@@ -117,15 +132,15 @@ class TaskExceptions(Written):
         if other is None:
             return self
         counts: dict[str, int] = {}
-        for message, count in (*self.top, *other.top):
-            counts[message] = counts.get(message, 0) + count
+        for said in (*self.top, *other.top):
+            counts[said.message] = counts.get(said.message, 0) + said.count
         top = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:max(len(self.top), len(other.top))]
         return TaskExceptions(self.count + other.count, tuple(ExceptionCount(m, n) for m, n in top))
 
     def describe(self) -> str:
         """'345 exception(s) in tasks, most often ValueError: no survey (345)'."""
         return f"{self.count:,} exception(s) in tasks, most often " + \
-            "; ".join(f"{message} ({count})" for message, count in self.top)
+            "; ".join(f"{said.message} ({said.count})" for said in self.top)
 
 
 TASK_EXCEPTIONS = Obj(TaskExceptions, "Exceptions the tasks raised (each counts as a failed request).", {
@@ -212,14 +227,14 @@ class HeadlineLatency(Obj):
     """A headline's latency: its percentiles only (its n is the headline's requests)."""
 
     def __init__(self) -> None:
-        super().__init__(dict, "Latency percentiles, ms.", {p: LATENCY.fields[p] for p in PERCENTILE_KEYS})
+        super().__init__(dict, "Latency percentiles, ms.", {p: LATENCY.fields[p] for p in PERCENTILES})
 
-    def read(self, value, path):
+    def read(self, value: Any, path: str) -> Any:
         found = super().read(value, path)
-        return Latency(**{p: v for p, v in (found or {}).items()})
+        return Latency(**(found or {}))
 
-    def dump(self, value, path):
-        return super().dump({p: value.percentile(p) for p in PERCENTILE_KEYS}, path)
+    def dump(self, value: Any, path: str) -> Any:
+        return super().dump({p: value.percentile(p) for p in PERCENTILES}, path)
 
 
 HEADLINE = Obj(Headline, "One repeat's figures, of one stage or of the whole ladder.", {

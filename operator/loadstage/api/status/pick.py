@@ -5,9 +5,9 @@ declaration."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict
 
-from loadstage.api.schema import Field, Int, ListOf, Num, Obj, Pair, Str, Written, omit_empty
+from loadstage.api.schema import Field, Int, ListOf, Num, Obj, Pair, Str, Written, is_number, omit_empty
 from loadstage.api.status.figures import OBJECTIVE, Objective
 
 PICK_REASONS = ("Searching", "Found", "NonePassed")
@@ -92,6 +92,12 @@ class Candidate(Written):
     per_core: tuple[float, float | None] | None = None
 
     @property
+    def bounds(self) -> tuple[float, float | None]:
+        """With maximize: its capacity per core, [low, high]."""
+        assert self.per_core is not None, "a candidate of maximize has its capacity per core"
+        return self.per_core
+
+    @property
     def capacity_rps(self) -> float:
         """With maximize: what it serves at its bracket's low end, in req/s."""
         return (self.per_core[0] if self.per_core else 0.0) * (self.cost.cores or 0.0)
@@ -100,13 +106,13 @@ class Candidate(Written):
 class PerCore(Pair):
     """[low, high] req/s a core, high null where the bracket is open."""
 
-    def fits(self, value):
-        return isinstance(value, (list, tuple)) and len(value) == 2 and Num.fits(self, value[0]) and \
-            (value[1] is None or Num.fits(self, value[1]))
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, (list, tuple)) and len(value) == 2 and is_number(value[0]) and \
+            (value[1] is None or is_number(value[1]))
 
-    def openapi(self):
-        return self._with_meta({"type": "array", "items": {"type": "number", "nullable": True, "description": "A bound."},
-                                "minItems": 2, "maxItems": 2})
+    def openapi(self) -> dict[str, Any]:
+        bound = {"type": "number", "nullable": True, "description": "A bound."}
+        return self._with_meta({"type": "array", "items": bound, "minItems": 2, "maxItems": 2})
 
 
 CANDIDATE = Obj(Candidate, "A variant that met the objective at the goal's load (or, with maximize, its capacity "

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TypedDict
+from typing import Any, TypedDict
 
 from loadstage.api.conformance import audit
 from loadstage.api.names import CONDITION_TYPES, PHASES
-from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, ShapeError, Str, Written, omit_empty, \
-    omit_none
+from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, ShapeError, Str, Written, omit_empty, omit_none
 from loadstage.api.status.pick import RECOMMENDATION, Recommendation
 from loadstage.api.status.stage import RETRY, Retry
 from loadstage.api.status.variant import PIVOT_ROW, VARIANT, PivotRow, VariantRecord
@@ -25,7 +25,7 @@ class Progress(TypedDict, total=False):
     repeat: str
     stage: str
     warmup: bool
-    injectors: int
+    injectors: int | None
     attempt: int
     elapsedSeconds: int
     remainingSeconds: int

@@ -4,17 +4,16 @@ resources during it, its injectors, and the attempts it took; each type beside i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict
 
-from loadstage.api.schema import Bool, Field, Int, Json, ListOf, MapOf, Node, Num, Obj, Str, Written, omit_empty, \
-    omit_none
+from loadstage.api.schema import Bool, Field, Int, ListOf, MapOf, Node, Num, Obj, Str, Written, omit_empty, omit_none
 from loadstage.api.status.figures import (
-    Headline,
     INTERVALS,
     LATENCY,
     METHOD,
     TASK_EXCEPTIONS,
     VERDICT,
+    Headline,
     Intervals,
     Latency,
     MethodFigures,
@@ -135,13 +134,13 @@ class LostInjectors(ListOf):
         self.count = Int("How many injectors were lost.")
         self.holder = Obj(dict, description, {"injectors": ListOf(description, item)})
 
-    def read(self, value, path):
+    def read(self, value: Any, path: str) -> Any:
         return tuple(self.holder.read(value, path).get("injectors") or ())
 
-    def dump(self, value, path):
+    def dump(self, value: Any, path: str) -> Any:
         return {"count": len(value), "injectors": super().dump(value, f"{path}.injectors")}
 
-    def openapi(self):
+    def openapi(self) -> dict[str, Any]:
         return self._with_meta({"type": "object", "properties": {"count": self.count.openapi(),
                                                                  "injectors": super().openapi()}})
 

@@ -4,12 +4,21 @@ type beside its declaration."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from loadstage.api.schema import Bool, Field, Int, ListOf, MapOf, Num, Obj, Str, Written, omit_empty, omit_none
-from loadstage.api.status.figures import HEADLINE, INTERVALS, LATENCY, METHOD, Headline, Intervals, Latency, \
-    MethodFigures
+from loadstage.api.status.figures import (
+    HEADLINE,
+    INTERVALS,
+    LATENCY,
+    METHOD,
+    Headline,
+    Intervals,
+    Latency,
+    MethodFigures,
+)
 from loadstage.api.status.pick import CANDIDATE, COST, DROPPED, SETTINGS, Candidate, Cost, Dropped, Settings
 from loadstage.api.status.stage import STAGE, StageResult
 from loadstage.api.types import SEARCH_LOADS

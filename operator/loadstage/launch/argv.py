@@ -10,7 +10,8 @@ import math
 
 from loadstage.api import servers
 from loadstage.api.servers import LISTEN_BACKLOG, Launch, split_bind, unix_path
-from loadstage.api.types import PERCENTILES, Experiment, Proxy, Slo, Stage, Variant
+from loadstage.api.types import Experiment, Proxy, Stage, Variant
+from loadstage.api.wire import slo_argument
 
 RUNNER_PORT = 8000
 REDIS_PORT = 6379
@@ -63,7 +64,8 @@ def runner_command(experiment: Experiment, variant: Variant, *, binds: list[str]
         return custom_command(target.command, target.app, variant, binds)
     entry = servers.BY_NAME[variant.server]
     return entry.command(Launch(
-        app_of(experiment, variant), variant.workers, variant.threads, entry.class_argument(variant.worker_class),
+        app_of(experiment, variant), variant.workers or 1, variant.threads or 1,
+        entry.class_argument(variant.worker_class),
         tuple(binds), reuse_port, runner_app=target.runner_app, interface=kind_of(experiment, variant)))
 
 
@@ -120,12 +122,6 @@ def flat_out(experiment: Experiment, stage: Stage) -> bool:
     return bool(stage.requests) or not injectors.keep_alive or (not injectors.pacing and injectors.wait_time.max == 0)
 
 
-def slo_option(slo: Slo) -> str:
-    """spec.slo for the master's --slo: JSON of the objectives, latencies in seconds, the error rate a fraction."""
-    fields = {**{p: getattr(slo, p) for p in PERCENTILES}, "errorRate": slo.error_rate, "minRps": slo.min_rps}
-    return json.dumps({k: v for k, v in fields.items() if v is not None}, separators=(",", ":"))
-
-
 def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, summary_file: str,
                           artifact_file: str, target_metrics: list[str], progress_file: str | None = None,
                           bind_host: str = "*", bind_port: int = LOCUST_MASTER_PORT,
@@ -165,9 +161,9 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
         argv += ["--keep-alive", "0"]
     if flat_out(experiment, stage):
         argv += ["--injector-bound-percent", f"{FLAT_OUT_INJECTOR_BOUND_PERCENT:g}"]
-    if decide and experiment.spec.stage_end.decided:
+    if decide and experiment.spec.stage_end.decided and experiment.spec.slo is not None:
         decide_min = max(experiment.spec.stage_end.min, stage.decided_after or 0.0)
-        argv += ["--slo", slo_option(experiment.spec.slo), "--decide-min", f"{decide_min:g}"]
+        argv += ["--slo", slo_argument(experiment.spec.slo), "--decide-min", f"{decide_min:g}"]
     if progress_file:
         argv += ["--progress-file", progress_file]
     if start_file:
