@@ -45,7 +45,7 @@ COPY injectors ./injectors
 USER 10001:10001
 
 # The system under test. The operator passes the server's whole command line as args
-# (loadstage.engine.argv: gunicorn, uwsgi, waitress-serve, cheroot, granian, loadstage-prefork for bjoern,
+# (loadstage.launch.argv: gunicorn, uwsgi, waitress-serve, cheroot, granian, loadstage-prefork for bjoern,
 # meinheld and flup, mod_wsgi-express); this CMD is gunicorn's default. bjoern needs libev at run time, mod_wsgi
 # Apache. The front proxy's sidecar runs this image too (loadstage-proxy): nginx, or Apache's mod_proxy.
 FROM base AS runner-app
@@ -60,7 +60,7 @@ ENV PROMETHEUS_MULTIPROC_DIR=/tmp/metrics
 EXPOSE 8000
 CMD ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "runner_app.app:app"]
 
-# Locust master or worker; the operator passes the arguments (loadstage.engine.argv).
+# Locust master or worker; the operator passes the arguments (loadstage.launch.argv).
 FROM base AS injector
 EXPOSE 5557
 ENTRYPOINT []

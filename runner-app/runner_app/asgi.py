@@ -29,10 +29,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from loadstage.api.servers import SYNC_THREADS_ENV  # the runner app ships with loadstage: one name, one place
+
 from . import delays, metrics, store
 from .questions import ANSWER_MAX, PAGES, QUESTIONS
 
-SYNC_THREADS_ENV = "LOADSTAGE_SYNC_THREADS"
 _async_clients: dict[int, redis.asyncio.Redis] = {}
 
 

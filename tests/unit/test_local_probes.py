@@ -8,7 +8,7 @@ import pytest
 
 from loadstage.api.types import HttpGet, Probe, TcpSocket
 from loadstage.local.ports import free_port
-from loadstage.local.target import probe_once
+from loadstage.local.readiness import probe_once
 
 
 class Answers(http.server.BaseHTTPRequestHandler):

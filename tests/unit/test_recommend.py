@@ -9,7 +9,8 @@ import json
 
 from loadstage.api.load import parse_experiment
 from loadstage.api.status import Candidate, Cost, Margin, RunStatus
-from loadstage.engine.recommend import per_core_margin, ranked, warmup_note
+from loadstage.engine.halving import per_core_margin
+from loadstage.engine.recommend import ranked, warmup_note
 from loadstage.launch.argv import locust_master_command
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_status

@@ -50,8 +50,8 @@ def build_crd() -> dict[str, Any]:
                 "additionalPrinterColumns": PRINTER_COLUMNS,
                 "schema": {"openAPIV3Schema": {
                     "type": "object",
-                    "description": "A load-stage experiment: a gunicorn target, Redis, Locust injectors "
-                                   "and a ladder of stages.",
+                    "description": "A load-stage experiment: a WSGI or ASGI target, Redis, Locust injectors "
+                                   "and a ladder of stages (or a capacity search, or a pick).",
                     "required": ["spec"],
                     "properties": {
                         "apiVersion": {"type": "string"},

@@ -11,7 +11,19 @@ import yaml
 
 from loadstage.api.names import API_GROUP, API_VERSION, KIND
 from loadstage.api.schema import Problems, ValidationError, key_path
-from loadstage.api.servers import BY_NAME, CHOOSE_INTERFACE, CUSTOM_SERVER, SERVER_WORKER_CLASSES, listing, names
+from loadstage.api.servers import (
+    BY_NAME,
+    CHOOSE_INTERFACE,
+    CUSTOM_SERVER,
+    ONE_AT_A_TIME_CLASSES,
+    ONE_PROCESS,
+    ONE_THREAD,
+    PROXIED_ONLY,
+    SERVER_WORKER_CLASSES,
+    TCP_ONLY,
+    listing,
+    names,
+)
 from loadstage.api.spec import METADATA, POD_RESOURCES, SPEC
 from loadstage.api.types import (
     COMMAND_PLACEHOLDERS,
@@ -46,19 +58,19 @@ def server_problems(spec: Spec) -> list[tuple[str, str]]:
                                           f"its classes are {', '.join(own)}"))
     workers = (m and m.workers) or ([t.workers] if t.workers is not None else [])
     workers_field = "spec.matrix.workers" if m and m.workers else "spec.target.workers"
-    for server in names(servers, lambda e: not e.workers):
+    for server in ONE_PROCESS.of(servers):
         if any(w != 1 for w in workers):
             problems.append((workers_field, f"{server} ({server_field}) runs one process, so workers must be 1, "
                                             f"got {', '.join(map(str, workers))}; use threads or pods instead"))
     threads = (m and m.threads) or ([t.threads] if t.threads is not None else [])
     threads_field = "spec.matrix.threads" if m and m.threads else "spec.target.threads"
-    for server in names(servers, lambda e: not e.threads):
+    for server in ONE_THREAD.of(servers):
         if any(n != 1 for n in threads):
             problems.append((threads_field, f"{server} ({server_field}) serves one request at a time per process, "
                                             f"so threads must be 1, got {', '.join(map(str, threads))}; use "
                                             f"workers or pods instead"))
     problems += _proxy_problems(spec, servers, server_field)
-    for server in names(servers, lambda e: e.one_at_a_time_classes):
+    for server in ONE_AT_A_TIME_CLASSES.of(servers):
         one = [c for c in classes if c in BY_NAME[server].one_at_a_time_classes]
         if one and any(n != 1 for n in threads):
             problems.append((threads_field, f"{server}'s {', '.join(one)} class ({class_field}) serves one request "
@@ -97,10 +109,10 @@ def _proxy_problems(spec: Spec, servers: list[str], server_field: str) -> list[t
     elif unproxied and "unix" in sockets:
         problems.append((socket_field, f"unix joins a proxy to the server, and {proxy_field} has {NO_PROXY}: the "
                                        f"injectors speak TCP; list unix only where every variant has a proxy"))
-    for server in names(servers, lambda e: e.protocol == "fastcgi") if unproxied else ():
+    for server in PROXIED_ONLY.of(servers) if unproxied else ():
         problems.append((server_field, f"{server} speaks FastCGI, which Locust does not: it needs a front proxy "
                                        f"({proxy_field}: nginx or httpd)"))
-    for server in names(servers, lambda e: not e.unix_socket) if "unix" in sockets else ():
+    for server in TCP_ONLY.of(servers) if "unix" in sockets else ():
         problems.append((socket_field, f"{server} ({server_field}) listens on TCP only: use tcp"))
     if t.deployment is not None and (t.proxy or (m and m.proxy)):
         problems.append((proxy_field, "spec.target.deployment runs its own pods, and loadstage adds no proxy to "

@@ -114,10 +114,7 @@ def _servers(out: list[str]) -> None:
         argv = e.command(servers.Launch("APP", "W", "T", e.classes[0] if e.classes else None, ("HOST:PORT",)))
         if e.worker_classes:
             argv = ["C" if a == e.classes[0] else a for a in argv]
-        refuses = [*(["workers above 1"] if not e.workers else []), *(["threads above 1"] if not e.threads else []),
-                   *(["a unix socket"] if not e.unix_socket else []),
-                   *([f"no proxy ({e.protocol})"] if e.protocol != "http" else []),
-                   *(f"threads above 1 with {c}" for c in e.one_at_a_time_classes)]
+        refuses = servers.refusals(e)
         out.append(f"| `{e.name}` ({_cell(e.about)}) | `{_cell(' '.join(argv))}` | {_cell(e.workers_are)} | "
                    f"{_cell(e.threads_are)} | {', '.join(f'`{c}`' for c in e.classes) or '-'} | "
                    f"{'; '.join(refuses) or '-'} |")

@@ -1,7 +1,8 @@
 """Every server loadstage runs, one entry each: what it can take (workers, threads, worker classes, a Unix
 socket), what it speaks, its command line, how its settings are set on a container loadstage did not build, and
 what its log says of its workers. The parser's rules, the CRD's CEL rules, the pods' and the local engine's
-command lines and the settings rewrite all read these entries; adding a server is adding an entry."""
+command lines and the settings rewrite all read these entries; adding a server is adding an entry.
+(It is over 300 lines because it is that table: one entry per server, each with its command line.)"""
 
 from __future__ import annotations
 
@@ -286,3 +287,30 @@ def names(servers: Iterable[str], have: Callable[[Server], object]) -> list[str]
 def listing(names_: list[str]) -> str:
     """'a', 'a and b', 'a, b and c'."""
     return names_[0] if len(names_) == 1 else ", ".join(names_[:-1]) + " and " + names_[-1]
+
+
+@dataclass(frozen=True)
+class Limit:
+    """What some servers cannot do, from their entries: which servers it binds (`binds`), and what each refuses,
+    in words (`refuses`). The parser (load.server_problems), the CRD's CEL rules (spec.SERVER_RULES) and the
+    reference's servers table all take it from here."""
+    binds: Callable[[Server], bool]
+    refuses: Callable[[Server], list[str]]
+
+    def of(self, servers: Iterable[str]) -> list[str]:
+        return names(servers, self.binds)
+
+
+ONE_PROCESS = Limit(lambda e: not e.workers, lambda e: ["workers above 1"])
+ONE_THREAD = Limit(lambda e: not e.threads, lambda e: ["threads above 1"])
+TCP_ONLY = Limit(lambda e: not e.unix_socket, lambda e: ["a unix socket"])
+PROXIED_ONLY = Limit(lambda e: e.protocol != "http", lambda e: [f"no proxy ({e.protocol})"])
+ONE_AT_A_TIME_CLASSES = Limit(lambda e: bool(e.one_at_a_time_classes),
+                              lambda e: [f"threads above 1 with {c}" for c in e.one_at_a_time_classes])
+LIMITS = (ONE_PROCESS, ONE_THREAD, TCP_ONLY, PROXIED_ONLY, ONE_AT_A_TIME_CLASSES)
+
+
+def refusals(entry: Server) -> list[str]:
+    """Everything the server refuses, for the reference."""
+    return [said for limit in LIMITS if limit.binds(entry) for said in limit.refuses(entry)]
+

@@ -1,9 +1,9 @@
 """The LoadExperiment spec as a schema tree: the one source of the parser's rules, the CRD's
-OpenAPI schema and CEL rules, and the field reference in docs/."""
+OpenAPI schema and CEL rules, and the field reference in docs/. (It is over 300 lines because it is that one
+declaration: every field with its description, beside the CEL rules that check it.)"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from loadstage.api import servers as entries
@@ -15,12 +15,16 @@ from loadstage.api.servers import (
     CHOOSE_INTERFACE,
     DEFAULT_SERVER,
     INTERFACES,
+    ONE_AT_A_TIME_CLASSES,
+    ONE_PROCESS,
+    ONE_THREAD,
+    PROXIED_ONLY,
     SERVER_WORKER_CLASSES,
     SERVERS,
     SYNC_THREADS_ENV,
+    TCP_ONLY,
     WORKER_CLASSES,
     listing,
-    names,
 )
 from loadstage.api.types import (
     CLEANUP_POLICIES,
@@ -111,10 +115,6 @@ _CEL_HAS_WORKER_CLASS = ("(has(self.matrix) && has(self.matrix.workerClass)) || 
                          "(has(self.target) && has(self.target.workerClass))")
 _CEL_WORKER_CLASSES = ("(has(self.matrix) && has(self.matrix.workerClass) ? self.matrix.workerClass : "
                        "[self.target.workerClass])")
-_CEL_CLASSES_FIT = " || ".join(
-    f"({_CEL_SERVERS}.exists(s, s == '{server}') && {_CEL_SERVERS}.all(s, s == '{server}' || !(s in "
-    f"{list(SERVER_WORKER_CLASSES)})) && {_CEL_WORKER_CLASSES}.all(c, c in {list(classes)}))"
-    for server, classes in SERVER_WORKER_CLASSES.items())
 _CEL_HAS_PROXY = "(has(self.target) && has(self.target.proxy)) || (has(self.matrix) && has(self.matrix.proxy))"
 _CEL_PROXIES = ("(has(self.matrix) && has(self.matrix.proxy) ? self.matrix.proxy : "
                 f"[has(self.target) && has(self.target.proxy) ? self.target.proxy.server : '{NO_PROXY}'])")
@@ -131,11 +131,8 @@ def _among(names: list[str], one: str, many: str) -> str:
 
 def _server_rules() -> list[Rule]:
     """The API server's side of load.server_problems(), from the same entries (api.servers)."""
-    def having(have: Callable[[entries.Server], object]) -> list[str]:
-        return names(SERVERS, have)
-    classed, fastcgi = list(SERVER_WORKER_CLASSES), having(lambda e: e.protocol == "fastcgi")
-    one_process, one_thread = having(lambda e: not e.workers), having(lambda e: not e.threads)
-    tcp_only = having(lambda e: not e.unix_socket)
+    classed, fastcgi = list(SERVER_WORKER_CLASSES), PROXIED_ONLY.of(SERVERS)
+    one_process, one_thread, tcp_only = ONE_PROCESS.of(SERVERS), ONE_THREAD.of(SERVERS), TCP_ONLY.of(SERVERS)
     fits = " || ".join(
         f"({_CEL_SERVERS}.exists(s, s == '{server}') && {_CEL_SERVERS}.all(s, s == '{server}' || !(s in "
         f"{classed})) && {_CEL_WORKER_CLASSES}.all(c, c in {list(classes)}))"
@@ -170,7 +167,8 @@ def _server_rules() -> list[Rule]:
                  f"{_CEL_SERVERS}.exists(s, s in {list(CHOOSE_INTERFACE)})"),
     ]
     for e in entries.ENTRIES:
-        if one := list(e.one_at_a_time_classes):
+        if ONE_AT_A_TIME_CLASSES.binds(e):
+            one = list(e.one_at_a_time_classes)
             rules.append(Rule(
                 None, f"{e.name}'s {listing(one)} class serves one request at a time per process: threads "
                       f"(spec.target.threads or spec.matrix.threads) must be 1 with it",
@@ -180,8 +178,8 @@ def _server_rules() -> list[Rule]:
 
 
 SERVER_RULES = _server_rules()
-_WITHOUT_WORKERS = listing(names(SERVERS, lambda e: not e.workers))
-_ONE_AT_A_TIME = listing(names(SERVERS, lambda e: not e.threads)
+_WITHOUT_WORKERS = listing(ONE_PROCESS.of(SERVERS))
+_ONE_AT_A_TIME = listing(ONE_THREAD.of(SERVERS)
                          + [f"{e.name}'s {c.name}" for e in entries.ENTRIES for c in e.worker_classes
                             if c.one_at_a_time])
 

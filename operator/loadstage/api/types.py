@@ -203,7 +203,7 @@ class Target:
     server: str | None
     workers: int | None       # None: the server's default (1 for a single-process server, else 2)
     threads: int | None       # None: 2, or a Deployment target's own
-    worker_class: str | None  # gunicorn only; None: gthread
+    worker_class: str | None  # of a server with worker classes (api.servers); None: its default
     command: list[str] | None
     env: dict[str, str]
     ready_timeout: float
@@ -502,7 +502,7 @@ class Variant:
     pods: int
     workers: int | None        # None: a Deployment target's own, left as it is
     threads: int | None
-    worker_class: str | None   # gunicorn's or flup's; None for every other server
+    worker_class: str | None   # of a server with worker classes (api.servers); None for every other server
     resources: Resources = NO_RESOURCES   # the target container's: the spec's, with the matrix's cpu and memory
     proxy: str | None = None   # the front proxy's server; None: none
     socket: str | None = None  # between the proxy and the WSGI server; None without a proxy

@@ -69,7 +69,8 @@ def _confidence_arg(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="loadstage", description="Load-stage experiments for gunicorn apps.")
+    parser = argparse.ArgumentParser(prog="loadstage",
+                                     description="Load-stage experiments for Python web apps (WSGI and ASGI).")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run an experiment on this machine with real processes")

@@ -24,7 +24,7 @@ from loadstage.api.schema import ValidationError
 from loadstage.api.status import RunStatus, VariantRecord
 from loadstage.api.types import Experiment
 from loadstage.cli.parser import EXIT_FAILED, EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_THRESHOLDS
-from loadstage.engine import recommend
+from loadstage.engine import halving, recommend
 from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed
@@ -123,7 +123,7 @@ def _print_search(experiment: Experiment, out) -> None:
               f"{format_duration(int(len(variants) * (typical * search.seconds + warmup)))} of load\n")
     if spec.goal is not None:
         out.write(f"  then the most capacity per core: every search first to within "
-                  f"{recommend.COARSE_RESOLUTION:.0%}, the variants that cannot reach the best's dropped, the rest "
+                  f"{halving.COARSE_RESOLUTION:.0%}, the variants that cannot reach the best's dropped, the rest "
                   f"searched on to {search.resolution:.0%}\n")
     for v in variants:
         out.write(f"  variant {v.index + 1}: {v.label()}\n")

@@ -2,7 +2,8 @@
 
 Container args come from loadstage.launch.argv, the same functions the local engine uses.
 Every pod runs as non-root with no privilege escalation, no capabilities, the runtime's
-default seccomp profile and a read-only root filesystem (a scratch /tmp is mounted)."""
+default seccomp profile and a read-only root filesystem (a scratch /tmp is mounted). (It is over 300 lines because
+every child object is here, sharing the names, labels, pod security and resources of one experiment.)"""
 
 from __future__ import annotations
 

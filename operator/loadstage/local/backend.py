@@ -27,7 +27,8 @@ from loadstage.launch.lost_injectors import LostInjectors
 from loadstage.local.cgroups import Cgroups, CgroupsUnavailable
 from loadstage.local.ports import LOOPBACK, free_port
 from loadstage.local.processes import Child, Supervisor
-from loadstage.local.target import LocalRunError, LocalTarget, check_alive, limit_fields, pod_cgroup, project_root
+from loadstage.local.readiness import LocalRunError, check_alive
+from loadstage.local.target import LocalTarget, limit_fields, pod_cgroup, project_root
 from loadstage.results.live_series import target_samples
 from loadstage.results.measurement import StageMeasurement
 from loadstage.samplers.processes import ProcessTreeSampler

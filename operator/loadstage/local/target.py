@@ -9,10 +9,8 @@ the way a Service spreads them across pods; each also listens on a port of its o
 
 from __future__ import annotations
 
-import http.client
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -23,24 +21,15 @@ from pathlib import Path
 import redis
 
 from loadstage.api import servers
-from loadstage.api.types import Experiment, Probe, Resources, Variant
-from loadstage.engine.errors import ExperimentFailed
+from loadstage.api.types import Experiment, Resources, Variant
 from loadstage.launch import argv
 from loadstage.local import cgroups
 from loadstage.local.cgroups import Cgroups, PodCgroup
 from loadstage.local.ports import LOOPBACK, PORTS_ENV, free_port, range_problem
 from loadstage.local.processes import Child, Supervisor
+from loadstage.local.readiness import READY_POLL_SECONDS, LocalRunError, check_alive, wait_until_ready
 
 REDIS_READY_SECONDS = 30
-PROBE_TIMEOUT_SECONDS = 2
-READY_POLL_SECONDS = 0.05   # a refused connection costs little; each poll's wait is set-up time
-
-
-class LocalRunError(ExperimentFailed):
-    """A component failed; the message says which and shows the end of its log."""
-
-    def __init__(self, message: str):
-        super().__init__("ComponentFailed", message)
 
 
 def closed_to_apache_workers() -> Path | None:
@@ -109,12 +98,6 @@ def local_problems(experiment: Experiment, cgroups_unavailable=cgroups.unavailab
     return problems
 
 
-def check_alive(process: Child) -> None:
-    if not process.alive():
-        raise LocalRunError(f"{process.name} exited with code {process.process.returncode}; "
-                            f"end of {process.log_path}:\n{process.tail()}")
-
-
 @dataclass
 class LocalTarget:
     redis_url: str | None         # None: the target uses no Redis
@@ -179,7 +162,7 @@ class LocalTarget:
         deadline = time.monotonic() + experiment.spec.target.ready_timeout
         try:
             for p, port in enumerate(admin_ports):
-                _wait_until_ready([pods[p], *proxies[p:p + 1]], experiment.spec.target.readiness(), port, deadline,
+                wait_until_ready([pods[p], *proxies[p:p + 1]], experiment.spec.target.readiness(), port, deadline,
                                   check_cancel)
         except BaseException:
             target.remove_scratch()
@@ -276,53 +259,3 @@ def _wait_for_redis(url: str, process: Child, check_cancel: Callable[[], None]) 
             time.sleep(READY_POLL_SECONDS)
     finally:
         client.close()
-
-
-def probe_once(probe: Probe, port: int) -> str | None:
-    """None if the probe passes on this loopback port (the probe's own port, if it names one), else why not:
-    httpGet wants a status from 200 to 399 (a redirect is not followed), tcpSocket an open connection."""
-    timeout = probe.timeout_seconds or PROBE_TIMEOUT_SECONDS
-    try:
-        if probe.http_get is not None:
-            connection = http.client.HTTPConnection(LOOPBACK, probe.http_get.port or port, timeout=timeout)
-            try:
-                connection.request("GET", probe.http_get.path)
-                status = connection.getresponse().status
-            finally:
-                connection.close()
-            return None if 200 <= status < 400 else f"GET {probe.http_get.path} answered {status}"
-        with socket.create_connection((LOOPBACK, _tcp_port(probe, port)), timeout=timeout):
-            return None
-    except OSError as e:
-        return f"{type(e).__name__}: {e}"
-
-
-def _describe(probe: Probe, port: int) -> str:
-    if probe.http_get is not None:
-        return f"http://{LOOPBACK}:{probe.http_get.port or port}{probe.http_get.path}"
-    return f"tcp {LOOPBACK}:{_tcp_port(probe, port)}"
-
-
-def _tcp_port(probe: Probe, port: int) -> int:
-    return (probe.tcp_socket.port if probe.tcp_socket else None) or port
-
-
-def _wait_until_ready(processes: list[Child], probe: Probe, port: int, deadline: float,
-                      check_cancel: Callable[[], None]) -> None:
-    """`processes`: the pod's server, and its proxy (which the probe passes through), if any."""
-    start = time.monotonic()
-    while time.monotonic() - start < (probe.initial_delay_seconds or 0):   # the probe's initialDelaySeconds
-        check_cancel()
-        time.sleep(0.2)
-    while True:
-        check_cancel()
-        for process in processes:
-            check_alive(process)
-        why = probe_once(probe, port)
-        if why is None:
-            return
-        if time.monotonic() > deadline:
-            logs = "".join(f"; end of {p.log_path}:\n{p.tail()}" for p in processes)
-            raise LocalRunError(f"{processes[0].name} was not ready within spec.target.readyTimeout (readiness "
-                                f"probe {_describe(probe, port)}: {why}){logs}")
-        time.sleep(READY_POLL_SECONDS)

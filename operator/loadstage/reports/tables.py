@@ -1,6 +1,7 @@
 """The results tables, as rows of formatted cells: one row per stage and variant, the headline row of
 every variant over all its stages, the p99 of every stage per variant, and what each stage cost the target.
-The terminal, Markdown and HTML reports render these rows."""
+The terminal, Markdown and HTML reports render these rows. (It is over 300 lines because every table the reports
+share is here, one function each, with the cell formats and footnotes they share.)"""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ def logs_workers(server: str) -> bool:
 
 
 def workers_started(server: str, log: str) -> int | None:
-    """How many worker processes a server's log says it started, where its log says (gunicorn, uWSGI)."""
+    """How many worker processes a server's log says it started, where its log says (its entry's boot line)."""
     line = BY_NAME[server].boot_line
     return log.count(line) if line is not None and logs_workers(server) else None
 

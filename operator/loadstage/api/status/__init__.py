@@ -16,7 +16,8 @@ from loadstage.api.status.figures import (
 )
 from loadstage.api.status.pick import Candidate, Cost, Dropped, Margin, Recommendation, Settings
 from loadstage.api.status.run import SCHEMA_VERSION, STATUS, Cleanup, Condition, InPlace, Latest, Progress, RunStatus
-from loadstage.api.status.stage import LostInjector, Retry, StageResult, TargetFigures, TargetPodHealth
+from loadstage.api.status.stage import LostInjector, Retry, StageResult
+from loadstage.api.status.target import TargetFigures, TargetPodHealth
 from loadstage.api.status.variant import (
     SEARCH_REASONS,
     Capacity,

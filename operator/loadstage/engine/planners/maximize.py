@@ -1,11 +1,11 @@
 """goal.maximize: every variant's search to a coarse bracket, then the ones that may still win searched on
-(engine.recommend.halving); each bracket is kept at the resolution of the round it is in."""
+(engine.halving); each bracket is kept at the resolution of the round it is in."""
 
 from __future__ import annotations
 
 from loadstage.api.status import RunStatus
 from loadstage.api.types import Experiment, Variant
-from loadstage.engine import recommend
+from loadstage.engine import halving
 from loadstage.engine.planners import Planned
 from loadstage.engine.planners.goal import note_pick
 from loadstage.engine.planners.search import finished_search_step, searches_ahead
@@ -18,27 +18,27 @@ class MaximizePlanner:
         self.experiment = experiment
         assert experiment.spec.search is not None
         self.fine = experiment.spec.search
-        self.first_round = recommend.coarse(self.fine)
+        self.first_round = halving.coarse(self.fine)
 
     def next(self, status: RunStatus, prepared: Variant | None, resuming: bool) -> Planned | None:
         records = status.variants
-        halving = recommend.halving(self.experiment, records)
-        note_pick(self.experiment, status, halving.pick)
+        round_ = halving.halving(self.experiment, records)
+        note_pick(self.experiment, status, round_.pick)
         for record in records:   # each bracket at the resolution of the round it is in, or was dropped after
             if record.stages:
-                searched = self.first_round if record.dropped or halving.search == self.first_round else self.fine
+                searched = self.first_round if record.dropped or round_.search == self.first_round else self.fine
                 record.search = progress(searched, record.stages)[0]
-        if halving.variant is None or halving.search is None:
+        if round_.variant is None or round_.search is None:
             return None
-        variant, record = halving.variant, records[halving.variant.index]
-        following = progress(halving.search, record.stages)[1]
+        variant, record = round_.variant, records[round_.variant.index]
+        following = progress(round_.search, record.stages)[1]
         assert following is not None
         step = search_step(self.experiment, variant, len(record.stages) + 1, following.load, following.duration,
                            following.decided_after)
         steps, position = searches_ahead(self.experiment, self.fine, self.experiment.variants(), records, step)
         # a variant searched again after others is on a target started anew; a run resumed goes on on its own
         return Planned(step, prepared != variant and not resuming,
-                       lambda: recommend.halving(self.experiment, records).variant != variant, steps, position)
+                       lambda: halving.halving(self.experiment, records).variant != variant, steps, position)
 
     def finished(self, status: RunStatus, variant: Variant, repeat: int, number: int) -> Step:
         return finished_search_step(self.experiment, status, variant, number)
