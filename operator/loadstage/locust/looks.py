@@ -5,7 +5,9 @@ import time
 import gevent
 
 from loadstage.api.wire import Decision, read_slo_argument
-from loadstage.results.sequential import LOOK_DELAY_SECONDS, Looks, breached, look
+from loadstage.results import intervals
+from loadstage.results.sequential import LOOK_DELAY_SECONDS, LOOK_RESAMPLES, Looks, breached, figures_of
+from loadstage.results.thresholds import held, outcome_of
 
 
 def decide(environment, options, end_stage):
@@ -23,14 +25,16 @@ def decide(environment, options, end_stage):
             if section:
                 break
         # the bootstrap takes a share of a second: in a thread, so that the master keeps merging reports
-        objectives, outcome = gevent.get_hub().threadpool.apply(
-            look, (slo, section, looks.confidence), {"seed": f"look {number}",
-                                                      "raised": sum(recorder.exceptions.values()),
-                                                      "requests": environment.stats.total.num_requests})
+        found = section and gevent.get_hub().threadpool.apply(
+            intervals.of_artifacts, ([section],), {"seed": f"look {number}", "confidence": looks.confidence,
+                                                   "resamples": LOOK_RESAMPLES})
         environment.loadstage_looks = number
+        raised = sum(recorder.exceptions.values())
+        objectives = held(slo, figures_of(section) if section else {},
+                          intervals.with_exceptions(found, raised, environment.stats.total.num_requests))
         if breached(objectives):
             environment.loadstage_ended_by = "Breached"
-        elif time.time() - started >= options.decide_min and outcome != "Undecided":
+        elif time.time() - started >= options.decide_min and outcome_of(objectives) != "Undecided":
             environment.loadstage_ended_by = "Decided"
         else:
             continue

@@ -18,11 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadstage.api.status import Objective
-from loadstage.api.types import PERCENTILES, Slo
-from loadstage.results import histograms, intervals
+from loadstage.results import histograms
 from loadstage.results.intervals import CONFIDENCE, MIN_BLOCKS
-from loadstage.results.steady import climbing
-from loadstage.results.thresholds import held, outcome_of
 
 FIRST_LOOK_SECONDS = float(MIN_BLOCKS)
 LOOK_GROWTH = 1.5
@@ -73,29 +70,3 @@ def figures_of(section: dict[str, Any]) -> dict[str, float | None]:
     requests, seconds = merged.get_total_count(), sum(section["durations"])
     return {**{p: latency[p] for p in histograms.LEVELS}, "errorRate": sum(section["failures"]) / requests
             if requests else None, "rps": requests / seconds if seconds else None}
-
-
-# A figure near its objective (within [L/2, 2L]) waits NEAR_LOOK_SECONDS for a verdict: a queue filling up shows its
-# climb by then (tests/unit/test_transients.py: at utilisation 1.02, 25 of 30 stages by 27 s, 17 by 8 s).
-NEAR_LOOK_SECONDS = 30.0
-NEAR = (0.5, 2.0)
-
-
-def look(slo: Slo, section: dict[str, Any] | None, confidence: float, *, seed: str, raised: int = 0,
-         requests: int = 0) -> tuple[list[Objective], str]:
-    """What a look at a running stage's seconds so far (`section`: their blocks, as the master records them)
-    decides: each objective against its figure's interval at `confidence`, and the outcome (Pass, Fail or
-    Undecided). Never Pass while latency still climbs; before NEAR_LOOK_SECONDS, no verdict where a latency's
-    figure is near its objective (the first seconds of a stage near saturation are the best it will have); a
-    breach by far (breached()) is the caller's to end at once. `raised`: the tasks that raised, each a failed
-    request; `requests`: the stage's requests so far."""
-    if not section:
-        return held(slo, {}, None), "Undecided"
-    found = intervals.of_artifacts([section], seed=seed, confidence=confidence, resamples=LOOK_RESAMPLES)
-    merged = histograms.merge_encoded(section["histograms"]).get_total_count()
-    objectives = held(slo, figures_of(section), intervals.with_exceptions(found, raised, requests),
-                      (sum(section["failures"]) + raised, merged + raised))
-    early = sum(section["durations"]) < NEAR_LOOK_SECONDS and any(
-        o.value is not None and NEAR[0] * o.limit <= o.value <= NEAR[1] * o.limit
-        for o in objectives if o.name in PERCENTILES)
-    return objectives, "Undecided" if early else outcome_of(objectives, climbing(section))

@@ -30,7 +30,6 @@ from loadstage.results.artifact import Artifact
 from loadstage.results.measurement import StageMeasurement
 from loadstage.results.repeats import between_repeats, trimmed_mean
 from loadstage.results.sequential import LOOK_RESAMPLES, Looks
-from loadstage.results.steady import climbing
 from loadstage.results.thresholds import judged, slo_verdict, verdict_of
 
 Number = int | float
@@ -88,8 +87,7 @@ def _judged(experiment: Experiment, stage: Stage, result: StageResult, blocks: d
         if spec.stage_end.decided and result.ended_by == "MaxDuration":
             found = intervals.of_artifacts([blocks], seed=f"stage {result.stage}", resamples=LOOK_RESAMPLES,
                                            confidence=Looks.schedule(stage.duration).confidence)
-        verdict = slo_verdict(result, spec.slo, intervals.with_exceptions(found, raised, result.requests) or {},
-                              climbing(blocks))
+        verdict = slo_verdict(result, spec.slo, intervals.with_exceptions(found, raised, result.requests) or {})
     if result.ended_by == "Breached" and not verdict.violations:   # its last seconds cannot undo the breach
         verdict = replace(verdict, passed=False, violations=("broke the objective by far at a look",))
     return verdict

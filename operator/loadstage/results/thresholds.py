@@ -3,13 +3,9 @@ against its objective: pass, fail or undecided), and the capacity of a ladder.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from loadstage.api.status import Capacity, Intervals, Objective, StageResult, Verdict
 from loadstage.api.status.figures import Bounds, bounds_of
 from loadstage.api.types import PERCENTILES, Slo, Spec, Thresholds
-from loadstage.results.intervals import CONFIDENCE
-from loadstage.results.proportions import clopper_pearson
 
 
 def verdict(stage: StageResult, thresholds: Thresholds) -> Verdict:
@@ -45,52 +41,39 @@ def _shown(o: Objective) -> str:
     return f"{o.name} {one(o.value)}{interval} {relation} {'>=' if o.name == 'minRps' else '<='} {one(o.limit)}"
 
 
-def held(slo: Slo, values: dict[str, float | None], found: Intervals | None,
-         counts: tuple[int, int] | None = None) -> list[Objective]:
+def held(slo: Slo, values: dict[str, float | None], found: Intervals | None) -> list[Objective]:
     """Each objective against its figure (`values`, by the interval keys: p99, errorRate, rps) and its interval
-    in `found` (results.intervals). The error rate's interval is at least the exact interval of its `counts`
-    (failures, requests): resampled blocks without a failure say [0, 0], which no objective can break."""
+    in `found` (results.intervals)."""
     found = found or {}
     objectives = [_held(name, limit, values.get(name), bounds_of(found, name))
                   for name, limit in slo.latency_limits_ms().items()]
     if slo.error_rate is not None:
-        error_rate = found.get("errorRate")
-        if error_rate and counts is not None:
-            exact = clopper_pearson(*counts, found.get("confidence", CONFIDENCE))
-            error_rate = (min(error_rate[0], exact[0]), max(error_rate[1], exact[1]))
-        objectives.append(_held("errorRate", slo.error_rate, values.get("errorRate"), error_rate))
+        objectives.append(_held("errorRate", slo.error_rate, values.get("errorRate"), found.get("errorRate")))
     if slo.min_rps is not None:
         objectives.append(_held("minRps", float(slo.min_rps), values.get("rps"), found.get("rps"), floor=True))
     return objectives
 
 
-def outcome_of(objectives: Sequence[Objective], climbing: bool = False) -> str:
-    return verdict_of(objectives, climbing).outcome
+def outcome_of(objectives: list[Objective]) -> str:
+    return "Fail" if any(o.holds is False for o in objectives) else \
+        "Pass" if all(o.holds for o in objectives) else "Undecided"
 
 
-def slo_verdict(stage: StageResult, slo: Slo, found: Intervals | None = None, climbing: bool = False) -> Verdict:
+def slo_verdict(stage: StageResult, slo: Slo, found: Intervals | None = None) -> Verdict:
     """A stage passes when every objective holds over its figure's whole interval (95%, or `found`: intervals at
-    another confidence) and its latency was not still climbing, fails when any is broken over its whole interval,
-    and is undecided otherwise (a stage too short for an interval is undecided)."""
+    another confidence), fails when any is broken over its whole interval, and is undecided otherwise (a stage
+    too short for an interval is undecided)."""
     if not stage.requests:
         return Verdict(False, ("no requests were made",))
     values = {**{p: stage.latency.percentile(p) for p in PERCENTILES}, "errorRate": stage.error_rate,
               "rps": stage.rps}
-    raised = stage.exceptions.count if stage.exceptions else 0
-    return verdict_of(held(slo, values, stage.intervals if found is None else found,
-                           (stage.failures + raised, stage.requests + raised)), climbing)
+    return verdict_of(held(slo, values, stage.intervals if found is None else found))
 
 
-CLIMBING = "latency still climbing over the stage's seconds (Mann-Kendall, one-sided 5%): a transient"
-
-
-def verdict_of(objectives: Sequence[Objective], climbing: bool = False) -> Verdict:
-    """Fail where an objective is broken; Pass where all hold and latency was not climbing; else undecided."""
+def verdict_of(objectives: list[Objective]) -> Verdict:
     broken = tuple(_shown(o) for o in objectives if o.holds is False)
     open_ = tuple(_shown(o) for o in objectives if o.holds is None)
-    if climbing and not broken and not open_:
-        return Verdict(False, (), (CLIMBING,), tuple(objectives), climbing=True)
-    return Verdict(not broken and not open_, broken, open_, tuple(objectives), climbing=climbing and not broken)
+    return Verdict(not broken and not open_, broken, open_, tuple(objectives))
 
 
 def judged(stage: StageResult, spec: Spec) -> Verdict | None:

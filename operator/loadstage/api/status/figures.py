@@ -178,7 +178,6 @@ class Verdict(Written):
     violations: tuple[str, ...] = ()
     undecided: tuple[str, ...] = ()
     objectives: tuple[Objective, ...] = ()
-    climbing: bool = False   # latency still climbing over the stage's seconds: no Pass (results.steady)
 
     @property
     def outcome(self) -> str:
@@ -198,9 +197,6 @@ VERDICT = Obj(Verdict, "The stage held against spec.thresholds, or spec.slo.", {
                               Str("An objective.")), absent=(), omit=_without_objectives),
     "objectives": Field(ListOf("With spec.slo: each objective against its figure.", OBJECTIVE), absent=(),
                         omit=_without_objectives),
-    "climbing": Field(Bool("With spec.slo: latency was still climbing over the stage's seconds (Mann-Kendall, "
-                           "one-sided 5%, on its per-second mean latency): a transient, which cannot pass."),
-                      absent=False, omit=omit_empty),
 }, required=("passed",), nullable=True)
 
 
