@@ -26,7 +26,7 @@ from loadstage.api.load import parse_experiment
 from loadstage.api.quantities import parse_duration
 from loadstage.kube.children import Children
 from loadstage.kube.context import ExperimentContext
-from support.invalid_documents import CASES, case_document, document, within
+from support.invalid_documents import CASES, EDGES, case_document, document, within
 from support.kube import (
     GROUP,
     PLURAL,
@@ -1127,13 +1127,16 @@ def test_a_rule_left_to_the_parser_fails_the_experiment_naming_the_field_and_the
         assert not children(cluster, namespace, name), case["name"]
 
 
-def test_the_api_server_accepts_every_example_and_study(cluster, namespace):
+def test_the_api_server_accepts_every_example_study_and_edge_of_a_rule(cluster, namespace):
     """The CRD's rules refuse what they must (above) and no example: a dry run of each file on the server."""
     files = sorted([*(ROOT / "examples").glob("*.yaml"), *(ROOT / "examples" / "studies").glob("*.yaml")])
     assert len(files) >= 10
     for path in files:
         accepted = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(path))
         assert accepted.returncode == 0, (path.name, accepted.stderr)
+    for case in EDGES:   # tests/data/valid: at the edge of a rule
+        cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, case_document(case),
+                                                       dry_run="All", field_validation="Strict")
 
 
 def test_spec_is_immutable_once_created(cluster, namespace):

@@ -41,6 +41,15 @@ def example(node, name="x"):
 
 
 def fullest_status() -> RunStatus:
+    """Every field set, and consistent where the reader checks it: a bracket in order, indices of its variant."""
     status = example(STATUS)
     assert isinstance(status, RunStatus)
+    (variant,) = status.variants
+    variant.index = 0
+    variant.search = dataclasses.replace(variant.search, failed=variant.search.passed + 1)
+    pick = status.recommendation
+    status.recommendation = dataclasses.replace(
+        pick, winner=dataclasses.replace(pick.winner, variant=0), runner_up=dataclasses.replace(pick.runner_up,
+                                                                                                  variant=0),
+        front=tuple(dataclasses.replace(c, variant=0) for c in pick.front), order=(0,))
     return status

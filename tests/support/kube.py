@@ -76,7 +76,8 @@ class Cluster:
             cluster = cls.up(name, fixed_ports_config(Path(tmp) / "kwok.yaml") if stoppable else None)
             try:
                 print(f"\ncluster {cluster.name} up in {cluster.up_seconds:.1f}s")
-                cluster.kubectl("apply", "-f", str(ROOT / "crds"), check=True)
+                installed = cluster.kubectl("apply", "-f", str(ROOT / "crds"))
+                assert installed.returncode == 0, f"the API server refused the CRD: {installed.stderr}"
                 wait_for(lambda: cluster.kubectl("get", "lx").returncode == 0, timeout=30)
                 yield cluster
             finally:

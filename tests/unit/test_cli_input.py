@@ -49,3 +49,24 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_starts(expe
     assert capsys.readouterr().err == f"error: {said.format(tmp=tmp)}\n"
     assert list((tmp / "tmp").iterdir()) == []          # no work directory made
     assert sorted(p.name for p in tmp.iterdir()) == ["a-file", "experiment.yaml", "tmp"]
+
+
+DECIDED = {"slo": {"p99": "200ms"}, "stageEnd": {"when": "Decided", "min": "10s", "max": "1m"}}
+
+
+@pytest.mark.parametrize("spec, args, said", [
+    (DECIDED, ["--stage-duration", "5s"],
+     "--stage-duration: the experiment it makes is refused: spec.stageEnd.max: must be at least 8s, got 5s"),
+])
+def test_an_option_that_makes_a_spec_its_own_rules_refuse_is_refused_before_anything_starts(experiment, capsys,
+                                                                                             spec, args, said):
+    """Before, --stage-duration 5s with stageEnd Decided ran, and the result file's spec (stageEnd.max 5s) was
+    then refused by report and compare."""
+    doc = yaml.safe_load(experiment.read_text())
+    doc["spec"].update(spec)
+    experiment.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(experiment), "-q", *args]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {said}\n" in err and err.count("error: ") == err.count(f"error: {args[0]}: ")
+    assert list((experiment.parent / "tmp").iterdir()) == []          # no work directory made
+

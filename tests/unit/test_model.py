@@ -3,12 +3,13 @@ import itertools
 
 import pytest
 
+from loadstage.api.crd import build_crd
 from loadstage.api.load import load_experiment_file, parse_experiment
 from loadstage.api.quantities import cpu_cores, format_duration, memory_bytes, parse_duration
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import Stage
 from support.documents import BASE
-from support.invalid_documents import BASES, CASES, KEYS, case_document, within
+from support.invalid_documents import BASES, CASES, EDGES, KEYS, case_document, within
 from support.waiting import ROOT
 
 
@@ -279,6 +280,19 @@ def test_scaling_shrinks_stages_and_users_but_keeps_the_ladder():
     assert again.spec == small.spec and e.source["spec"]["stages"][0]["duration"] == "20m"
 
 
+def test_users_scale_scales_every_load_given_in_users_a_goals_too():
+    """Before, a goal's users stayed as written while its injectors' users shrank."""
+    doc = with_spec(slo={"p99": "1s"}, goal={"users": 300}, stageEnd={"when": "Decided", "max": "1m"},
+                    matrix={"threads": [1, 2]})
+    del doc["spec"]["stages"]
+    small = parse_experiment(doc).scaled(users_scale=0.1)
+    assert small.spec.goal.users == 30 and small.source["spec"]["goal"] == {"users": 30}
+    assert parse_experiment(small.source).spec == small.spec
+    rate = copy.deepcopy(doc)
+    rate["spec"]["goal"] = {"rps": 300}
+    assert parse_experiment(rate).scaled(users_scale=0.1).spec.goal.rps == 300   # a rate is no users
+
+
 def test_examples_are_valid():
     paths = sorted((ROOT / "examples").glob("**/*.yaml"))
     assert paths
@@ -304,3 +318,31 @@ def test_a_ladder_by_users_gets_injectors_from_max_users_per_injector():
     small = e.scaled(users_scale=0.1)
     assert [(s.injectors, s.users) for s in small.spec.stages] == [(1, 10), (1, 25), (1, 25), (1, 100), (3, None)]
     assert parse_experiment(small.source).spec == small.spec
+
+
+def test_stage_end_min_unwritten_is_30s_or_the_stage_length_where_shorter():
+    """Before, {when: Decided, max: 20s} was refused: the unwritten min (30s) was over the max."""
+    doc = with_spec(slo={"p99": "1s"}, search={"load": "users", "from": 10, "max": 20},
+                    stageEnd={"when": "Decided", "max": "20s"})
+    del doc["spec"]["stages"]
+    end = parse_experiment(doc).spec.stage_end
+    assert (end.min, end.max, end.shortest(20.0), end.shortest(45.0)) == (None, 20.0, 20.0, 30.0)
+    written = parse_experiment(with_spec(slo={"p99": "1s"},
+                                         stageEnd={"when": "Decided", "min": "10s"})).spec.stage_end
+    assert written.shortest(45.0) == 10.0
+    spec_schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    crd_min = spec_schema["properties"]["stageEnd"]["properties"]["min"]
+    assert "default" not in crd_min and "30s" in crd_min["description"]   # the API server writes none either
+
+
+def test_maximize_without_a_search_is_told_it_needs_one_and_nothing_else():
+    """Before, it was also told to give spec.stages, spec.search or spec.goal, though it gave a goal."""
+    doc = case_document(next(case for case in CASES if case["name"] == "goal-maximize-without-search"))
+    assert problems(doc) == ["spec.goal: spec.goal.maximize compares the variants' capacities: it needs spec.search, "
+                             "each variant's"]
+
+
+@pytest.mark.parametrize("case", EDGES, ids=[case["name"] for case in EDGES])
+def test_the_parser_accepts_each_document_at_the_edge_of_a_rule(case):
+    """tests/data/valid/edges.yaml; the cluster tier dry-runs the same through the API server."""
+    parse_experiment(case_document(case))

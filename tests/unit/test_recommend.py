@@ -197,6 +197,9 @@ def test_maximize_searches_every_variant_coarsely_drops_the_ones_that_cannot_win
     assert [load for v, load in runs if v == 2][-2:] == [200, 220], runs   # bisected on past its 160-240
     found = final["recommendation"]
     assert (found["reason"], found["variant"], found["runnerUp"]) == ("Found", 2, None), found
+    midway = [w["recommendation"]["sentence"] for w in writes
+              if (w.get("recommendation") or {}).get("winner") and w["recommendation"]["reason"] == "Searching"]
+    assert midway and all(s.startswith("so far ") and s.endswith("; the searches are not finished") for s in midway)
     # threads=1 serves at most 2 x 20 = 40 req/s a core, threads=2 at most 160: under threads=4's 320 at least
     dropped = {v["index"]: v["dropped"]["reason"] for v in final["variants"] if "dropped" in v}
     assert dropped.keys() == {0, 1}, dropped
@@ -242,3 +245,16 @@ def test_a_goal_warmed_up_lighter_than_its_load_is_told_so(base_doc):
     assert note(light).startswith("the warm-up is lighter or shorter than the goal's load")
     assert note(dataclasses.replace(light, arrival_rate=80, duration=5.0)).startswith("the warm-up is lighter")
     assert note(dataclasses.replace(light, arrival_rate=80, duration=10.0)) is None
+
+
+def test_a_pick_stopped_midway_says_its_winner_is_so_far_and_how_many_variants_never_ran(base_doc):
+    """Before, a goal interrupted after its first variant passed printed '... no other variant met it'."""
+    exp = goal_experiment(base_doc, {"threads": [1, 2, 4]}, target={"resources": {"limits": {"cpu": "1"}}})
+    writes = run(exp, KneeBackend(knee=[160, 160, 160]))
+    midway = next(w for w in writes if (w.get("recommendation") or {}).get("winner") and
+                  w["recommendation"]["reason"] == "Searching")
+    sentence = midway["recommendation"]["sentence"]
+    assert sentence.startswith("so far threads=1 meets p99 <= 30ms") and "no other variant met it" not in sentence
+    assert sentence.endswith("; 2 variant(s) not yet run"), sentence
+    assert f"Recommendation: {sentence}" in render_status(RunStatus.read(midway))
+    assert not writes[-1]["recommendation"]["sentence"].startswith("so far")

@@ -22,6 +22,12 @@ STORED = {name: yaml.safe_load((ROOT / "tests" / "data" / "results" / name).read
           for name in ("quickstart.yaml", "servers.json", "paced.yaml")}
 
 
+SEARCH = {"load": "users", "pass": 40, "fail": 48, "stages": 6, "loadSeconds": 120, "reason": "Found"}
+CANDIDATE = {"variant": 1, "settings": {"threads": 6}, "label": "threads=6", "cost": {"cores": 2.0, "from": "limit"},
+             "headroom": 0.2}
+PICK = {"goal": "300 users", "reason": "Found", "sentence": "threads=6 meets it", "winner": CANDIDATE, "order": [1]}
+
+
 def written(tmp_path, document, name="r.json"):
     path = tmp_path / name
     path.write_text(json.dumps(document))
@@ -48,6 +54,18 @@ def written(tmp_path, document, name="r.json"):
      "status.variants[0].stages[0].intervals.p99: must be a list of 2 numbers or null, got [1]"),
     (lambda s: s["p99ByStage"][0].update(p99MsByVariant=[]),
      "status.p99ByStage[0].p99MsByVariant: must hold one value per variant (2), holds 0"),
+    # before, read by type only: "500-100 users", a traceback on an unknown reason, a winner that is no variant
+    (lambda s: s["variants"][0].update(search=dict(SEARCH, **{"pass": 500, "fail": 100})),
+     "status.variants[0].search: its pass (500) must be below its fail (100)"),
+    (lambda s: s["variants"][0].update(search=dict(SEARCH, reason="Bogus")),
+     "status.variants[0].search.reason: must be one of Searching, Found, CeilingPassed, FloorFailed, InjectorBound, "
+     "got 'Bogus'"),
+    (lambda s: s.update(recommendation=dict(PICK, winner=dict(CANDIDATE, variant=7))),
+     "status.recommendation.winner.variant: must be the index of one of the status's variants (0 to 1), got 7"),
+    (lambda s: s.update(recommendation=dict(PICK, order=[1, 0, 2])),
+     "status.recommendation.order[2]: must be the index of one of the status's variants (0 to 1), got 2"),
+    (lambda s: s["variants"][1].update(index=0),
+     "status.variants[1].index: must be 1, its place in status.variants, got 0"),
 ])
 @pytest.mark.parametrize("command", [["report"], ["report", "--format", "csv"], ["compare"]])
 def test_a_damaged_result_file_is_refused_naming_its_first_bad_path(tmp_path, capsys, change, said, command):

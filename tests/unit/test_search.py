@@ -13,7 +13,9 @@ from loadstage.api.status import Latency, RunStatus, StageResult, TargetFigures,
 from loadstage.api.types import Search, Slo
 from loadstage.engine.search import load_of, outcome, progress
 from loadstage.locust.recorder import StageRecorder
-from loadstage.reports import compare
+from loadstage.reports import compare, tables
+from loadstage.reports.significance import between_variants
+from loadstage.reports.terminal import render_capacity
 from loadstage.results import histograms, intervals
 from loadstage.results.sequential import Looks
 from loadstage.results.thresholds import slo_verdict
@@ -129,12 +131,13 @@ def played(number, load, outcome, search_load="users"):
 
 
 @settings(deadline=None)
-@given(start=st.integers(1, 500), span=st.integers(2, 2000), percent=st.integers(1, 100), knee=st.integers(1, 5000),
-       undecided=st.sets(st.integers(1, 5000), max_size=5), data=st.data())
+@given(start=st.integers(1, 500), span=st.integers(2, 2000),
+       resolution=st.one_of(st.integers(1, 100).map(lambda p: p / 100), st.floats(1e-9, 0.01)),
+       knee=st.integers(1, 5000), undecided=st.sets(st.integers(1, 5000), max_size=5), data=st.data())
 def test_a_search_ends_in_a_bracket_around_any_knee_at_its_resolution_within_its_most_stages(
-        start, span, percent, knee, undecided, data):
+        start, span, resolution, knee, undecided, data):
     """Loads up to `knee` pass and above it fail; loads in `undecided` answer undecided once (or, drawn, twice)."""
-    search = Search("users", start, start + span, percent / 100, 10.0)
+    search = Search("users", start, start + span, resolution, 10.0)
     twice = data.draw(st.sets(st.sampled_from(sorted(undecided)), max_size=len(undecided))) if undecided else set()
     stages, seen = [], {}
     while True:
@@ -316,6 +319,10 @@ def test_a_search_whose_injectors_drop_arrivals_ends_injector_bound_with_the_bra
     assert stages[-1]["droppedArrivals"] == 400 * SECONDS // 50
     search = final["variants"][0]["search"]
     assert (search["reason"], search["pass"], search["fail"]) == ("InjectorBound", 200, None)
+    # before: "the injectors, not the target, ran out of CPU", though their CPU was idle and their pools too small
+    (line,) = render_capacity(RunStatus.read(final))
+    assert line.endswith("; stopped at 400 rps: its injectors' pools of users ran out (2% of arrivals dropped, "
+                         "injector CPU not bound): raise injectors.maxUsersPerInjector, 4 stages, 1m20s of load"), line
 
 
 def test_a_stage_that_drops_arrivals_while_it_fails_the_objective_is_a_fail_not_injector_bound(base_doc):
@@ -346,3 +353,34 @@ def test_compare_sets_two_searches_brackets_side_by_side_and_calls_a_lower_one_a
     close = compare.compare((exp, finals[400]), (exp, finals[390]), 0.1)
     assert [c.verdict for c in close.capacities] == ["the same"] and close.capacities[0] not in close.regressed
     assert compare.compare((exp, finals[300]), (exp, finals[400]), 0.1).capacities[0].verdict == "higher"
+
+
+@pytest.mark.parametrize("start, top, resolution, most", [
+    (10, 20, 0.00001, 12),   # before: 38, the bisections counted to 0.001% though one user apart ends them
+    (10, 200, 0.05, 22),
+    (1, 2, 0.05, 4),
+    (10, 2000, 0.01, 32),
+])
+def test_the_most_stages_a_search_can_run_counts_only_the_bisections_its_loads_allow(start, top, resolution, most):
+    assert Search("users", start, top, resolution, 10.0).most_stages() == most
+
+
+def test_the_best_marks_of_searches_compare_stages_at_the_same_load_never_by_their_number(base_doc):
+    """Before, threads=2's stage 4 (80 users, 10 ms) was marked best against threads=1's stage 4 (at 30 users
+    past its knee): two different loads. The variants' rows over all their stages pool different loads too."""
+    exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 400, "resolution": "10%",
+                                       "duration": "20s"}, matrix={"threads": [1, 2]})
+    final = RunStatus.read(run(exp, KneeBackend(knee=[20, 160]))[-1])
+    one, two = final.variants
+    loads = {v.index: {s.stage: s.users for s in v.stages} for v in final.variants}
+    assert loads[0][4] != loads[1][4]
+    for variant in final.variants:
+        other = two if variant is one else one
+        for stage in variant.stages:
+            if tables.stage_marks(final, variant, stage):
+                assert stage.users in loads[other.index].values(), (variant.index, stage.stage)
+    marked = [(v.index, s.users) for v in final.variants for s in v.stages if tables.stage_marks(final, v, s)]
+    assert marked, "stages at the same load are still compared"
+    assert tables.headline_marks(final) == [set(), set()]
+    (said,) = between_variants(final, ["threads=1", "threads=2"])
+    assert said.startswith("none: the variants ran different loads"), said

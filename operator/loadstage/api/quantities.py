@@ -60,7 +60,7 @@ class Duration(Node):
         return self._with_meta(schema)
 
 
-PERCENT_PATTERN = r"(100(\.0+)?|\d{1,2}(\.\d+)?)%"
+PERCENT_PATTERN = r"\d{1,3}(\.\d+)?%"   # at most 100% is a rule, so that it can say so
 
 
 class Percent(Node):
@@ -79,7 +79,14 @@ class Percent(Node):
         return fraction
 
     def openapi(self) -> dict[str, Any]:
-        return self._with_meta({"type": "string", "pattern": f"^{PERCENT_PATTERN}$", "maxLength": 10})
+        return self._with_meta({"type": "string", "pattern": f"^{PERCENT_PATTERN}$", "maxLength": 10,
+                                "x-kubernetes-validations": [{"rule": "double(self.replace('%', '')) <= 100.0",
+                                                              "message": "must be at most 100%"}]})
+
+
+def format_percent(fraction: float) -> str:
+    """0.005 -> '0.5%': a written percentage, as written."""
+    return f"{fraction * 100:.6g}%"
 
 
 CPU_PATTERN = r"\d+(\.\d+)?m?"

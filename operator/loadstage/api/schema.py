@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import json
 import keyword
 import re
@@ -374,6 +375,7 @@ class Rule:
     message: str
     cel: str | None = None
     field: str | None = None
+    detail: Callable[[Any], str | None] | None = None   # the parser's message adds it, in parentheses
 
 
 class Written:
@@ -417,12 +419,12 @@ class Field:
 class Obj(Node):
     """An object. As a spec's, its fields parse into `cls` by keyword (`rules` across them). As a written
     document's, `cls` is a dataclass (each field a `Field` or a node) or a TypedDict (then the keys are the
-    fields, and an absent key stays absent); `on_read(value, raw)` may check or complete what was read."""
+    fields, and an absent key stays absent); `on_read(value, raw, path)` may check or complete what was read."""
     noun = "a mapping"
 
     def __init__(self, cls: Any, description: str, fields: Mapping[str, Node | Field], *,
                  required: Iterable[str] = (), rules: Iterable[Rule] = (), default: Any = MISSING,
-                 nullable: bool = False, on_read: Callable[[Any, Mapping[str, Any]], Any] | None = None) -> None:
+                 nullable: bool = False, on_read: Callable[[Any, Mapping[str, Any], str], Any] | None = None) -> None:
         self.cls, self.description = cls, description
         self.fields = {k: f.node if isinstance(f, Field) else f for k, f in fields.items()}
         self.wire = {k: f if isinstance(f, Field) else Field(f) for k, f in fields.items()}
@@ -467,7 +469,8 @@ class Obj(Node):
         if len(problems.items) == before:
             for rule in self.rules:
                 if rule.check is not None and not rule.check(obj):
-                    problems.add(key_path(path, rule.field) if rule.field else path, rule.message)
+                    at = functools.reduce(key_path, rule.field.split("."), path) if rule.field else path
+                    problems.add(at, f"{rule.message} ({rule.detail(obj)})" if rule.detail else rule.message)
         return obj
 
     def openapi(self) -> dict[str, Any]:
@@ -492,7 +495,7 @@ class Obj(Node):
                 raise ShapeError(key_path(path, key), "missing")
         if self.keyed:
             read = {k: self.fields[k].read(v, key_path(path, k)) for k, v in found.items() if k in self.fields}
-            return self._done(read, found)
+            return self._done(read, found, path)
         tuples = self._tuple_attrs()
         kwargs = {}
         for key, field in self.wire.items():
@@ -504,10 +507,10 @@ class Obj(Node):
                 kwargs[attr] = tuple(item) if attr in tuples and isinstance(item, list) else item
             else:
                 kwargs[attr] = copy.copy(field.absent) if isinstance(field.absent, (list, dict)) else field.absent
-        return self._done(self.cls(**kwargs), found)
+        return self._done(self.cls(**kwargs), found, path)
 
-    def _done(self, value: Any, raw: Mapping[str, Any]) -> Any:
-        return value if self.on_read is None else self.on_read(value, raw)
+    def _done(self, value: Any, raw: Mapping[str, Any], path: str) -> Any:
+        return value if self.on_read is None else self.on_read(value, raw, path)
 
     def dump(self, value: Any, path: str) -> Any:
         if value is None:

@@ -4,6 +4,7 @@ declaration: every field with its description, beside the CEL rules that check i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from loadstage.api import servers as entries
@@ -29,6 +30,7 @@ from loadstage.api.servers import (
 from loadstage.api.types import (
     CLEANUP_POLICIES,
     COMMAND_PLACEHOLDERS,
+    DECIDED_NOT_BEFORE,
     DEFAULT_COUNTER,
     DEFAULT_MAX_RATE_PER_INJECTOR,
     DEFAULT_MAX_USERS_PER_INJECTOR,
@@ -36,6 +38,7 @@ from loadstage.api.types import (
     DEFAULT_POD_RESOURCES,
     DEFAULT_RUNNER_APP,
     DEPLOYMENT_MODES,
+    DOUBLINGS,
     GOAL_LOADS,
     GOAL_MAXIMA,
     MAX_ARRIVAL_RATE,
@@ -448,6 +451,16 @@ STAGE = Obj(Stage, "One step of the ladder: this many injectors, this many users
          "set duration, requests, or both (duration is then the time limit)",
          cel="has(self.duration) || has(self.requests)")])
 
+def _same_quantity_twice(axis: str, amount: Callable[[str], float]) -> Rule:
+    """A matrix axis of quantities holds each amount once: 1 and 1000m would make one variant twice."""
+    def twice(m: Matrix) -> str | None:
+        values = [str(v) for v in getattr(m, axis) or ()]
+        return next((f"{a} and {b}" for i, a in enumerate(values) for b in values[i + 1:]
+                     if amount(a) == amount(b)), None)
+    return Rule(lambda m: twice(m) is None, "holds the same quantity twice: each value makes a variant",
+                field=axis, detail=lambda m: f"{twice(m)} are the same quantity")
+
+
 MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these values.", {
     "server": ListOf("WSGI servers.", Str("", enum=SERVERS), min_items=1, max_items=len(SERVERS), unique=True),
     "workers": ListOf("Worker processes per pod.", Int("", minimum=1, maximum=64),
@@ -468,10 +481,10 @@ MATRIX = Obj(Matrix, "Optional: run every stage once per combination of these va
                     max_items=len(PROXIES) + 1, unique=True),
     "socket": ListOf("How the proxy reaches the WSGI server: tcp, unix.", Str("", enum=SOCKETS), min_items=1,
                      max_items=len(SOCKETS), unique=True),
-})
+}, rules=[_same_quantity_twice(axis, amount) for axis, amount in (("cpu", cpu_cores), ("memory", memory_bytes))])
 
 _latency = "Highest acceptable {} latency, e.g. 1000ms."
-_LATENCY_LIMITS = {p: Duration(_latency.format(p), maximum="1h") for p in PERCENTILES}
+_LATENCY_LIMITS = {p: Duration(_latency.format(p), minimum="1ms", maximum="1h") for p in PERCENTILES}
 THRESHOLDS = Obj(Thresholds, "Optional: pass/fail limits checked for every stage.", {
     **_LATENCY_LIMITS,
     "errorRate": Percent("Highest acceptable share of failed requests, e.g. '1%'."),
@@ -538,13 +551,49 @@ STAGE_END = Obj(StageEnd, "When a stage ends: at its duration (Duration), or onc
                           "the objective by far (a latency's interval above 3 x its objective, the error rate's above "
                           "10 x) ends at once, as failed.", {
     "when": Str("Duration or Decided.", enum=STAGE_ENDS, default="Duration"),
-    "min": Duration("With Decided: no stage ends as decided before this (a breach ends it at once).",
-                    minimum="8s", maximum="24h", default="30s"),
+    "min": Duration(f"With Decided: no stage ends as decided before this (a breach ends it at once); unwritten, "
+                    f"{format_duration(DECIDED_NOT_BEFORE)}, or the stage's whole length where shorter.",
+                    minimum="8s", maximum="24h"),
     "max": Duration("With Decided: every stage's longest, in place of its own duration; undecided then, it ends "
                     "as undecided.", minimum="8s", maximum="24h"),
-}, rules=[Rule(lambda e: e.max is None or e.min <= e.max, "min must be at most max",
-               cel="!has(self.max) || !has(self.min) || duration(self.min) <= duration(self.max)", field="min")],
+}, rules=[Rule(lambda e: e.max is None or e.min is None or e.min <= e.max, "min must be at most max",
+               cel="!has(self.max) || !has(self.min) || duration(self.min) <= duration(self.max)", field="min"),
+          Rule(lambda e: e.decided or (e.min is None and e.max is None),
+               "min and max apply with when: Decided (with Duration every stage runs its own duration)",
+               cel="(has(self.when) && self.when == 'Decided') || (!has(self.min) && !has(self.max))")],
     default={})
+
+
+def _min_over_a_stage(s: Spec) -> str | None:
+    """Where stageEnd.min, with no max, is longer than a stage: 'spec.search.duration: 30s'."""
+    end = s.stage_end
+    if not end.decided or end.min is None or end.max is not None:
+        return None
+    lengths: list[tuple[str, float | None]] = [(f"spec.stages[{i}].duration", stage.duration)
+                                               for i, stage in enumerate(s.stages or ())]
+    if s.search is not None:
+        lengths.append(("spec.search.duration", s.search.duration))
+    return next((f"{path}: {format_duration(length)}" for path, length in lengths
+                 if length is not None and length < end.min), None)
+
+
+def _maximize_alone(s: Spec) -> bool:
+    """goal.maximize with neither stages nor a search: the rule that it needs a search says so."""
+    return s.goal is not None and s.goal.maximize is not None and not s.stages and s.search is None
+
+
+def _rate_over_its_injectors(s: Spec) -> str | None:
+    """Where a stage gives its injectors and asks each for more than maxRatePerInjector arrivals a second."""
+    most = s.injectors.max_rate_per_injector
+    named = [(f"spec.stages[{i}]", stage) for i, stage in enumerate(s.stages or ())]
+    for path, stage in [*named, *([("spec.warmup", s.warmup)] if s.warmup else [])]:
+        if stage.injectors and stage.arrival_rate and stage.arrival_rate > stage.injectors * most:
+            return f"{path}: {stage.arrival_rate:,} a second on {stage.injectors} injector(s), over {most:,} each"
+    return None
+
+
+_CEL_RATE_WITHIN = "(!has({s}.injectors) || !has({s}.arrivalRate) || {s}.arrivalRate <= {s}.injectors * " + \
+    _CEL_MAX_RATE + ")"
 
 
 def _ladder_or_search(s: Spec) -> list[Stage]:
@@ -558,6 +607,19 @@ def _decided_with_max(s: Spec) -> bool:
     return s.stage_end.decided and s.stage_end.max is not None
 
 
+def _cel_times_doubled(start: str, below: str, number: str = "int") -> str:
+    """types.times_doubled in CEL: how many of start x 2^k are under `below`."""
+    powers = ", ".join(f"{2**k}.0" if number == "double" else str(2**k) for k in range(DOUBLINGS))
+    return f"[{powers}].filter(p, {start} * p < {below}).size()"
+
+
+_CEL_RESOLUTION = ("double((has(self.search.resolution) ? self.search.resolution : '5%').replace('%', '')) "
+                   "/ 100.0")
+_CEL_BISECTIONS = (f"{_cel_times_doubled(_CEL_RESOLUTION, '1.0', 'double')}",
+                   f"{_cel_times_doubled('1', 'self.search.max / 2')}")
+_CEL_MOST_SEARCH_STAGES = (f"2 * ({_cel_times_doubled('self.search.from', 'self.search.max')} + 1 + "
+                           f"({_CEL_BISECTIONS[0]} < {_CEL_BISECTIONS[1]} ? {_CEL_BISECTIONS[0]} : "
+                           f"{_CEL_BISECTIONS[1]}))")
 _CEL_DECIDED = "has(self.stageEnd) && has(self.stageEnd.when) && self.stageEnd.when == 'Decided'"
 _CEL_COUNT_VARIANTS = f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1)"
 
@@ -606,11 +668,11 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
 }, rules=[
     Rule(None, "spec is immutable once created; delete the experiment and create it again",
          cel="self == oldSelf"),
-    Rule(lambda s: [s.stages, s.search, s.goal and s.goal.load].count(None) == 2,
+    Rule(lambda s: [s.stages, s.search, s.goal and s.goal.load].count(None) == 2 or _maximize_alone(s),
          "give spec.stages (a ladder), spec.search (a capacity search) or spec.goal (the cheapest variant that "
          "meets the objective): exactly one of them",
          cel="[has(self.stages), has(self.search), has(self.goal) && !has(self.goal.maximize)].filter(x, x).size() "
-             "== 1"),
+             "== 1 || (has(self.goal) && has(self.goal.maximize) && !has(self.stages))"),
     Rule(lambda s: s.goal is None or s.goal.maximize is None or s.search is not None,
          "spec.goal.maximize compares the variants' capacities: it needs spec.search, each variant's",
          cel="!has(self.goal) || !has(self.goal.maximize) || has(self.search)", field="goal"),
@@ -635,6 +697,10 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     Rule(lambda s: s.search is None or s.slo is not None,
          "spec.search needs spec.slo: a search looks for the load at which the objective breaks",
          cel="!has(self.search) || has(self.slo)"),
+    Rule(lambda s: s.search is None or s.slo is None or s.slo.min_rps is None,
+         "a search finds the load the objective breaks at, from its lowest: a floor on the rate (minRps) fails its "
+         "first stages by construction; leave minRps out (status.variants[].search gives the rate at each end)",
+         cel="!has(self.search) || !has(self.slo) || !has(self.slo.minRps)", field="slo.minRps"),
     Rule(lambda s: s.slo is None or s.thresholds is None,
          "spec.slo and spec.thresholds are both objectives: give one of them",
          cel="!has(self.slo) || !has(self.thresholds)"),
@@ -644,6 +710,13 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     Rule(lambda s: s.search is None or s.search.duration is not None or _decided_with_max(s),
          "spec.search.duration is required, unless spec.stageEnd (when: Decided) gives a max",
          cel=f"!has(self.search) || has(self.search.duration) || ({_CEL_DECIDED} && has(self.stageEnd.max))"),
+    Rule(lambda s: _min_over_a_stage(s) is None,
+         "with no spec.stageEnd.max, min must be at most each stage's duration",
+         cel="!has(self.stageEnd) || !has(self.stageEnd.min) || has(self.stageEnd.max) || ((!has(self.stages) || "
+             "self.stages.all(s, !has(s.duration) || duration(s.duration) >= duration(self.stageEnd.min))) && "
+             "(!has(self.search) || !has(self.search.duration) || duration(self.search.duration) >= "
+             "duration(self.stageEnd.min)))",
+         field="stageEnd.min", detail=_min_over_a_stage),
     Rule(lambda s: not s.stage_end.decided or s.repeats == 1,
          "spec.stageEnd.when: Decided judges each stage at its own looks: spec.repeats must be 1 with it",
          cel="!has(self.stageEnd) || !has(self.stageEnd.when) || self.stageEnd.when != 'Decided' || "
@@ -665,6 +738,12 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
              f"(self.search.load != 'rps' || {_CEL_RATE_FITS.format(load='self.search.max')})) && (!has(self.goal) "
              f"|| (!has(self.goal.users) || {_CEL_USERS_FIT.format(load='self.goal.users')}) && "
              f"(!has(self.goal.rps) || {_CEL_RATE_FITS.format(load='self.goal.rps')}))"),
+    Rule(lambda s: _rate_over_its_injectors(s) is None,
+         "a stage that gives its injectors and an arrivalRate asks each injector for at most "
+         "injectors.maxRatePerInjector arrivals a second: give more injectors, or leave them out",
+         cel=f"(!has(self.stages) || self.stages.all(s, {_CEL_RATE_WITHIN.format(s='s')})) && "
+             f"(!has(self.warmup) || {_CEL_RATE_WITHIN.format(s='self.warmup')})",
+         detail=_rate_over_its_injectors),
     Rule(lambda s: s.injectors.pacing is None or not any(
         stage.arrival_rate for stage in [*_ladder_or_search(s), *([s.warmup] if s.warmup else [])]),
          "spec.injectors.pacing and an arrivalRate (a stage's, spec.search.load: rps or spec.goal.rps) are two "
@@ -678,7 +757,11 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
              f"size(self.stages) * (has(self.repeats) ? self.repeats : 1) <= {MAX_VARIANT_STAGES}"),
     Rule(lambda s: s.search is None or variant_count(s.matrix) * s.search.most_stages() <= MAX_VARIANT_STAGES,
          f"at most {MAX_VARIANT_STAGES} stages in all, so that the status stays small: variants x the most stages "
-         f"one search can run (2 x (log2(max / from) + 1 + log2(1 / resolution)), rounded up)"),
+         f"one search can run, 2 x (log2(max / from) + 1 + the fewer of log2(1 / resolution) and log2(max / 2)), "
+         f"each rounded up",
+         cel=f"!has(self.search) || {_CEL_COUNT_VARIANTS} * {_CEL_MOST_SEARCH_STAGES} <= {MAX_VARIANT_STAGES}",
+         detail=lambda s: f"{variant_count(s.matrix)} variant(s) x {s.search.most_stages()} stages = "
+                          f"{variant_count(s.matrix) * s.search.most_stages()}"),
     Rule(None, "the bundled runner app keeps its sessions in Redis: spec.redis.deploy: false without a url is for "
                "an app of your own (spec.target.app)",
          cel=f"!has(self.redis) || !has(self.redis.deploy) || self.redis.deploy || has(self.redis.url) || "

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from loadstage.api.quantities import format_duration
+from loadstage.api.quantities import format_duration, format_percent
 
 if TYPE_CHECKING:
     from loadstage.api.status.pick import Settings
@@ -370,7 +370,7 @@ class Thresholds:
         """'p99 <= 300ms, errorRate <= 1%, minRps >= 100'."""
         rps = getattr(self, "min_rps", None)
         return ", ".join([*(f"{p} <= {ms:g}ms" for p, ms in self.latency_limits_ms().items()),
-                          *([f"errorRate <= {self.error_rate * 100:g}%"] if self.error_rate is not None else []),
+                          *([f"errorRate <= {format_percent(self.error_rate)}"] if self.error_rate is not None else []),
                           *([f"minRps >= {rps:g}"] if rps is not None else [])])
 
 
@@ -401,10 +401,18 @@ class Search:
         return load_stage(self.load, load, duration or self.duration or 0.0)
 
     def most_stages(self) -> int:
-        """The most stages one variant's search can run: doubling up to `max`, bisecting down to the
-        resolution, and each stage run twice (undecided once)."""
-        rising = math.ceil(math.log2(self.max / self.from_)) + 1
-        return 2 * (rising + max(0, math.ceil(math.log2(1 / self.resolution))))
+        """The most stages one variant's search can run: doubling up to `max`, bisecting down to the resolution
+        or to loads one apart (a bracket is at most max / 2 wide), and each stage run twice (undecided once)."""
+        bisections = min(times_doubled(self.resolution, 1), times_doubled(1, self.max // 2))
+        return 2 * (times_doubled(self.from_, self.max) + 1 + bisections)
+
+
+DOUBLINGS = 32   # more than any search runs: its loads are at most MAX_STAGE_USERS
+
+
+def times_doubled(start: float, below: float) -> int:
+    """ceil(log2(below / start)), counted as the CEL rule counts it (the API server's CEL has no logarithm)."""
+    return sum(1 for k in range(DOUBLINGS) if start * 2**k < below)
 
 
 def load_stage(unit: str, load: int, duration: float) -> Stage:
@@ -448,17 +456,24 @@ class Goal:
         return f"{self.amount:,} " + ("req/s" if self.load == "rps" else self.load)
 
 
+DECIDED_NOT_BEFORE = 30.0   # seconds: stageEnd.min where unwritten (a shorter stage's length)
+
+
 @dataclass(frozen=True)
 class StageEnd:
     """When a stage ends: at its duration, or (Decided) once its verdict by spec.slo is decided, not before
     `min`; `max`, where given, is every stage's longest, in place of its own duration."""
     when: str = "Duration"
-    min: float = 30.0
+    min: float | None = None    # as written
     max: float | None = None
 
     @property
     def decided(self) -> bool:
         return self.when == "Decided"
+
+    def shortest(self, length: float) -> float:
+        """No stage this long ends as decided sooner: min, or 30 s (its whole length where shorter)."""
+        return self.min if self.min is not None else min(DECIDED_NOT_BEFORE, length)
 
 
 @dataclass(frozen=True)
@@ -596,11 +611,13 @@ class Experiment:
             if spec.search is not None:
                 spec = replace(spec, search=replace(spec.search, duration=stage_duration))
                 written["search"]["duration"] = format_duration(stage_duration)
-            if spec.stage_end.max is not None:   # the stages' longest: what the option sets
-                spec = replace(spec, stage_end=replace(spec.stage_end, max=stage_duration,
-                                                       min=min(spec.stage_end.min, stage_duration)))
-                written["stageEnd"].update(max=format_duration(stage_duration),
-                                           min=format_duration(spec.stage_end.min))
+            end = spec.stage_end
+            if end.max is not None:   # the stages' longest: what the option sets
+                spec = replace(spec, stage_end=replace(end, max=stage_duration))
+                written["stageEnd"]["max"] = format_duration(stage_duration)
+            if end.decided and end.min is not None and end.min > stage_duration:
+                spec = replace(spec, stage_end=replace(spec.stage_end, min=stage_duration))
+                written["stageEnd"]["min"] = format_duration(stage_duration)
         if warmup_duration is not None and spec.warmup is not None:
             spec = replace(spec, warmup=replace(spec.warmup, duration=warmup_duration))
             written["warmup"]["duration"] = format_duration(warmup_duration)
@@ -624,6 +641,10 @@ class Experiment:
                 scaled = replace(spec.search, from_=start, max=max(start + 1, round(spec.search.max * users_scale)))
                 spec = replace(spec, search=scaled)
                 written["search"].update({"from": scaled.from_, "max": scaled.max})
+            if spec.goal is not None and spec.goal.users is not None:
+                users = max(1, round(spec.goal.users * users_scale))
+                spec = replace(spec, goal=replace(spec.goal, users=users))
+                written["goal"]["users"] = users
         return replace(self, spec=spec, source=source)
 
 

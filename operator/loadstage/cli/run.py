@@ -17,19 +17,17 @@ from typing import Any
 
 import yaml
 
-from loadstage.api.load import load_experiment_file
+from loadstage.api.load import load_experiment_file, parse_experiment
 from loadstage.api.names import API_GROUP, API_VERSION, KIND
-from loadstage.api.quantities import format_duration
 from loadstage.api.schema import ValidationError
 from loadstage.api.status import RunStatus, VariantRecord
 from loadstage.api.types import Experiment
 from loadstage.cli.parser import EXIT_FAILED, EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_THRESHOLDS
-from loadstage.engine import halving, recommend
+from loadstage.cli.plan import print_plan
 from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed
 from loadstage.engine.stages import StageEngine, new_status
-from loadstage.engine.steps import plan, starts_block
 from loadstage.local.backend import LocalBackend, Progress
 from loadstage.local.live_metrics import LocalSeries
 from loadstage.local.live_metrics import serve as serve_metrics
@@ -108,74 +106,10 @@ def failed_objective(run: RunStatus, variant: VariantRecord) -> bool:
     return any(s.verdict and not s.verdict.passed for s in variant.stages)
 
 
-def _print_search(experiment: Experiment, out) -> None:
-    spec, search = experiment.spec, experiment.spec.search
-    assert search is not None
-    variants = experiment.variants()
-    typical, most = search.most_stages() // 2, search.most_stages()
-    warmup = spec.warmup.duration if spec.warmup else 0.0
-    length = format_duration(search.seconds) + " a stage"
-    if spec.stage_end.decided:
-        length = f"{format_duration(spec.stage_end.min)} to {length}, ending once decided"
-    out.write(f"{experiment.name}: {len(variants)} variant(s), a capacity search each: {search.load} from "
-              f"{search.from_:,} up to {search.max:,}, to {search.resolution:.0%}, {length}; about {typical} "
-              f"stages a variant (at most {most}), {'up to' if spec.stage_end.decided else 'about'} "
-              f"{format_duration(int(len(variants) * (typical * search.seconds + warmup)))} of load\n")
-    if spec.goal is not None:
-        out.write(f"  then the most capacity per core: every search first to within "
-                  f"{halving.COARSE_RESOLUTION:.0%}, the variants that cannot reach the best's dropped, the rest "
-                  f"searched on to {search.resolution:.0%}\n")
-    for v in variants:
-        out.write(f"  variant {v.index + 1}: {v.label()}\n")
-
-
-def _print_goal(experiment: Experiment, out) -> None:
-    spec = experiment.spec
-    assert spec.slo is not None and spec.goal is not None and spec.stage_end.max is not None   # a pick's rules
-    order, costs, declared = recommend.cheapest_first(experiment.variants())
-    warmup = spec.warmup.duration if spec.warmup else 0.0
-    out.write(f"{experiment.name}: {len(order)} variant(s), the cheapest that meets {spec.slo.describe()} at "
-              f"{spec.goal.describe()}: one stage each at that load, {format_duration(spec.stage_end.min)} to "
-              f"{format_duration(spec.stage_end.max)}, ending once decided; "
-              + ("cheapest first, by their CPU limits or requests" if declared else
-                 "every variant, each costed by its measured peak CPU (not all set a CPU limit or request)")
-              + f"; at most {format_duration(int(len(order) * (spec.stage_end.max + warmup)))} of load, "
-                f"undecided stages aside\n")
-    for v in order:
-        cost = costs[v.index]
-        out.write(f"  variant {v.index + 1}: {v.label()}" + (f", {cost.describe()}" if declared and cost else "")
-                  + "\n")
-    if note := recommend.warmup_note(experiment):
-        out.write(f"  note: {note}\n")
-
-
-def _print_plan(experiment: Experiment, out) -> None:
-    spec = experiment.spec
-    if spec.search is not None:
-        return _print_search(experiment, out)
-    if spec.goal is not None and spec.goal.load is not None:
-        return _print_goal(experiment, out)
-    variants = experiment.variants()
-    steps = plan(experiment, spec.seed)
-    starts = sum(starts_block(steps, i) for i in range(len(steps)))
-    total = sum(s.stage.duration for s in steps) + (spec.warmup.duration * starts if spec.warmup else 0)
-    repeats = f" x {spec.repeats} repeats ({spec.order})" if spec.repeats > 1 else ""
-    at_most = "at most " if any(s.requests for s in spec.stages) else "about "
-    out.write(f"{experiment.name}: {len(variants)} variant(s) x {len(spec.stages)} stage(s){repeats}, "
-              f"{at_most}{format_duration(int(total))} of load\n")
-    for v in variants:
-        out.write(f"  variant {v.index + 1}: {v.label()}\n")
-    for i, s in enumerate(spec.stages, 1):
-        users = spec.injectors.users_for(s)
-        length = f"{s.requests:,} requests (at most {format_duration(s.duration)})" if s.requests \
-            else format_duration(s.duration)
-        out.write(f"  stage {i}: {s.injectors} injector(s), {users} users, {length}\n")
-
-
 def cmd_validate(args) -> int:
     experiment = load_experiment_file(args.file)
     print(f"{args.file}: valid")
-    _print_plan(experiment, sys.stdout)
+    print_plan(experiment, sys.stdout)
     return EXIT_OK
 
 
@@ -206,14 +140,28 @@ def path_problems(output: str | None, workdir: str | None) -> list[tuple[str, st
     return problems
 
 
+def scaled(experiment: Experiment, args) -> Experiment:
+    """The experiment the options make, refused where its own rules refuse it: the result file's spec is what
+    ran, and report and compare read it again."""
+    made = experiment.scaled(stage_duration=args.stage_duration, warmup_duration=args.warmup_duration,
+                             users_scale=args.users_scale)
+    try:
+        parse_experiment(made.source)
+    except ValidationError as e:
+        options = " and ".join(option for option, value in (
+            ("--stage-duration", args.stage_duration), ("--warmup-duration", args.warmup_duration),
+            ("--users-scale", args.users_scale)) if value is not None)
+        raise ValidationError([(options, f"the experiment it makes is refused: {path}: {message}")
+                               for path, message in e.problems]) from None
+    return made
+
+
 def cmd_run(args) -> int:
     experiment = load_experiment_file(args.file)
     problems = local_problems(experiment) + path_problems(args.output, args.workdir)
     if problems:
         raise ValidationError(problems)
-    experiment = experiment.scaled(
-        stage_duration=args.stage_duration, warmup_duration=args.warmup_duration,
-        users_scale=args.users_scale)
+    experiment = scaled(experiment, args)
     printer = ProgressPrinter(quiet=args.quiet)
     series = LocalSeries(experiment)
     server = None
@@ -249,7 +197,7 @@ def cmd_run(args) -> int:
         series.note_status(current.to_status())
         on_update(current)
 
-    _print_plan(experiment, sys.stderr)
+    print_plan(experiment, sys.stderr)
     printer.say(f"logs: {workdir}")
     if server is not None:
         printer.say(f"live series: http://127.0.0.1:{args.metrics_port}/metrics")

@@ -77,8 +77,9 @@ def halving(experiment: Experiment, records: list[VariantRecord]) -> Halving:
         result = search.progress(first_round, first)[0]
         found = per_core(result, _cost(variant, first, result, first_round))
         if found is None:
-            why = {"InjectorBound": "its injectors, not its target, ran out"}.get(
-                result.reason, f"it failed the objective already at search.from ({fine.from_:,} {fine.load})")
+            bound = [s for s in first if s.injector_bound]
+            why = max(bound, key=lambda s: s.stage).injectors_ran_out() if result.reason == "InjectorBound" and \
+                bound else f"it failed the objective already at search.from ({fine.from_:,} {fine.load})"
             dropped[variant.index] = Dropped(len(first), why)
         else:
             bounds[variant.index] = len(first), found
@@ -162,6 +163,8 @@ def _maximized_sentence(experiment: Experiment, winner: Candidate | None, runner
         return "searching" if reason == "Searching" else f"no variant met {slo} at search.from"
     said = f"{winner.label} serves the most per core under {slo}: {span(winner)} req/s per core on " \
            f"{winner.cost.describe()}"
+    if reason == "Searching":
+        return f"so far {said}; the searches are not finished"
     return said + (f"; the next, {runner_up.label}, {span(runner_up)}" if runner_up else "; every other was dropped")
 
 

@@ -142,7 +142,7 @@ def ranked(passes: list[Candidate], tie: float) -> list[Candidate]:
 
 def _failure(stage: StageResult, found: str) -> str:
     if found == "InjectorBound":
-        return "its injectors, not its target, ran out at the goal's load: the stage measured them"
+        return f"at the goal's load {stage.injectors_ran_out()}: the stage measured them, not its target"
     if found == "Undecided":
         return "undecided twice at the goal's load"
     broken = [o for o in stage.verdict.objectives if o.holds is False] if stage.verdict else []
@@ -206,8 +206,9 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
     best = ranked(passes, 0.0 if by_cost else MEASURED_TIE)
     winner, runner_up = ([*best, None, None])[:2]
     reason = "Searching" if following else "Found" if winner else "NonePassed"
+    left = sum(1 for v in variants if v.index not in ran and v.index not in dropped)
     recommendation = Recommendation(goal.describe(), winner, runner_up, tuple(ran), reason,
-                                    _sentence(experiment, winner, runner_up, reason, len(ran)),
+                                    _sentence(experiment, winner, runner_up, reason, len(ran), left),
                                     margin=latency_margin(records, winner, runner_up))
     return Pick(recommendation, following, dropped, {c.variant: c for c in passes}, costs)
 
@@ -232,13 +233,16 @@ def latency_margin(records: list[VariantRecord], winner: Candidate | None,
 
 
 def _sentence(experiment: Experiment, winner: Candidate | None, runner_up: Candidate | None, reason: str,
-              ran: int) -> str:
+              ran: int, left: int) -> str:
     """'workers=3 threads=4 cpu=1 meets p99 <= 300ms at 2,000 req/s with 6 cores; the next cheapest, workers=2
-    threads=8 cpu=1, needs 8 cores'."""
+    threads=8 cpu=1, needs 8 cores'; while variants are left to run (or the run stopped), 'so far ...'."""
     slo, goal = slo_of(experiment).describe(), goal_of(experiment).describe()
+    if reason == "Searching":
+        so_far = "searching" if winner is None else \
+            f"so far {winner.label} meets {slo} at {goal} with {winner.cost.describe()}"
+        return f"{so_far}; {left} variant(s) not yet run"
     if winner is None:
-        return ("searching" if reason == "Searching" else
-                f"no variant meets {slo} at {goal}: each of the {ran} run failed it or was dropped")
+        return f"no variant meets {slo} at {goal}: each of the {ran} run failed it or was dropped"
     said = f"{winner.label} meets {slo} at {goal} with {winner.cost.describe()}"
     if runner_up is None:
         return said + "; no other variant met it"

@@ -162,7 +162,7 @@ def locust_master_command(experiment: Experiment, stage: Stage, *, host: str, su
     if flat_out(experiment, stage):
         argv += ["--injector-bound-percent", f"{FLAT_OUT_INJECTOR_BOUND_PERCENT:g}"]
     if decide and experiment.spec.stage_end.decided and experiment.spec.slo is not None:
-        decide_min = max(experiment.spec.stage_end.min, stage.decided_after or 0.0)
+        decide_min = max(experiment.spec.stage_end.shortest(stage.duration or 0.0), stage.decided_after or 0.0)
         argv += ["--slo", slo_argument(experiment.spec.slo), "--decide-min", f"{decide_min:g}"]
     if progress_file:
         argv += ["--progress-file", progress_file]

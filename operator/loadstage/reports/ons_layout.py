@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loadstage.api.quantities import format_duration
+from loadstage.api.quantities import format_duration, format_percent
 from loadstage.api.status import RunStatus, VariantAggregate, VariantRecord
 from loadstage.api.types import Experiment
 from loadstage.reports.tables import (
@@ -126,7 +126,7 @@ def profile(experiment: Experiment, run: RunStatus) -> list[Option]:
         search = spec.search
         searched = (search.load, search.from_, search.max, search.resolution)
         options.append(Option("Capacity search", searched, f"{search.load} from {search.from_:,} up to "
-                                                           f"{search.max:,}, to {search.resolution:.0%}"))
+                                                           f"{search.max:,}, to {format_percent(search.resolution)}"))
         options.append(Option("Objective (slo)", spec.slo, spec.slo.describe() if spec.slo else "none"))
     else:
         ladder = tuple(s.injectors for s in spec.stages)

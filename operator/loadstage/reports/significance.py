@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadstage.api.status import Intervals, Latency, RunStatus, VariantRecord
+from loadstage.api.status import Intervals, Latency, RunStatus, StageResult, VariantRecord
 from loadstage.results.differences import CONFIDENCE, LOWER_IS_BETTER, Difference, difference, each_figure
 
 BEST = "^"
@@ -82,12 +82,43 @@ def percent(level: float) -> str:
     return f"{level * 100:.4g}%"
 
 
+def load_of(stage: StageResult) -> tuple[int | None, ...]:
+    """What a stage ran: its injectors, users, arrival rate and request goal."""
+    return stage.injectors, stage.users, stage.arrival_rate, stage.request_goal
+
+
+def numbered_by_load(run: RunStatus) -> bool:
+    """Whether a stage number means the same load in every variant (a ladder); a search's and a pick's stages are
+    numbered in the order they ran."""
+    return run.recommendation is None and all(v.search is None for v in run.variants)
+
+
+def same_loads(run: RunStatus) -> bool:
+    """Whether every variant ran the same loads, so that their figures over all their stages compare."""
+    loads = [sorted({load_of(s) for s in v.stages}, key=str) for v in run.variants]
+    return all(each == loads[0] for each in loads)
+
+
+def counterparts(run: RunStatus, variant: VariantRecord, stage: StageResult) -> list[StageResult | None]:
+    """The stage each variant ran at the same load as `stage` (its latest there), `stage` itself for its own."""
+    def at(other: VariantRecord) -> StageResult | None:
+        if other is variant:
+            return stage
+        if numbered_by_load(run):
+            return next((s for s in other.stages if s.stage == stage.stage), None)
+        return max((s for s in other.stages if load_of(s) == load_of(stage)), key=lambda s: s.stage, default=None)
+    return [at(other) for other in run.variants]
+
+
 def between_variants(run: RunStatus, labels: list[str], confidence: float = CONFIDENCE) -> list[str]:
     """One line per figure of the variants' rows over all their stages: which is best, by how much, and
     whether that is more than the noise; the lines' verdicts together at `confidence`."""
     aggregates = [v.aggregate for v in run.variants if v.aggregate is not None and v.aggregate.intervals]
     if len(aggregates) < 2 or len(aggregates) < len(run.variants):
         return []
+    if not same_loads(run):
+        return ["none: the variants ran different loads, so their figures over all their stages do not compare; "
+                "each stage is compared with the others' at its load"]
     figures = {figure: latency_candidates(labels, [a.latency for a in aggregates],
                                           [a.intervals for a in aggregates], figure) if figure != "mean" else
                [(label, _mean(v), a.intervals) for label, v, a in zip(labels, run.variants, aggregates)]

@@ -63,8 +63,11 @@ def percentiles(latency: Latency, best: AbstractSet[str] = frozenset()) -> list[
 
 
 def headline_marks(run: RunStatus) -> list[set[str]]:
-    """For each variant with a row over all its stages, the percentiles in which it is significantly best."""
+    """For each variant with a row over all its stages, the percentiles in which it is significantly best (none
+    where the variants ran different loads)."""
     shown = [(v, v.aggregate) for v in run.variants if v.aggregate]
+    if not significance.same_loads(run):
+        return [set() for _ in shown]
     return significance.best_columns([variant_label(run, v) for v, _ in shown], [a.latency for _, a in shown],
                                      [a.intervals for _, a in shown])
 
@@ -73,19 +76,19 @@ def stage_of(variant: VariantRecord, number: int) -> StageResult | None:
     return next((s for s in variant.stages if s.stage == number), None)
 
 
-def marks_at_stage(run: RunStatus, number: int) -> list[set[str]]:
-    """For each variant, the percentiles in which its stage `number` is significantly the best of every
-    variant's same stage (one row's marks, in the stage table and the p99 pivot alike)."""
+def marks_among(run: RunStatus, stages: list[StageResult | None]) -> list[set[str]]:
+    """For each variant, the percentiles in which its stage of `stages` (one each, at one load) is significantly
+    the best (one row's marks, in the stage table and the p99 pivot alike)."""
     if len(run.variants) < 2:
         return [set() for _ in run.variants]
-    stages = [stage_of(v, number) for v in run.variants]
     return significance.best_columns([variant_label(run, v) for v in run.variants],
                                      [s.latency if s else None for s in stages],
                                      [s.intervals if s else None for s in stages])
 
 
 def stage_marks(run: RunStatus, variant: VariantRecord, stage: StageResult) -> set[str]:
-    return marks_at_stage(run, stage.stage)[run.variants.index(variant)]
+    """Where `stage` is the best of every variant's stage at its load."""
+    return marks_among(run, significance.counterparts(run, variant, stage))[run.variants.index(variant)]
 
 
 def method_cell(by_method: dict[str, MethodFigures], method: str, figure: str) -> str:
@@ -248,7 +251,7 @@ def pivot_rows(run: RunStatus, users: bool = True) -> Table:
     def cells(number: int, values: tuple[float | None, ...]) -> list[str]:
         stages = [stage_of(v, number) for v in run.variants]
         return [flagged(format_ms(p), [s] if s else []) + (BEST if "p99" in marks else "")
-                for p, s, marks in zip(values, stages, marks_at_stage(run, number))]
+                for p, s, marks in zip(values, stages, marks_among(run, stages))]
     return header, [[str(r.injectors), *([count(r.users)] if users else []), *cells(r.stage, r.p99_ms_by_variant)]
                     for r in pivot]
 

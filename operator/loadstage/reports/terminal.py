@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadstage.api.quantities import format_duration
-from loadstage.api.status import RunStatus
+from loadstage.api.status import RunStatus, VariantRecord
 from loadstage.api.types import Stage
 from loadstage.reports.significance import between_variants
 from loadstage.reports.tables import (
@@ -58,8 +58,19 @@ def render_report(run: RunStatus) -> str:
 
 
 SEARCH_ENDS = {"Found": "found to its resolution", "CeilingPassed": "passed even at search.max",
-               "FloorFailed": "failed already at search.from", "Searching": "still searching",
-               "InjectorBound": "stopped: the injectors, not the target, ran out of CPU"}
+               "FloorFailed": "failed already at search.from", "Searching": "still searching"}
+
+
+def search_end(variant: VariantRecord) -> str:
+    """Why a variant's search ended, in words; where its injectors ran out, at which load and of what."""
+    search = variant.search
+    assert search is not None
+    bound = [s for s in variant.stages if s.injector_bound]
+    if search.reason != "InjectorBound" or not bound:
+        return SEARCH_ENDS.get(search.reason, "stopped: its injectors, not its target, ran out")
+    stage = max(bound, key=lambda s: s.stage)
+    load = {"users": stage.users, "injectors": stage.injectors, "rps": stage.arrival_rate}[search.load]
+    return f"stopped at {load or 0:,} {search.load}: {stage.injectors_ran_out()}"
 
 
 DROPPED_SHOWN = 20
@@ -97,7 +108,7 @@ def render_capacity(run: RunStatus) -> list[str]:
         settings = ", ".join(f"{k}={v}" for k, v in variant.settings.items() if v is not None)
         if (search := variant.search) is not None:
             width = f", width {search.resolution:.1%}" if search.resolution is not None else ""
-            lines.append(f"Capacity ({settings}): {search.bracket()}; {SEARCH_ENDS[search.reason]}{width}, "
+            lines.append(f"Capacity ({settings}): {search.bracket()}; {search_end(variant)}{width}, "
                          f"{search.stages} stages, {format_duration(int(search.load_seconds))} of load")
             continue
         if not variant.judged:

@@ -219,7 +219,7 @@ class Headline(Written):
         return others[name] if name in others else self.latency.percentile(name)
 
 
-def _counted(headline: Headline, raw: Mapping[str, Any]) -> Headline:
+def _counted(headline: Headline, raw: Mapping[str, Any], path: str) -> Headline:
     return replace(headline, latency=replace(headline.latency, n=headline.requests))
 
 

@@ -164,10 +164,30 @@ def _crd_schema() -> dict[str, Any]:
     return schema
 
 
-def _one_value_per_variant(status: RunStatus, raw: Mapping[str, Any]) -> RunStatus:
+def _index(path: str, index: int, variants: int) -> None:
+    if not 0 <= index < variants:
+        raise ShapeError(path, f"must be the index of one of the status's variants (0 to {variants - 1}), got "
+                               f"{index}")
+
+
+def _consistent(status: RunStatus, raw: Mapping[str, Any], path: str) -> RunStatus:
+    """What a type cannot say: each variant at its own index, a pick's indices among them, one p99 per variant."""
+    count = len(status.variants)
+    for i, variant in enumerate(status.variants):
+        if variant.index != i:
+            raise ShapeError(f"{path}.variants[{i}].index", f"must be {i}, its place in {path}.variants, got "
+                                                             f"{variant.index}")
+    if (pick := status.recommendation) is not None:
+        for name, candidate in (("winner", pick.winner), ("runnerUp", pick.runner_up)):
+            if candidate is not None:
+                _index(f"{path}.recommendation.{name}.variant", candidate.variant, count)
+        for i, candidate in enumerate(pick.front):
+            _index(f"{path}.recommendation.front[{i}].variant", candidate.variant, count)
+        for i, index in enumerate(pick.order):
+            _index(f"{path}.recommendation.order[{i}]", index, count)
     for i, row in enumerate(status.p99_by_stage):
         if len(row.p99_ms_by_variant) != len(status.variants):
-            raise ShapeError(f"status.p99ByStage[{i}].p99MsByVariant", f"must hold one value per variant "
+            raise ShapeError(f"{path}.p99ByStage[{i}].p99MsByVariant", f"must hold one value per variant "
                              f"({len(status.variants)}), holds {len(row.p99_ms_by_variant)}")
     return status
 
@@ -196,4 +216,4 @@ STATUS = Obj(RunStatus, "What the operator observed; written by the operator onl
                       omit=omit_empty),
     "p99ByStage": Field(ListOf("The p99 latency of every stage, per variant.", PIVOT_ROW), attr="p99_by_stage",
                         absent=[], omit=omit_empty),
-}, on_read=_one_value_per_variant)
+}, on_read=_consistent)

@@ -152,6 +152,17 @@ class StageResult(Written):
         dropped arrivals because every user waited on the target, measured the target.)"""
         return self.injector_bound if self.injector_cpu_bound is None else self.injector_cpu_bound
 
+    def injectors_ran_out(self) -> str:
+        """Why an injector-bound stage measured its injectors: their CPU, or (an arrival rate) their pools."""
+        if self.measured_its_injectors:
+            peak = "" if self.injector_peak_cpu_percent is None else \
+                f" (peak {self.injector_peak_cpu_percent:g}% of a core)"
+            return f"its injectors ran out of CPU{peak}: add injectors, or give each fewer users"
+        dropped = f"{self.dropped_arrivals / self.arrivals:.0%} of arrivals dropped, " if self.arrivals and \
+            self.dropped_arrivals is not None else ""
+        return f"its injectors' pools of users ran out ({dropped}injector CPU not bound): raise " \
+               f"injectors.maxUsersPerInjector"
+
     def headline(self) -> Headline:
         return Headline(self.stage, self.requests, self.failures, self.error_rate, self.rps, self.mean_ms,
                         self.latency, self.exceptions.count if self.exceptions else 0)

@@ -8,7 +8,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadstage.api.schema import Bool, Field, Int, ListOf, MapOf, Num, Obj, Str, Written, omit_empty, omit_none
+from loadstage.api.schema import (
+    Bool,
+    Field,
+    Int,
+    ListOf,
+    MapOf,
+    Num,
+    Obj,
+    ShapeError,
+    Str,
+    Written,
+    omit_empty,
+    omit_none,
+)
 from loadstage.api.status.figures import (
     HEADLINE,
     INTERVALS,
@@ -124,6 +137,12 @@ class SearchResult(Written):
         return f"{self.passed:,}-{self.failed:,} {self.load} ({rps(self.passed_rps)}-{rps(self.failed_rps)} req/s)"
 
 
+def _bracket_in_order(search: SearchResult, raw: Mapping[str, Any], path: str) -> SearchResult:
+    if search.passed is not None and search.failed is not None and search.passed >= search.failed:
+        raise ShapeError(path, f"its pass ({search.passed}) must be below its fail ({search.failed})")
+    return search
+
+
 SEARCH = Obj(SearchResult, "With spec.search: the variant's capacity search so far, as a bracket.", {
     "load": Str("What the search varies: injectors, users or rps.", enum=SEARCH_LOADS),
     "pass": Field(Int("The highest load that passed (null: none yet).", nullable=True), attr="passed"),
@@ -135,7 +154,7 @@ SEARCH = Obj(SearchResult, "With spec.search: the variant's capacity search so f
     "loadSeconds": Num("The load time it spent, warm-up included, seconds."),
     "reason": Str("Searching; or why it ended: Found, CeilingPassed (passed at search.max), FloorFailed (failed "
                   "at search.from) or InjectorBound.", enum=SEARCH_REASONS),
-}, required=("load", "stages", "loadSeconds", "reason"), nullable=True)
+}, required=("load", "stages", "loadSeconds", "reason"), nullable=True, on_read=_bracket_in_order)
 
 
 @dataclass(frozen=True)
@@ -187,7 +206,7 @@ class VariantRecord(Written):
         return repeat in self.repeats_of(stage)
 
 
-def _judged(record: VariantRecord, raw: Mapping[str, Any]) -> VariantRecord:
+def _judged(record: VariantRecord, raw: Mapping[str, Any], path: str) -> VariantRecord:
     record.judged = "capacity" in raw
     return record
 
