@@ -61,9 +61,10 @@ def median(values):
 
 def test_a_pool_with_a_free_user_for_every_arrival_drops_none_and_starts_each_on_time():
     arrivals = Arrivals(rate=200, injectors=2, index=1)    # 100 a second on this injector, from 5 ms on
-    lateness, ran = run_until(arrivals, (3, 0.001), 50)
+    lateness, ran = run_until(arrivals, (10, 0.001), 50)
     assert ran >= offset(200, 2, 1, 49)  # never early: the 50th arrival is due 0.495 s in
-    # a stall of the machine may bunch a few arrivals beyond the 3 users; none is dropped otherwise
+    # a stall of the machine bunches arrivals: only one of over 100 ms (10 arrivals due, on a busy machine) could
+    # find the 10 users all busy; none is dropped otherwise (3 users dropped 4 beside a busy machine)
     assert arrivals.dropped <= 2 and len(lateness) == arrivals.arrived - arrivals.dropped
     assert min(lateness) >= 0 and median(lateness) < 0.01   # begun when intended: not early, not batched late
 

@@ -9,6 +9,7 @@ import yaml
 
 from loadstage.cli import main
 from support.documents import BASE
+from support.waiting import ROOT
 
 
 @pytest.fixture
@@ -70,3 +71,37 @@ def test_an_option_that_makes_a_spec_its_own_rules_refuse_is_refused_before_anyt
     assert f"error: {said}\n" in err and err.count("error: ") == err.count(f"error: {args[0]}: ")
     assert list((experiment.parent / "tmp").iterdir()) == []          # no work directory made
 
+
+
+@pytest.mark.parametrize("app, server, said", [
+    ("interfaces:wsgi_app", "uvicorn", "interfaces:wsgi_app is a WSGI app (its call takes environ, start_response), "
+                                       "but uvicorn pods=1 workers=2 threads=2 speaks ASGI"),
+    ("interfaces:asgi_app", "gunicorn", "interfaces:asgi_app is an ASGI app (its call is a coroutine of scope, "
+                                        "receive, send), but gunicorn pods=1 workers=2 threads=2 gthread speaks WSGI"),
+])
+def test_an_app_of_ones_own_under_a_server_of_the_other_interface_is_refused_before_the_run(experiment, capsys, app,
+                                                                                            server, said):
+    """Before, it ran, every request failed (exit 5), and the cause was only in the target's log."""
+    doc = yaml.safe_load(experiment.read_text())
+    doc["spec"]["target"] = {"app": app, "server": server, "env": {"PYTHONPATH": str(ROOT / "tests" / "apps")}}
+    doc["spec"]["redis"] = {"deploy": False}
+    experiment.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(experiment), "-q"]) == 2
+    assert capsys.readouterr().err == f"error: spec.target.app: {said}: it would fail every request\n"
+    assert list((experiment.parent / "tmp").iterdir()) == []
+
+
+def test_an_app_of_ones_own_under_a_server_of_its_interface_passes_and_one_that_cannot_be_imported_is_left_to_the_run():
+    from loadstage.api.load import parse_experiment
+    from loadstage.local.app_interface import interface_problems
+
+    def problems(app, servers):
+        doc = {**BASE, "spec": {**BASE["spec"], "redis": {"deploy": False}, "matrix": {"server": servers},
+                                "target": {"app": app, "env": {"PYTHONPATH": str(ROOT / "tests" / "apps")}}}}
+        return interface_problems(parse_experiment(doc), ROOT)
+    assert problems("interfaces:asgi_app", ["uvicorn", "hypercorn"]) == []
+    assert problems("interfaces:wsgi_app", ["gunicorn", "waitress", "hypercorn"]) == []   # hypercorn serves either
+    assert problems("no_such_module:app", ["uvicorn"]) == []
+    assert [p for _, p in problems("interfaces:wsgi_app", ["gunicorn", "uvicorn"])] == [
+        "interfaces:wsgi_app is a WSGI app (its call takes environ, start_response), but uvicorn pods=1 workers=2 "
+        "threads=2 speaks ASGI: it would fail every request"]

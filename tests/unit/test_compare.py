@@ -174,3 +174,50 @@ def test_the_p99_pivot_marks_a_stage_as_the_stage_table_does():
         (row,) = tables.pivot_rows(run, users=False)[1]
         assert row[1].endswith(tables.BEST) is marked, row
         assert ("p99" in tables.stage_marks(run, run.variants[0], run.variants[0].stages[0])) is marked
+
+
+def test_granian_over_wsgi_and_over_asgi_differ_in_their_label_settings_and_profile():
+    """Before, the interface was in neither: compare listed no setting that differs."""
+    from loadstage.api.load import parse_experiment
+    from loadstage.engine.stages import new_status
+    from loadstage.reports.ons_layout import profile
+
+    def experiment(interface):
+        target = {"server": "granian", **({"interface": interface} if interface else {})}
+        return parse_experiment({"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment",
+                                 "metadata": {"name": "g"},
+                                 "spec": {"target": target, "stages": [{"injectors": 1, "duration": "10s"}]}})
+    wsgi, asgi = experiment(None), experiment("asgi")
+    (plain,), (served,) = wsgi.variants(), asgi.variants()
+    assert plain.label().startswith("granian wsgi ") and served.label().startswith("granian asgi ")
+    assert (plain.settings()["interface"], served.settings()["interface"]) == ("wsgi", "asgi")
+    profiles = [{o.name: o.text for o in profile(e, new_status(e))} for e in (wsgi, asgi)]
+    assert (profiles[0]["Interface"], profiles[1]["Interface"]) == ("wsgi", "asgi")
+    gunicorn = parse_experiment({"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment",
+                                 "metadata": {"name": "g"}, "spec": {"stages": [{"injectors": 1, "duration": "1m"}]}})
+    assert "interface" not in gunicorn.variants()[0].settings()     # one interface: its server's
+
+
+def test_compare_of_two_goals_names_a_different_objective_and_a_changed_recommendation(tmp_path, capsys):
+    """Before, two goal runs with different SLOs compared as if alike, and the pick's change went unsaid."""
+    import copy
+    import json
+
+    from loadstage.cli import main
+    from support.waiting import ROOT
+
+    stored = ROOT / "tests" / "data" / "results" / "goal.json"
+    base = json.loads(stored.read_text())
+    new = copy.deepcopy(base)
+    new["spec"]["slo"]["p99"] = "50ms"
+    pick = new["status"]["recommendation"]
+    pick["winner"], pick["runnerUp"] = pick["runnerUp"], None
+    pick["sentence"] = "threads=4 cpu=500m meets p99 <= 50ms, errorRate <= 1% at 120 req/s with 0.5 cores"
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    assert main(["compare", str(stored), str(tmp_path / "new.json")]) == 0
+    out = capsys.readouterr().out
+    assert "Setting that differs: Objective (slo): p99 <= 100ms, errorRate <= 1% -> p99 <= 50ms, errorRate <= 1%" \
+        in out
+    assert "Recommendation changed: BASE threads=4 cpu=250m meets p99 <= 100ms" in out
+    assert main(["compare", str(stored), str(stored)]) == 0
+    assert "Recommendation unchanged: threads=4 cpu=250m meets" in capsys.readouterr().out

@@ -1,5 +1,6 @@
-"""The reports of three stored result files (real local runs: the quick start with 20 s stages and their
-confidence intervals, the five servers, a paced users ladder with failed thresholds) are exactly the stored ones. A
+"""The reports of stored result files (real local runs: the quick start with 20 s stages and their confidence
+intervals, the five servers, a paced users ladder with failed thresholds, a goal's pick of four variants at an
+arrival rate) are exactly the stored ones. A
 refactor must not move a character; a change that means to alters the stored files, and the diff shows what a user
 will see.
 LOADSTAGE_UPDATE_GOLDEN=1 rewrites them."""
@@ -15,7 +16,8 @@ from support.waiting import ROOT
 
 RESULTS = ROOT / "tests" / "data" / "results"
 GOLDEN = ROOT / "tests" / "data" / "reports"
-RUNS = {"quickstart": "quickstart.yaml", "servers": "servers.json", "paced": "paced.yaml"}
+RUNS = {"quickstart": "quickstart.yaml", "servers": "servers.json", "paced": "paced.yaml", "goal": "goal.json",
+        "maximize": "maximize.json", "search": "search.json"}
 FORMATS = {"table": "txt", "markdown": "md", "csv": "csv", "html": "html.txt"}
 SVG = re.compile(r"<svg\b.*?</svg>", re.S)
 

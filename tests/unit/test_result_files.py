@@ -19,7 +19,8 @@ from loadstage.results import histograms
 from support.waiting import ROOT
 
 STORED = {name: yaml.safe_load((ROOT / "tests" / "data" / "results" / name).read_text())
-          for name in ("quickstart.yaml", "servers.json", "paced.yaml")}
+          for name in ("quickstart.yaml", "servers.json", "paced.yaml", "goal.json", "maximize.json",
+                                                                 "search.json")}
 
 
 SEARCH = {"load": "users", "pass": 40, "fail": 48, "stages": 6, "loadSeconds": 120, "reason": "Found"}
@@ -122,6 +123,25 @@ def test_a_result_file_changed_anywhere_is_reported_or_refused_never_a_traceback
             code = main(args)
         said = err.getvalue().splitlines()
         assert code == 0 or (code == 2 and said and all(line.startswith("error: ") for line in said)), said
+
+
+@given(st.integers(-3, 10**6), st.integers(-3, 10**6), st.integers(-3, 8), st.data())
+def test_a_search_bracket_or_a_picks_variant_that_cannot_be_is_refused_and_any_other_is_reported(
+        tmp_path_factory, passed, failed, winner, data):
+    """The rules a type cannot say: a bracket's pass below its fail, a pick's variant among the status's."""
+    document = copy.deepcopy(STORED["goal.json"])
+    status = document["status"]
+    variant = data.draw(st.integers(0, len(status["variants"]) - 1))
+    status["variants"][variant]["search"] = dict(SEARCH, **{"pass": passed, "fail": failed})
+    status["recommendation"]["winner"]["variant"] = winner
+    path = written(tmp_path_factory.mktemp("rules"), document)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+        code = main(["report", path])
+    possible = passed < failed and 0 <= winner < len(status["variants"])
+    assert code == (0 if possible else 2), err.getvalue()
+    if not possible:
+        assert err.getvalue().startswith(f"error: status.variants[{variant}].search: its pass" if passed >= failed
+                                         else "error: status.recommendation.winner.variant: must be the index")
 
 
 def test_a_yaml_result_file_cut_at_a_line_break_is_refused_never_shown_in_part(tmp_path, capsys):

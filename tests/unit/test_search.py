@@ -14,6 +14,7 @@ from loadstage.api.types import Search, Slo
 from loadstage.engine.search import load_of, outcome, progress
 from loadstage.locust.recorder import StageRecorder
 from loadstage.reports import compare, tables
+from loadstage.reports.pivot import pivot_table
 from loadstage.reports.significance import between_variants
 from loadstage.reports.terminal import render_capacity
 from loadstage.results import histograms, intervals
@@ -384,3 +385,14 @@ def test_the_best_marks_of_searches_compare_stages_at_the_same_load_never_by_the
     assert tables.headline_marks(final) == [set(), set()]
     (said,) = between_variants(final, ["threads=1", "threads=2"])
     assert said.startswith("none: the variants ran different loads"), said
+
+
+def test_a_pivot_of_searches_lists_loads_in_order_with_a_rerun_load_once(base_doc):
+    """Before, --pivot users:threads listed a search's loads in the order it ran them (10, 20, 40, 80, 60, ...)."""
+    exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 400, "resolution": "10%",
+                                       "duration": "20s"}, matrix={"threads": [1, 2]})
+    final = RunStatus.read(run(exp, KneeBackend(knee=[20, 160], noisy={20}))[-1])
+    assert [s.users for s in final.variants[0].stages].count(20) == 2     # undecided once, run again
+    _, (header, body), _ = pivot_table(final, ["users"], "threads", "p99")
+    users = [int(row[0]) for row in body]
+    assert users == sorted(set(users)) and header == ["users", "threads 1", "threads 2"]

@@ -65,3 +65,29 @@ def test_only_what_the_log_says_after_the_stage_began_counts(tmp_path):
     # the workers booted after a ready server (its first worker answered the probe) died nowhere
     assert worker_restarts("gunicorn", [Pod("gunicorn pod 1", quiet)], [0]) == ()
     assert worker_restarts("bjoern", pods, began) is None                  # its log does not tell
+
+
+def test_a_log_that_says_its_server_calls_the_app_in_the_other_interface_names_it(tmp_path):
+    """The lines real servers logged (gunicorn and granian over WSGI on an ASGI app; uvicorn and granian over
+    ASGI on a WSGI app)."""
+    from loadstage.samplers.worker_log import interface_mismatch
+
+    @dataclass
+    class Pod:
+        name: str
+        log_path: Path
+    lines = {
+        "TypeError: asgi_app() missing 1 required positional argument: 'send'": "an ASGI app, which its server calls "
+                                                                                "as WSGI",
+        "TypeError: wsgi_app() missing 1 required positional argument: 'start_response'": "a WSGI app, which its "
+                                                                                          "server calls as ASGI",
+        "TypeError: wsgi_app() takes 2 positional arguments but 3 were given": "a WSGI app, which its server calls as "
+                                                                               "ASGI",
+    }
+    for n, (line, what) in enumerate(lines.items()):
+        path = tmp_path / f"pod-{n}.log"
+        path.write_text(f"{line}\n")
+        assert interface_mismatch([Pod("pod 1", path)], [0]) == f"the app is {what} (pod 1's log: {line})"
+        assert interface_mismatch([Pod("pod 1", path)], [len(line) + 1]) is None   # before the stage: not its
+    path.write_text(GUNICORN + GUNICORN_STAGE)
+    assert interface_mismatch([Pod("pod 1", path)], [0]) is None

@@ -89,6 +89,7 @@ class Server:
     threads_are: str = "threads per process"
     boot_line: str | None = None               # its log's line for each worker started
     death_pattern: re.Pattern[str] | None = field(default=None, compare=False)   # group 1: the death
+    serves_either: bool = False                # tells a WSGI app from an ASGI one by its call, and serves both
 
     @property
     def classes(self) -> tuple[str, ...]:
@@ -254,7 +255,8 @@ ENTRIES = (
     Server("hypercorn", "hypercorn", "ASGI: an event loop per worker process", _hypercorn, kind=ASGI,
            worker_classes=(WorkerClass("asyncio"), WorkerClass("uvloop"), WorkerClass("trio")),
            settings={"workers": Setting(("-w", "--workers")), "worker_class": Setting(("-k", "--worker-class"))},
-           threads_are=f"the app's sync thread pool ({SYNC_THREADS_ENV})", boot_line="] [INFO] Running on "),
+           threads_are=f"the app's sync thread pool ({SYNC_THREADS_ENV})", boot_line="] [INFO] Running on ",
+           serves_either=True),
 )
 BY_NAME = {s.name: s for s in ENTRIES}
 DEFAULT_SERVER = "gunicorn"

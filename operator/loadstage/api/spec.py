@@ -12,6 +12,7 @@ from loadstage.api.names import NAME_MAX, NAME_PATTERN, NAME_SUBDOMAIN
 from loadstage.api.quantities import Duration, Percent, Quantity, cpu_cores, format_duration, memory_bytes
 from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
 from loadstage.api.servers import (
+    ASGI,
     ASGI_RUNNER_APP,
     CHOOSE_INTERFACE,
     DEFAULT_SERVER,
@@ -25,8 +26,10 @@ from loadstage.api.servers import (
     SYNC_THREADS_ENV,
     TCP_ONLY,
     WORKER_CLASSES,
+    WSGI,
     listing,
 )
+from loadstage.api.servers import kind as servers_kind
 from loadstage.api.types import (
     CLEANUP_POLICIES,
     COMMAND_PLACEHOLDERS,
@@ -89,6 +92,7 @@ from loadstage.api.types import (
     Thresholds,
     WaitTime,
     injectors_of,
+    server_of,
     variant_count,
 )
 
@@ -596,6 +600,43 @@ _CEL_RATE_WITHIN = "(!has({s}.injectors) || !has({s}.arrivalRate) || {s}.arrival
     _CEL_MAX_RATE + ")"
 
 
+_ASGI_SERVERS = [*(e.name for e in entries.ENTRIES if e.kind == ASGI and not e.interfaces),
+                 *(f"{e.name}'s {c.name} class" for e in entries.ENTRIES for c in e.worker_classes if c.kind == ASGI),
+                 *(f"{e.name} with spec.target.interface: {ASGI}" for e in entries.ENTRIES if ASGI in e.interfaces)]
+
+
+def _wsgi_under_the_asgi_runner_app(s: Spec) -> str | None:
+    """Which server of the variants speaks WSGI to spec.target.app, where that is the runner app's ASGI module."""
+    t, m = s.target, s.matrix
+    if t.app != ASGI_RUNNER_APP or t.command is not None:
+        return None
+    for server in (m and m.server) or [server_of(t)]:
+        entry = entries.BY_NAME.get(server)
+        classes: list[str | None] = [None]
+        if entry and entry.classes:
+            classes = [*m.worker_class] if m and m.worker_class else [t.worker_class]
+        for written in classes:
+            worker_class = written or (entry.classes[0] if entry and entry.classes else None)
+            if servers_kind(server, worker_class, t.interface) == WSGI:
+                return f"{server}{f' {worker_class}' if worker_class else ''} speaks WSGI"
+    return None
+
+
+def _cel_speaks_asgi(s: str) -> str:
+    """servers.kind(s, ...) == asgi, in CEL over the spec's worker classes and interface."""
+    ways = []
+    for e in entries.ENTRIES:
+        if e.kind == ASGI and not e.interfaces:
+            ways.append(f"{s} == '{e.name}'")
+        if ASGI in e.interfaces:
+            ways.append(f"({s} == '{e.name}' && has(self.target) && has(self.target.interface) && "
+                        f"self.target.interface == '{ASGI}')")
+        if asgi := [c.name for c in e.worker_classes if c.kind == ASGI]:
+            ways.append(f"({s} == '{e.name}' && ({_CEL_HAS_WORKER_CLASS}) && "
+                        f"{_CEL_WORKER_CLASSES}.all(c, c in {asgi}))")
+    return "(" + " || ".join(ways) + ")"
+
+
 def _ladder_or_search(s: Spec) -> list[Stage]:
     """The ladder's stages, a search's largest, or a goal's."""
     if s.goal and s.goal.load:
@@ -799,6 +840,13 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
          cel=f"!has(self.target) || !has(self.target.command) || !{_CEL_SOCKETS}.exists(s, s == 'unix') || "
              "self.target.command.exists(a, a.replace('{{', '').contains('{bind}'))"),
     *SERVER_RULES,
+    Rule(lambda s: _wsgi_under_the_asgi_runner_app(s) is None,
+         f"spec.target.app {ASGI_RUNNER_APP} is the runner app's ASGI module: every server must speak ASGI "
+         f"({listing(_ASGI_SERVERS)}); leave spec.target.app out, and the runner app is served in each server's "
+         f"interface",
+         cel=f"!has(self.target) || !has(self.target.app) || self.target.app != '{ASGI_RUNNER_APP}' || "
+             f"has(self.target.command) || {_CEL_SERVERS}.all(s, {_cel_speaks_asgi('s')})",
+         field="target.app", detail=_wsgi_under_the_asgi_runner_app),
     Rule(None, "spec.target.command replaces the server: set none of spec.target.server, spec.target.workerClass, "
                "spec.target.interface, spec.matrix.server or spec.matrix.workerClass with it",
          cel="!has(self.target) || !has(self.target.command) || (!has(self.target.server) && "

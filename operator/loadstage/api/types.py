@@ -521,6 +521,7 @@ class Variant:
     resources: Resources = NO_RESOURCES   # the target container's: the spec's, with the matrix's cpu and memory
     proxy: str | None = None   # the front proxy's server; None: none
     socket: str | None = None  # between the proxy and the WSGI server; None without a proxy
+    interface: str | None = None   # of a server that serves several (spec.target.interface); None for the others
 
     @property
     def cpu(self) -> str | None:
@@ -541,10 +542,13 @@ class Variant:
             settings["memory"] = limits.memory
         if self.proxy:
             settings["proxy"], settings["socket"] = self.proxy, self.socket or "tcp"
+        if self.interface:
+            settings["interface"] = self.interface
         return settings
 
     def label(self) -> str:
-        return " ".join([*([f"{self.proxy}/{self.socket}"] if self.proxy else []), self.server, f"pods={self.pods}",
+        return " ".join([*([f"{self.proxy}/{self.socket}"] if self.proxy else []), self.server,
+                         *([self.interface] if self.interface else []), f"pods={self.pods}",
                          *(f"{k}={v}" for k, v in (("workers", self.workers), ("threads", self.threads)) if v),
                          *([self.worker_class] if self.worker_class else []),
                          *(f"{k}={v}" for k, v in self.resources.limits.items().items())])
@@ -589,6 +593,8 @@ class Experiment:
                 v["threads"] = v["threads"] or (1 if one_at_a_time else DEFAULT_THREADS)
             if v["proxy"] == NO_PROXY:
                 v["proxy"] = v["socket"] = None
+            if entry is not None and len(entry.interfaces) > 1:
+                v["interface"] = t.interface or entry.interfaces[0]
             v["resources"] = t.resources.with_value("cpu", v.pop("cpu")).with_value("memory", v.pop("memory"))
             variant = Variant(index=len(variants), **v)
             if (unnumbered := replace(variant, index=0)) not in seen:

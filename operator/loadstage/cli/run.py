@@ -28,10 +28,11 @@ from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed
 from loadstage.engine.stages import StageEngine, new_status
+from loadstage.local.app_interface import interface_problems
 from loadstage.local.backend import LocalBackend, Progress
 from loadstage.local.live_metrics import LocalSeries
 from loadstage.local.live_metrics import serve as serve_metrics
-from loadstage.local.target import local_problems
+from loadstage.local.target import local_problems, project_root
 from loadstage.reports.terminal import progress_line, render_status
 
 
@@ -159,6 +160,7 @@ def scaled(experiment: Experiment, args) -> Experiment:
 def cmd_run(args) -> int:
     experiment = load_experiment_file(args.file)
     problems = local_problems(experiment) + path_problems(args.output, args.workdir)
+    problems = problems or interface_problems(experiment, project_root())
     if problems:
         raise ValidationError(problems)
     experiment = scaled(experiment, args)

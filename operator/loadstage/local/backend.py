@@ -20,7 +20,7 @@ from typing import Any
 
 from loadstage.api.types import Experiment, Variant
 from loadstage.engine.clock import now
-from loadstage.engine.errors import Cancelled, StageDisrupted
+from loadstage.engine.errors import Cancelled, ExperimentFailed, StageDisrupted
 from loadstage.engine.steps import Step
 from loadstage.launch import argv
 from loadstage.launch.lost_injectors import LostInjectors
@@ -33,7 +33,7 @@ from loadstage.results.live_series import target_samples
 from loadstage.results.measurement import StageMeasurement
 from loadstage.samplers.processes import ProcessTreeSampler
 from loadstage.samplers.redis import RedisSampler
-from loadstage.samplers.worker_log import log_size, worker_restarts
+from loadstage.samplers.worker_log import interface_mismatch, log_size, worker_restarts
 
 STAGE_GRACE_SECONDS = argv.EXPECT_WORKERS_MAX_WAIT_SECONDS + 60
 START_FILE = "start"
@@ -206,10 +206,14 @@ class LocalBackend:
         if not summary_file.is_file():
             raise LocalRunError(f"the Locust master wrote no summary (exit code "
                                 f"{master.process.returncode}); end of {master.log_path}:\n{master.tail()}")
+        summary = json.loads(summary_file.read_text())
+        if summary.get("requests") and summary.get("failures") == summary["requests"] and \
+                (why := interface_mismatch(target.pods, log_offsets)):
+            raise ExperimentFailed("InterfaceMismatch", f"variant {step.variant.index + 1} "
+                                   f"({step.variant.label()}): every request failed: {why}")
         if step.last_on_target:   # the target's last stage: it shuts down while the engine records the results
             self.supervisor.terminate(target.every_process)
             self._stop_retired(at_once=True)
-        summary = json.loads(summary_file.read_text())
         redis, resources = redis_sampler.result, resource_sampler.result   # set as their samplers ended
         proxied = proxy_sampler.result if isinstance(proxy_sampler, ProcessTreeSampler) else None
         assert redis is not None and resources is not None

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from loadstage.api.schema import ValidationError
 from loadstage.api.servers import DEFAULT_SERVER
-from loadstage.api.status import RunStatus, SearchResult, StageResult
+from loadstage.api.status import Recommendation, RunStatus, SearchResult, StageResult
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout, tables
 from loadstage.reports.significance import percent
@@ -91,6 +91,7 @@ class Comparison:
     only_in_new: list[str] = field(default_factory=list)
     differing_settings: list[tuple[str, str, str]] = field(default_factory=list)
     capacities: list[CapacityChange] = field(default_factory=list)
+    recommendations: tuple[Recommendation | None, Recommendation | None] = (None, None)   # with spec.goal
 
     @property
     def regressed(self) -> list[StageComparison | CapacityChange]:
@@ -227,7 +228,8 @@ def compare(base: tuple[Experiment, RunStatus], new: tuple[Experiment, RunStatus
     return Comparison(tolerance, stages, confidence,
                       only_in_base=[_describe(k) for k in base_stages if k not in new_stages],
                       only_in_new=[_describe(k) for k in new_stages if k not in base_stages],
-                      differing_settings=differing, capacities=capacities)
+                      differing_settings=differing, capacities=capacities,
+                      recommendations=(base[1].recommendation, new[1].recommendation))
 
 
 def _settings_key(variant) -> tuple:
@@ -319,9 +321,21 @@ def notes(comparison: Comparison) -> list[str]:
         lines.append(f"Judged by the tolerance alone ({len(unsure)} stage(s) without intervals on one side: "
                      f"shorter than 8 s, or run before loadstage kept them).")
     lines += [f"Setting that differs: {option}: {base} -> {new}" for option, base, new in comparison.differing_settings]
+    lines += _recommendation_lines(*comparison.recommendations)
     lines += [f"Only in BASE (not compared): {text}" for text in comparison.only_in_base]
     lines += [f"Only in NEW (not compared): {text}" for text in comparison.only_in_new]
     return lines
+
+
+def _recommendation_lines(base: Recommendation | None, new: Recommendation | None) -> list[str]:
+    """Whether the pick changed: its winner's settings, or its answer where neither has a winner."""
+    if base is None and new is None:
+        return []
+    said = [pick.sentence if pick else "none (no spec.goal)" for pick in (base, new)]
+    winners = [pick.winner.settings if pick and pick.winner else None for pick in (base, new)]
+    if winners[0] == winners[1] and (winners[0] is not None or said[0] == said[1]):
+        return [f"Recommendation unchanged: {said[1]}"]
+    return [f"Recommendation changed: BASE {said[0]} -> NEW {said[1]}"]
 
 
 def render_table(comparison: Comparison) -> str:

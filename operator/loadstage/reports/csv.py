@@ -14,7 +14,7 @@ from loadstage.api.status.figures import bounds_of
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout
 
-SETTINGS = ["server", "pods", "workers", "threads", "workerClass", "proxy", "socket"]
+SETTINGS = ["server", "interface", "pods", "workers", "threads", "workerClass", "cpu", "memory", "proxy", "socket"]
 FIGURES = ["requests", "failures", "exceptions", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms",
            "p999Ms", "maxMs", "p999Reliable"]
 INTERVALS = [f"{figure}{side}"

@@ -28,8 +28,10 @@ from loadstage.reports.tables import (
 
 SETTING_NAMES = {"server": "server", "pods": "pods", "workers": "workers", "threads": "threads",
                  "workerClass": "worker class"}
-PROFILE_SETTINGS = {"server": "Server", "pods": "Target pods", "workers": "Worker processes per pod",
-                    "threads": "Threads per worker", "workerClass": "Gunicorn worker class"}
+PROFILE_SETTINGS = {"server": "Server", "interface": "Interface", "pods": "Target pods",
+                    "workers": "Worker processes per pod", "threads": "Threads per worker",
+                    "workerClass": "Worker class", "cpu": "CPU limit per pod", "memory": "Memory limit per pod",
+                    "proxy": "Front proxy", "socket": "Proxy to server"}
 PERCENTILE_COLUMNS = ["50th", "90th", "95th", "99th", "99.9th"]
 INJECTORS_COLUMN = "Load injector instances"
 
@@ -100,7 +102,8 @@ def profile(experiment: Experiment, run: RunStatus) -> list[Option]:
     """The benchmark profile, as values (what `compare` compares) with their text (what a page shows)."""
     spec = experiment.spec
     target, injectors = spec.target, spec.injectors
-    durations = (spec.search.duration,) if spec.search else tuple(dict.fromkeys(s.duration for s in spec.stages))
+    durations = (spec.search.duration,) if spec.search else tuple(dict.fromkeys(s.duration for s in spec.stages)) \
+        or (spec.stage_end.max,)
     options = [Option("Target app", (target.app, target.image),
                       target.app + (f" ({target.image})" if target.image else "")),
                *(Option(name, _values(run, key), _shown(_values(run, key))) for key, name in PROFILE_SETTINGS.items()
@@ -122,20 +125,33 @@ def profile(experiment: Experiment, run: RunStatus) -> list[Option]:
     if by_users(experiment):
         options.append(Option("Most users per injector (stages given in users)", injectors.max_users_per_injector,
                               f"{injectors.max_users_per_injector:,}"))
+    if spec.goal is not None:
+        goal = spec.goal
+        options.append(Option("Goal", (goal.load, goal.load and goal.amount),
+                              f"the cheapest variant that meets the objective at {goal.describe()}" if goal.load
+                              else f"{goal.describe()}, from each variant's capacity search"))
     if spec.search:
         search = spec.search
         searched = (search.load, search.from_, search.max, search.resolution)
         options.append(Option("Capacity search", searched, f"{search.load} from {search.from_:,} up to "
                                                            f"{search.max:,}, to {format_percent(search.resolution)}"))
-        options.append(Option("Objective (slo)", spec.slo, spec.slo.describe() if spec.slo else "none"))
-    else:
+    elif spec.stages:
         ladder = tuple(s.injectors for s in spec.stages)
         users = tuple(injectors.users_for(s) for s in spec.stages)
         options += [Option("Load injector ladder", ladder, ", ".join(map(str, ladder))),
                     Option("Users per stage", users, ", ".join(f"{u:,}" for u in users))]
-    warmup = (spec.warmup.injectors, spec.warmup.duration) if spec.warmup else None
-    warmed = f"{spec.warmup.injectors} injector(s) for {format_duration(spec.warmup.duration)}, not counted" \
-        if spec.warmup else "none"
+    if spec.slo is not None:
+        options.append(Option("Objective (slo)", spec.slo, spec.slo.describe()))
+    end = spec.stage_end
+    if end.decided:
+        options.append(Option("Stage end", (end.when, end.min, end.max),
+                              f"once decided, not before {format_duration(end.min) if end.min else '30s'}"
+                              + (f", at most {format_duration(end.max)}" if end.max else "")))
+    warm = spec.warmup
+    warmup = (warm.injectors, warm.arrival_rate, warm.duration) if warm else None
+    rate = f"{warm.arrival_rate:,} arrivals/s on " if warm and warm.arrival_rate else ""
+    warmed = f"{rate}{warm.injectors} injector(s) for {format_duration(warm.duration)}, not counted" \
+        if warm else "none"
     options += [Option("Warm-up", warmup, warmed),
                 Option("Redis", _redis(spec.redis), _redis(spec.redis))]
     if target.env:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from loadstage.api.schema import ValidationError
 from loadstage.api.status import RunStatus, StageResult
+from loadstage.reports.significance import load_of, numbered_by_load
 from loadstage.reports.tables import Table, count, flagged, footnotes, format_ms, mib, number
 
 STAGE_KEYS = ("stage", "users", "injectors")
@@ -58,6 +59,21 @@ def _key(settings: Mapping[str, object], stage: StageResult, name: str) -> objec
     return settings.get(name)
 
 
+def _ranks(values: list, name: str) -> dict:
+    met = list(dict.fromkeys(values))
+    if name in STAGE_KEYS and all(isinstance(v, int) for v in met):
+        met.sort()
+    return {v: i for i, v in enumerate(met)}
+
+
+def _deciding(run: RunStatus, stages: list[StageResult]) -> list[StageResult]:
+    """A variant's stages, each load once where a search or a pick ran it again (undecided): the later run."""
+    if numbered_by_load(run):
+        return stages
+    latest = {load_of(s): s for s in sorted(stages, key=lambda s: s.stage)}
+    return sorted(latest.values(), key=lambda s: s.stage)
+
+
 def pivot_table(run: RunStatus, rows: list[str], column: str, figure: str) -> tuple[str, Table, list[str]]:
     """The title, the table and its footnotes (a figure of an injector-bound or unsteady stage is marked, as in
     every table); a cell that two stages would fill is refused, naming what to add."""
@@ -71,7 +87,7 @@ def pivot_table(run: RunStatus, rows: list[str], column: str, figure: str) -> tu
     columns: dict = {}
     trimmed = False
     for variant in run.variants:
-        for stage in variant.stages:
+        for stage in _deciding(run, variant.stages):
             row = tuple(_key(variant.settings, stage, name) for name in rows)
             col = _key(variant.settings, stage, column)
             columns[col] = None
@@ -83,9 +99,11 @@ def pivot_table(run: RunStatus, rows: list[str], column: str, figure: str) -> tu
             trimmed = trimmed or mean is not None
             cells[row][col] = flagged(shown.shown(mean if mean is not None else shown.value(stage)), [stage])
     title = f"{shown.title}{', trimmed mean of the repeats' if trimmed else ''}, by {', '.join(rows)} and {column}"
-    # grouped by the first row setting, then the next, each in the order the run met its values
-    ranks = [{v: i for i, v in enumerate(dict.fromkeys(row[at] for row in cells))} for at in range(len(rows))]
+    # grouped by the first row setting, then the next, each in the order the run met its values (a stage's
+    # numbers in their order: a search meets its loads out of order)
+    ranks = [_ranks([row[at] for row in cells], rows[at]) for at in range(len(rows))]
     ordered = sorted(cells, key=lambda row: [rank[v] for rank, v in zip(ranks, row)])
+    columns = dict.fromkeys(sorted(columns, key=_ranks(list(columns), column).__getitem__))
     header = [", ".join(rows), *(f"{column} {_cell(c)}" for c in columns)]
     body = [[", ".join(_cell(v) for v in row), *(cells[row].get(c, "-") for c in columns)] for row in ordered]
     return title, (header, body), footnotes([c for row in body for c in row[1:]])

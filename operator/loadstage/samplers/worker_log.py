@@ -68,3 +68,25 @@ def worker_restarts(server: str, pods: Sequence[Logged], offsets: list[int]) -> 
             causes = tuple(f"{death} ({n} times)" if n > 1 else death for death, n in kinds.items())
             health.append(TargetPodHealth(pod.name, len(deaths), 0.0, causes[:3]))
     return tuple(health)
+
+
+# what a server's log says when it calls an app of the other interface (each seen from a real server: gunicorn and
+# granian over WSGI on an ASGI app; uvicorn and granian over ASGI on a WSGI app)
+INTERFACE_MISMATCHES = (
+    (re.compile(r"TypeError: \S+\(\) missing 1 required positional argument: 'send'"),
+     "an ASGI app, which its server calls as WSGI"),
+    (re.compile(r"TypeError: \S+\(\) (missing 1 required positional argument: 'start_response'|takes 2 "
+                r"positional arguments but 3 were given)"),
+     "a WSGI app, which its server calls as ASGI"),
+)
+
+
+def interface_mismatch(pods: Sequence[Logged], offsets: list[int]) -> str | None:
+    """Where a server instance's log since `offsets` says it calls its app in the other interface: what, and
+    the line."""
+    for pod, offset in zip(pods, offsets):
+        log = log_since(pod.log_path, offset)
+        for pattern, what in INTERFACE_MISMATCHES:
+            if found := pattern.search(log):
+                return f"the app is {what} ({pod.name}'s log: {found.group(0)})"
+    return None

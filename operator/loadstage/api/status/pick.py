@@ -25,6 +25,7 @@ class Settings(TypedDict, total=False):
     memory: str
     proxy: str
     socket: str
+    interface: str
 
 
 SETTINGS = Obj(Settings, "The variant's settings (each key of spec.matrix, and the target's).", {
@@ -38,6 +39,7 @@ SETTINGS = Obj(Settings, "The variant's settings (each key of spec.matrix, and t
     "memory": Str("Each target pod's memory limit."),
     "proxy": Str("The front proxy, where there is one."),
     "socket": Str("How the proxy reaches the server: tcp or unix."),
+    "interface": Str("The interface the server serves the app with, where it serves several: wsgi or asgi."),
 })
 
 
