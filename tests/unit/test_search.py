@@ -396,3 +396,23 @@ def test_a_pivot_of_searches_lists_loads_in_order_with_a_rerun_load_once(base_do
     _, (header, body), _ = pivot_table(final, ["users"], "threads", "p99")
     users = [int(row[0]) for row in body]
     assert users == sorted(set(users)) and header == ["users", "threads 1", "threads 2"]
+
+
+def test_the_csv_of_a_search_has_each_variants_bracket_and_why_it_ended_on_every_row():
+    """Before, the CSV had no column for them: a spreadsheet of a search lacked its answer."""
+    import csv
+    import io
+    import json
+
+    from loadstage.api.load import parse_experiment
+    from loadstage.reports.csv import render_csv
+    from support.waiting import ROOT
+
+    stored = json.loads((ROOT / "tests" / "data" / "results" / "search.json").read_text())
+    experiment = parse_experiment({k: stored[k] for k in ("apiVersion", "kind", "metadata", "spec")})
+    rows = list(csv.DictReader(io.StringIO(render_csv(experiment, RunStatus.read(stored["status"])))))
+    brackets = {(r["threads"], r["searchLoad"], r["searchPass"], r["searchFail"], r["searchReason"]) for r in rows}
+    assert brackets == {("1", "rps", "75", "87", "Found"), ("2", "rps", "150", "175", "Found")}
+    searched = {str(v["settings"]["threads"]): v["search"] for v in stored["status"]["variants"]}
+    assert all(float(r["searchPassRps"]) == searched[r["threads"]]["passRps"] and
+               float(r["searchFailRps"]) == searched[r["threads"]]["failRps"] for r in rows)

@@ -28,6 +28,7 @@ TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores"
         "requestGoal", "arrivalRate", "arrivals", "droppedArrivals", "injectorPeakCpuPercent", "injectorBound",
         "masterLagSeconds", "masterBound", "attempts", "endedBy", "looks", "passed", "outcome", "violations",
         "topExceptions"]
+SEARCH = ["searchLoad", "searchPass", "searchFail", "searchPassRps", "searchFailRps", "searchReason"]   # its bracket
 GOAL = ["costCores", "costFrom", "rpsPerCore_lo", "rpsPerCore_hi", "onFront", "recommended", "dropped"]   # spec.goal
 
 
@@ -36,7 +37,16 @@ def columns(run: RunStatus) -> list[str]:
     return ["experiment", "variant", *SETTINGS, "stage", "injectors", "users", "usersPerInjector",
             "spawnRatePerInjector", "waitMinSeconds", "waitMaxSeconds", "pacingSeconds", "durationSeconds",
             "startedAt", "finishedAt", *FIGURES, *INTERVALS, *TRIMMED, *per_method, *TAIL,
-            *(GOAL if run.recommendation else ())]
+            *(SEARCH if any(v.search for v in run.variants) else ()), *(GOAL if run.recommendation else ())]
+
+
+def search_values(variant: VariantRecord) -> dict[str, Any]:
+    """The variant's search: its bracket, the req/s at each end, and why it ended."""
+    found = variant.search
+    if found is None:
+        return {}
+    return {"searchLoad": found.load, "searchPass": found.passed, "searchFail": found.failed,
+            "searchPassRps": found.passed_rps, "searchFailRps": found.failed_rps, "searchReason": found.reason}
 
 
 def goal_values(variant: VariantRecord, pick: Recommendation | None) -> dict[str, Any]:
@@ -118,6 +128,7 @@ def render_csv(experiment: Experiment, run: RunStatus) -> str:
     writer.writeheader()
     for variant in run.variants:
         for stage in variant.stages:
-            values = {**row(experiment, variant, stage), **goal_values(variant, run.recommendation)}
+            values = {**row(experiment, variant, stage), **search_values(variant),
+                      **goal_values(variant, run.recommendation)}
             writer.writerow({name: _cell(values.get(name)) for name in names})
     return out.getvalue()
