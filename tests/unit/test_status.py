@@ -135,3 +135,35 @@ def test_a_status_with_a_value_of_the_wrong_kind_is_refused_naming_its_path():
         RunStatus.read(document)
     assert str(refused.value) == ("status.variants[0].search.reason: must be one of Searching, Found, CeilingPassed, "
                                   "FloorFailed, InjectorBound, got 'Guessed'")
+
+
+def test_every_field_the_declaration_lets_be_null_is_optional_in_its_type():
+    """Else a null in a file would be read into a field the code takes for set (a report's traceback: Hypothesis
+    found a null durationSeconds so)."""
+    import dataclasses
+    import typing
+
+    from loadstage.api.schema import ListOf, MapOf, Obj
+
+    wrong, seen = [], set()
+
+    def walk(node, path):
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, Obj):
+            if dataclasses.is_dataclass(node.cls) and not node.keyed:
+                hints = typing.get_type_hints(node.cls)
+                for key, field in node.wire.items():
+                    attr = node.attr(key)
+                    if not field.derived and field.node.nullable and attr in hints and \
+                            type(None) not in typing.get_args(hints[attr]):
+                        wrong.append(f"{path}.{key}")
+            for key, sub in node.fields.items():
+                walk(sub, f"{path}.{key}")
+        elif isinstance(node, ListOf):
+            walk(node.item, f"{path}[]")
+        elif isinstance(node, MapOf):
+            walk(node.value, f"{path}{{}}")
+    walk(STATUS, "status")
+    assert not wrong, wrong

@@ -76,7 +76,7 @@ COST = Obj(Cost, "With spec.goal: what the variant reserves.", {
                   attr="source"),
     "memoryBytes": Int("Its pods x each one's memory limit (or request), bytes; beside the cores, not folded in.",
                        nullable=True),
-}, required=("from",), nullable=True)
+}, required=("from",))
 
 
 @dataclass(frozen=True)

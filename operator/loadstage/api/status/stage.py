@@ -188,7 +188,7 @@ STAGE = Obj(StageResult, "One finished stage: its figures from the merged distri
     "stage": Int("The stage's number: in the ladder, or in the order a search or a pick ran it."),
     "injectors": Int("Locust workers (injectors) that loaded it."),
     "users": Int("Users in all, across its injectors.", nullable=True),
-    "durationSeconds": Num("How long its load ran, seconds.", nullable=True),
+    "durationSeconds": Field(Num("How long its load ran, seconds."), absent=0.0),
     "startedAt": Str("When it started.", nullable=True),
     "finishedAt": Str("When it finished.", nullable=True),
     "requests": Int("Requests completed, failed ones included."),
