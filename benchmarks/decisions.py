@@ -50,9 +50,11 @@ def experiment(stages: int, duration: str, scale: float, repeats: int) -> dict:
 
 
 def twins(stages: int, duration: str, repeats: int) -> dict:
-    """Two variants of one configuration: 1Gi and 1024Mi are the same memory limit."""
+    """Two variants of one configuration in effect: memory limits 1 MiB apart, which the app never nears.
+
+    The same limit written twice (1Gi and 1024Mi) is refused as two identical variants."""
     doc = experiment(stages, duration, 1.0, repeats)
-    doc["spec"].update(matrix={"memory": ["1Gi", "1024Mi"]}, order="Interleaved")
+    doc["spec"].update(matrix={"memory": ["1Gi", "1025Mi"]}, order="Interleaved")
     return doc
 
 
