@@ -48,6 +48,7 @@ def test_master_merge_smoke_counts_every_synthetic_request_exactly():
     assert 0 <= figures["masterLagSecondsPeak"] < 3 and figures["masterCpuPercent"] is not None
 
 
+@pytest.mark.long
 def test_decisions_smoke_runs_every_comparison():
     result = run("decisions.py")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -88,6 +89,7 @@ def test_operator_scale_smoke_runs():
     assert "5 experiments: all Running" in result.stdout and "20 worker pods Running" in result.stdout, result.stdout
 
 
+@pytest.mark.long
 def test_goal_smoke_runs_the_grid_and_a_pick():
     result = run("goal.py")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -96,6 +98,7 @@ def test_goal_smoke_runs_the_grid_and_a_pick():
     assert last.startswith("right in ") and " of 1 picks; load time " in last, result.stdout
 
 
+@pytest.mark.long
 def test_search_smoke_runs_a_reference_ladder_a_search_and_the_verdict_check():
     result = run("search.py")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -18,9 +18,11 @@ from support.waiting import ROOT
 pytestmark = pytest.mark.e2e
 STUDIES = sorted((ROOT / "examples" / "studies").glob("*.yaml"))
 ON_A_LAPTOP = {"ons-threads-at-scale": {"pods": 2, "workers": 2}}
+LONG = {"ons-threads-at-scale-search", "ec2-workers-per-core"}   # a minute or so
 
 
-@pytest.mark.parametrize("path", STUDIES, ids=[p.stem for p in STUDIES])
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.long) if p.stem in LONG else p for p in STUDIES],
+                         ids=[p.stem for p in STUDIES])
 def test_a_study_runs_scaled_down(path, tmp_path):
     doc = yaml.safe_load(path.read_text())
     if "resources" in doc["spec"]["target"] and os.geteuid() != 0:

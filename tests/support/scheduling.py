@@ -9,7 +9,8 @@
   the kernel's choice of port 0 may give two workers the same port, one after the other, and a test's client
   then reaches another test's server;
 - the order: the real node's tests first (the longest chain, on one worker), then the kwok tests, then the
-  local end-to-end ones, so that the short tests fill the gaps at the end.
+  local end-to-end ones; within a tier the tests marked `long` first, so that the short tests fill the gaps at
+  the end.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "alone: measures CPU or timing; scripts/test runs it by itself, after the "
                                        "parallel pass")
+    config.addinivalue_line("markers", "long: takes a minute or so; runs first in its tier, so that it does not "
+                                       "start last and hold the run's end")
     tiers = config.getoption("--tiers")
     unknown = set(tiers.split(",")) - set(TIERS) if tiers else set()
     if unknown:
@@ -88,7 +91,8 @@ def pytest_collection_modifyitems(config, items: list) -> None:
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = [i for i in items if (i.get_closest_marker("alone") is not None) == wanted]
-    items.sort(key=lambda i: ORDER.get(tier_of_path(Path(i.path), config.rootpath), len(ORDER)))
+    items.sort(key=lambda i: (ORDER.get(tier_of_path(Path(i.path), config.rootpath), len(ORDER)),
+                              i.get_closest_marker("long") is None))
     for item in items:
         group = _module_group(item)
         if group and item.get_closest_marker("xdist_group") is None:
