@@ -36,7 +36,10 @@ def test_a_goal_picks_the_variant_that_meets_the_objective_and_drops_the_one_tha
     assert one["stages"][0]["endedBy"] == "Breached" and one["stages"][0]["durationSeconds"] < 16
     assert (found["reason"], found["variant"], found["runnerUp"]) == ("Found", 1, None), found
     assert found["winner"]["cost"] == {"cores": 1.0, "from": "limit", "memoryBytes": 256 * 2 ** 20}
-    assert four["met"]["headroom"] > 0 and four["stages"][0]["verdict"]["outcome"] == "Pass"
+    # a first stage a busy machine leaves undecided runs again, twice as long, and that one decides
+    outcomes = [stage["verdict"]["outcome"] for stage in four["stages"]]
+    assert outcomes in (["Pass"], ["Undecided", "Pass"]), four["stages"]
+    assert four["met"]["headroom"] > 0
     assert found["sentence"] == "threads=4 meets p99 <= 150ms at 80 req/s with 1 core; no other variant met it"
     assert f"Recommendation: {found['sentence']}" in out
     assert "dropped variant 1 after 1 stage(s): broke it by far at the goal's load: p99 " in out
