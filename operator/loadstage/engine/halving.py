@@ -16,6 +16,7 @@ from loadstage.api.status import (
     SearchResult,
     StageResult,
     VariantRecord,
+    last_injector_bound,
 )
 from loadstage.api.types import Experiment, Search, Variant
 from loadstage.engine import search
@@ -77,9 +78,9 @@ def halving(experiment: Experiment, records: list[VariantRecord]) -> Halving:
         result = search.progress(first_round, first)[0]
         found = per_core(result, _cost(variant, first, result, first_round))
         if found is None:
-            bound = [s for s in first if s.injector_bound]
-            why = max(bound, key=lambda s: s.stage).injectors_ran_out() if result.reason == "InjectorBound" and \
-                bound else f"it failed the objective already at search.from ({fine.from_:,} {fine.load})"
+            bound = last_injector_bound(first)
+            why = bound.injectors_ran_out() if result.reason == "InjectorBound" and bound else \
+                f"it failed the objective already at search.from ({fine.from_:,} {fine.load})"
             dropped[variant.index] = Dropped(len(first), why)
         else:
             bounds[variant.index] = len(first), found

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadstage.api.quantities import format_duration
-from loadstage.api.status import RunStatus, VariantRecord
+from loadstage.api.status import RunStatus, VariantRecord, last_injector_bound
 from loadstage.api.types import Stage
 from loadstage.reports.significance import between_variants
 from loadstage.reports.tables import (
@@ -65,10 +65,9 @@ def search_end(variant: VariantRecord) -> str:
     """Why a variant's search ended, in words; where its injectors ran out, at which load and of what."""
     search = variant.search
     assert search is not None
-    bound = [s for s in variant.stages if s.injector_bound]
-    if search.reason != "InjectorBound" or not bound:
+    stage = last_injector_bound(variant.stages)
+    if search.reason != "InjectorBound" or stage is None:
         return SEARCH_ENDS.get(search.reason, "stopped: its injectors, not its target, ran out")
-    stage = max(bound, key=lambda s: s.stage)
     load = {"users": stage.users, "injectors": stage.injectors, "rps": stage.arrival_rate}[search.load]
     return f"stopped at {load or 0:,} {search.load}: {stage.injectors_ran_out()}"
 

@@ -16,7 +16,7 @@ from loadstage.api.status.figures import (
 )
 from loadstage.api.status.pick import Candidate, Cost, Dropped, Margin, Recommendation, Settings
 from loadstage.api.status.run import SCHEMA_VERSION, STATUS, Cleanup, Condition, InPlace, Latest, Progress, RunStatus
-from loadstage.api.status.stage import LostInjector, Retry, StageResult
+from loadstage.api.status.stage import LostInjector, Retry, StageResult, last_injector_bound
 from loadstage.api.status.target import TargetFigures, TargetPodHealth
 from loadstage.api.status.variant import (
     SEARCH_REASONS,
@@ -34,5 +34,5 @@ __all__ = [
     "Latency", "Latest", "LostInjector", "Margin", "MethodFigures", "Objective", "PivotRow", "Progress",
     "Recommendation", "RepeatRecord", "Retry", "RunStatus", "SearchResult", "Settings", "ShapeError",
     "StageResult", "TargetFigures", "TargetPodHealth", "TaskExceptions", "VariantAggregate", "VariantRecord",
-    "Verdict",
+    "Verdict", "last_injector_bound",
 ]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -170,6 +171,11 @@ class StageResult(Written):
     def load(self, by_users: bool) -> int:
         """What the ladder climbs: the stage's users, or its injectors."""
         return (self.users or 0) if by_users else self.injectors
+
+
+def last_injector_bound(stages: Iterable[StageResult]) -> StageResult | None:
+    """The latest of `stages` whose injectors ran out: the one that ended a search or a pick for it."""
+    return max((s for s in stages if s.injector_bound), key=lambda s: s.stage, default=None)
 
 
 def _closed_model(value: object, stage: StageResult) -> bool:
