@@ -11,10 +11,11 @@ from typing import Any
 from loadstage.api.status import FIGURES as INTERVAL_FIGURES
 from loadstage.api.status import Recommendation, RunStatus, StageResult, VariantRecord
 from loadstage.api.status.figures import bounds_of
+from loadstage.api.status.pick import SETTINGS as STATUS_SETTINGS
 from loadstage.api.types import Experiment
 from loadstage.reports import ons_layout
 
-SETTINGS = ["server", "interface", "pods", "workers", "threads", "workerClass", "cpu", "memory", "proxy", "socket"]
+SETTINGS = list(STATUS_SETTINGS.fields)   # a variant's settings, as the status declares them
 FIGURES = ["requests", "failures", "exceptions", "errorRate", "rps", "meanMs", "p50Ms", "p90Ms", "p95Ms", "p99Ms",
            "p999Ms", "maxMs", "p999Reliable"]
 INTERVALS = [f"{figure}{side}"

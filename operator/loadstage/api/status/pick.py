@@ -17,6 +17,7 @@ COST_SOURCES = ("limit", "request", "measured")
 class Settings(TypedDict, total=False):
     """A variant's settings: what its matrix chose, and the target's."""
     server: str
+    interface: str
     pods: int
     workers: int | None
     threads: int | None
@@ -25,11 +26,11 @@ class Settings(TypedDict, total=False):
     memory: str
     proxy: str
     socket: str
-    interface: str
 
 
 SETTINGS = Obj(Settings, "The variant's settings (each key of spec.matrix, and the target's).", {
     "server": Str("The server (spec.target.server)."),
+    "interface": Str("The interface the server serves the app with, where it serves several: wsgi or asgi."),
     "pods": Int("Target pods."),
     "workers": Int("Worker processes of each pod, where the server has workers.", nullable=True),
     "threads": Int("Threads of each worker (an ASGI app's sync thread pool), where the server has them.",
@@ -39,7 +40,6 @@ SETTINGS = Obj(Settings, "The variant's settings (each key of spec.matrix, and t
     "memory": Str("Each target pod's memory limit."),
     "proxy": Str("The front proxy, where there is one."),
     "socket": Str("How the proxy reaches the server: tcp or unix."),
-    "interface": Str("The interface the server serves the app with, where it serves several: wsgi or asgi."),
 })
 
 
