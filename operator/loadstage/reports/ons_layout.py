@@ -9,7 +9,7 @@ from typing import Any
 
 from loadstage.api.quantities import format_duration, format_percent
 from loadstage.api.status import RunStatus, VariantAggregate, VariantRecord
-from loadstage.api.types import Experiment
+from loadstage.api.types import DECIDED_NOT_BEFORE, Experiment
 from loadstage.reports.tables import (
     Table,
     count,
@@ -145,7 +145,7 @@ def profile(experiment: Experiment, run: RunStatus) -> list[Option]:
     end = spec.stage_end
     if end.decided:
         options.append(Option("Stage end", (end.when, end.min, end.max),
-                              f"once decided, not before {format_duration(end.min) if end.min else '30s'}"
+                              f"once decided, not before {format_duration(end.min or DECIDED_NOT_BEFORE)}"
                               + (f", at most {format_duration(end.max)}" if end.max else "")))
     warm = spec.warmup
     warmup = (warm.injectors, warm.arrival_rate, warm.duration) if warm else None
