@@ -208,12 +208,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", type=int, default=10)
     parser.add_argument("--duration", default="10s")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, help="each run's repeats (default 3)")
     parser.add_argument("--aa-runs", type=int, help="only A/A: this many pairs of runs")
     parser.add_argument("--aa-tables", type=int, help="only A/A of the tables: this many experiments of twins")
-    parser.add_argument("--smoke", action="store_true", help="1 stage of 3 s per run, 3 repeats")
+    parser.add_argument("--smoke", action="store_true", help="1 stage of 3 s per run")
     args = parser.parse_args()
-    stages, duration, repeats = (1, "3s", 3) if args.smoke else (args.stages, args.duration, args.repeats)
+    stages, duration = (1, "3s") if args.smoke else (args.stages, args.duration)
+    repeats = args.repeats or 3
     with tempfile.TemporaryDirectory(prefix="loadstage-decisions-") as tmp_name:
         tmp = Path(tmp_name)
         if args.aa_tables:

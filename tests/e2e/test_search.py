@@ -29,9 +29,9 @@ def run(write_experiment, tmp_path, spec, timeout):
 def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_breaks(write_experiment, tmp_path):
     variant, out, err = run(write_experiment, tmp_path, {
         "slo": {"p99": f"{SLO_MS}ms", "errorRate": "1%"},
-        "search": {"load": "users", "from": 2, "max": 64, "resolution": "30%"},
+        "search": {"load": "users", "from": 2, "max": 64, "resolution": "50%"},
         "stageEnd": {"when": "Decided", "min": "8s", "max": "30s"}}, 600)
-    assert "a capacity search each: users from 2 up to 64, to 30%, 8s to 30s a stage, ending once decided" in err
+    assert "a capacity search each: users from 2 up to 64, to 50%, 8s to 30s a stage, ending once decided" in err
     search, stages = variant["search"], variant["stages"]
     assert search["reason"] == "Found", search
     assert search["stages"] == len(stages) and [s["stage"] for s in stages] == list(range(1, len(stages) + 1))
@@ -52,7 +52,7 @@ def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_b
     # 2 users are far under the objective (~40 ms): decided at the first look from min on
     assert stages[0]["endedBy"] == "Decided" and stages[0]["durationSeconds"] < 20, stages[0]
     assert outcome[search["pass"]] == "Pass" and outcome[search["fail"]] != "Pass"
-    assert (search["fail"] - search["pass"]) / search["pass"] <= 0.3
+    assert (search["fail"] - search["pass"]) / search["pass"] <= 0.5
     # one request holds a thread ~18 ms: 2 threads serve ~110 req/s, and the p99 breaks 100 ms well before 40 users
     assert 2 <= search["pass"] < search["fail"] <= 40
     assert search["loadSeconds"] == pytest.approx(sum(s["durationSeconds"] for s in stages))
