@@ -33,7 +33,7 @@ def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_b
         "stageEnd": {"when": "Decided", "min": "8s", "max": "30s"}}, 600)
     assert "a capacity search each: users from 2 up to 64, to 50%, 8s to 30s a stage, ending once decided" in err
     search, stages = variant["search"], variant["stages"]
-    assert search["reason"] == "Found", search
+    assert search["reason"] in ("Found", "Near"), search
     assert search["stages"] == len(stages) and [s["stage"] for s in stages] == list(range(1, len(stages) + 1))
     loads = [s["users"] for s in stages]
     assert loads[:2] == [2, 4], loads     # doubling from `from`
@@ -44,21 +44,31 @@ def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_b
         rerun = before is not None and before["verdict"]["outcome"] == "Undecided" and before["users"] == s["users"]
         shortest, longest = (30, 60) if rerun else (8, 30)
         if s["endedBy"] == "Decided":   # not before min, and well before max
-            assert shortest <= s["durationSeconds"] < longest - 1 and s["verdict"]["outcome"] in ("Pass", "Fail")
+            assert shortest <= s["durationSeconds"] < longest - 1
+            assert s["verdict"]["outcome"] in ("Pass", "Fail", "Near")
         p99 = next(o for o in s["verdict"]["objectives"] if o["name"] == "p99")
         low, high = p99["interval"]   # the deciding look's, on the seconds it had, at the looks' confidence
         assert p99["holds"] is (True if high <= SLO_MS else False if low > SLO_MS else None), p99
         outcome[s["users"]] = s["verdict"]["outcome"]
-    # 2 users are far under the objective (~40 ms): decided at the first look from min on
-    assert stages[0]["endedBy"] == "Decided" and stages[0]["durationSeconds"] < 20, stages[0]
-    assert outcome[search["pass"]] == "Pass" and outcome[search["fail"]] != "Pass"
-    assert (search["fail"] - search["pass"]) / search["pass"] <= 0.5
+    # 2 users are far under the objective (~40 ms): decided at a look before its max (no failure is shown to be
+    # within 1% before about 370 requests: Clopper-Pearson)
+    assert stages[0]["endedBy"] == "Decided" and stages[0]["durationSeconds"] < 29, stages[0]
+    assert outcome[search["pass"]] == "Pass"
     # one request holds a thread ~18 ms: 2 threads serve ~110 req/s, and the p99 breaks 100 ms well before 40 users
-    assert 2 <= search["pass"] < search["fail"] <= 40
+    if search["reason"] == "Near":   # a load at the objective: the knee is about there
+        assert outcome[search["near"]] == "Near" and search["pass"] < search["near"] <= 40
+    else:
+        assert outcome[search["fail"]] != "Pass" and (search["fail"] - search["pass"]) / search["pass"] <= 0.5
+        assert 2 <= search["pass"] < search["fail"] <= 40
     assert search["loadSeconds"] == pytest.approx(sum(s["durationSeconds"] for s in stages))
-    assert search["loadSeconds"] < 30 * len(stages) * 0.8, "stages that were decided ran to their max"
+    # a stage whose p99 is far from the objective is decided at a look; one near it (within [L/2, 2L]) passes no
+    # look before 30 s of settled seconds (results.judgement.NEAR_LOOK_SECONDS)
+    far = [s for s in stages if not 0.5 * SLO_MS <= s["latencyMs"]["p99"] <= 2 * SLO_MS]
+    assert far and all(s["endedBy"] in ("Decided", "Breached") and s["durationSeconds"] < 29 for s in far), far
     capacity = next(line for line in out.splitlines() if line.startswith("Capacity ("))
-    assert f"{search['pass']}-{search['fail']} users" in capacity and "found to its resolution" in capacity
+    assert (f"about {search['near']} users" in capacity and "at the objective there" in capacity) \
+        if search["reason"] == "Near" else \
+        (f"{search['pass']}-{search['fail']} users" in capacity and "found to its resolution" in capacity), capacity
 
 
 def test_a_ladder_stage_that_breaks_the_objective_by_far_ends_at_its_first_look(write_experiment, tmp_path):

@@ -30,6 +30,8 @@ def test_a_study_runs_scaled_down(path, tmp_path):
     spec = doc["spec"]
     if "search" in spec:   # two stages of 10 s, long enough for intervals: 2 injectors, then 4
         spec["search"].update({"from": 2, "max": 4})
+        # ~150 requests a stage cannot show an error rate within 1% (0 in 146 is compatible with up to 2.5%)
+        spec["slo"].pop("errorRate", None)
     else:
         first = spec["stages"][0]
         spec["stages"] = [{**first, "injectors": 2} if "injectors" in first else first]

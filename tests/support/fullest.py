@@ -41,12 +41,14 @@ def example(node, name="x"):
 
 
 def fullest_status() -> RunStatus:
-    """Every field set, and consistent where the reader checks it: a bracket in order, indices of its variant."""
+    """Every field set, and consistent where the reader checks it: a bracket in order (its load at the objective
+    inside it), indices of its variant."""
     status = example(STATUS)
     assert isinstance(status, RunStatus)
     (variant,) = status.variants
     variant.index = 0
-    variant.search = dataclasses.replace(variant.search, failed=variant.search.passed + 1)
+    passed = variant.search.passed
+    variant.search = dataclasses.replace(variant.search, near=passed + 1, failed=passed + 2)
     pick = status.recommendation
     status.recommendation = dataclasses.replace(
         pick, winner=dataclasses.replace(pick.winner, variant=0), runner_up=dataclasses.replace(pick.runner_up,

@@ -15,8 +15,9 @@ from loadstage.engine.stages import StageEngine
 from loadstage.locust.recorder import StageRecorder
 from loadstage.locust.summary import build
 from loadstage.results import intervals
+from loadstage.results.judgement import figures_of
 from loadstage.results.measurement import StageMeasurement
-from loadstage.results.sequential import Looks, figures_of
+from loadstage.results.sequential import Looks
 from loadstage.results.thresholds import held
 
 
@@ -29,6 +30,7 @@ def in_virtual_time(coroutine):
 
 SECONDS, PER_SECOND = 20, 60
 SLO_MS = 30.0
+AT_THE_OBJECTIVE = {4, 13}   # the seconds of a near load over the objective: its p99 just under it
 
 
 def p99_at(load, knee):
@@ -38,10 +40,12 @@ def p99_at(load, knee):
 
 class KneeBackend:
     """A target whose requests take p99_at(load) at the p99 (spread from half of it to its whole), over
-    SECONDS seconds, so that the stage has blocks and intervals; `noisy` loads answer across the objective."""
+    SECONDS seconds, so that the stage has blocks and intervals; `noisy` loads answer across the objective, `near`
+    ones at it (a p99 within 5% of it either side)."""
 
-    def __init__(self, knee, load="users", noisy=(), bound_at=None, ended_by=None, drops_at=None):
+    def __init__(self, knee, load="users", noisy=(), bound_at=None, ended_by=None, drops_at=None, near=()):
         self.knee, self.load, self.noisy, self.bound_at = knee, load, set(noisy), bound_at
+        self.near = set(near)
         self.drops_at = drops_at   # an arrival rate from which the injectors' pools drop 2% of the arrivals
         self.ended_by, self.decisions = ended_by, []
         self.calls = []
@@ -67,7 +71,8 @@ class KneeBackend:
         for second in range(SECONDS):
             # a noisy load is under the objective but for one slow second: whether a resample holds that second
             # decides its p99, so the interval straddles the objective
-            top = (40.0 if second == 7 else 28.0) if load in self.noisy else p99_at(load, knee)
+            top = (40.0 if second == 7 else 28.0) if load in self.noisy else \
+                SLO_MS * (1.04 if second in AT_THE_OBJECTIVE else 0.96) if load in self.near else p99_at(load, knee)
             for i in range(PER_SECOND):
                 ms = top * (0.5 + 0.5 * i / (PER_SECOND - 1))
                 stats.log_request("GET", "/", ms, 10)

@@ -258,3 +258,24 @@ def test_a_pick_stopped_midway_says_its_winner_is_so_far_and_how_many_variants_n
     assert sentence.endswith("; 2 variant(s) not yet run"), sentence
     assert f"Recommendation: {sentence}" in render_status(RunStatus.read(midway))
     assert not writes[-1]["recommendation"]["sentence"].startswith("so far")
+
+
+class NearBackend(KneeBackend):
+    """The first variant answers at the objective (within its tolerance) at the goal's load."""
+
+    def run_stage(self, step):
+        self.near = {USERS} if step.variant.index == 0 else set()
+        return super().run_stage(step)
+
+
+def test_a_variant_decided_at_its_objective_within_the_tolerance_meets_it_and_the_sentence_says_so(base_doc):
+    exp = goal_experiment(base_doc, {"cpu": ["250m", "500m"]})
+    backend = NearBackend(knee=[20, 160])
+    final = run(exp, backend)[-1]
+    assert variants_run(backend) == [0, 1]
+    assert [v["stages"][-1]["verdict"]["outcome"] for v in final["variants"]] == ["Near", "Pass"]
+    found = final["recommendation"]
+    assert (found["reason"], found["variant"], found["runnerUp"]["variant"]) == ("Found", 0, 1)
+    assert found["winner"]["objectives"][0]["near"] is True
+    assert found["sentence"] == (f"cpu=250m is at (within 10%) p99 <= 30ms at {USERS} users with 0.25 cores; the "
+                                 f"next cheapest, cpu=500m, needs 0.5 cores")

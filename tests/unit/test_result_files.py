@@ -59,8 +59,8 @@ def written(tmp_path, document, name="r.json"):
     (lambda s: s["variants"][0].update(search=dict(SEARCH, **{"pass": 500, "fail": 100})),
      "status.variants[0].search: its pass (500) must be below its fail (100)"),
     (lambda s: s["variants"][0].update(search=dict(SEARCH, reason="Bogus")),
-     "status.variants[0].search.reason: must be one of Searching, Found, CeilingPassed, FloorFailed, InjectorBound, "
-     "got 'Bogus'"),
+     "status.variants[0].search.reason: must be one of Searching, Found, Near, CeilingPassed, FloorFailed, "
+     "InjectorBound, got 'Bogus'"),
     (lambda s: s.update(recommendation=dict(PICK, winner=dict(CANDIDATE, variant=7))),
      "status.recommendation.winner.variant: must be the index of one of the status's variants (0 to 1), got 7"),
     (lambda s: s.update(recommendation=dict(PICK, order=[1, 0, 2])),
@@ -125,23 +125,30 @@ def test_a_result_file_changed_anywhere_is_reported_or_refused_never_a_traceback
         assert code == 0 or (code == 2 and said and all(line.startswith("error: ") for line in said)), said
 
 
-@given(st.integers(-3, 10**6), st.integers(-3, 10**6), st.integers(-3, 8), st.data())
+@given(st.integers(-3, 10**6), st.integers(-3, 10**6), st.none() | st.integers(-3, 10**6), st.integers(-3, 8),
+       st.data())
 def test_a_search_bracket_or_a_picks_variant_that_cannot_be_is_refused_and_any_other_is_reported(
-        tmp_path_factory, passed, failed, winner, data):
-    """The rules a type cannot say: a bracket's pass below its fail, a pick's variant among the status's."""
+        tmp_path_factory, passed, failed, near, winner, data):
+    """The rules a type cannot say: a bracket's pass below its fail (a load at the objective between them), a
+    pick's variant among the status's."""
     document = copy.deepcopy(STORED["goal.json"])
     status = document["status"]
     variant = data.draw(st.integers(0, len(status["variants"]) - 1))
-    status["variants"][variant]["search"] = dict(SEARCH, **{"pass": passed, "fail": failed})
+    status["variants"][variant]["search"] = dict(SEARCH, **{"pass": passed, "fail": failed},
+                                                 **({} if near is None else {"near": near, "reason": "Near"}))
     status["recommendation"]["winner"]["variant"] = winner
     path = written(tmp_path_factory.mktemp("rules"), document)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
         code = main(["report", path])
-    possible = passed < failed and 0 <= winner < len(status["variants"])
+    bracket = passed < failed
+    inside = near is None or passed < near < failed
+    possible = bracket and inside and 0 <= winner < len(status["variants"])
     assert code == (0 if possible else 2), err.getvalue()
     if not possible:
-        assert err.getvalue().startswith(f"error: status.variants[{variant}].search: its pass" if passed >= failed
-                                         else "error: status.recommendation.winner.variant: must be the index")
+        assert err.getvalue().startswith(
+            f"error: status.variants[{variant}].search: its pass" if not bracket else
+            f"error: status.variants[{variant}].search: its load at the objective" if not inside else
+            "error: status.recommendation.winner.variant: must be the index"), err.getvalue()
 
 
 def test_a_yaml_result_file_cut_at_a_line_break_is_refused_never_shown_in_part(tmp_path, capsys):

@@ -173,21 +173,26 @@ bounds = st.tuples(st.floats(0.1, 2000), st.floats(0, 1000)).map(lambda b: [b[0]
 
 
 @given(p99=bounds, rps=bounds, p99_limit=st.integers(1000, 1_000_000).map(lambda us: us / 1000),
-       rps_floor=st.integers(1, 3000))
-def test_an_slo_verdict_passes_only_whole_intervals_inside_and_fails_any_wholly_outside(p99, rps, p99_limit,
-                                                                                          rps_floor):
+       rps_floor=st.integers(1, 3000), tolerance=st.sampled_from([0.0, 0.1, 0.5]))
+def test_an_slo_verdict_passes_only_whole_intervals_inside_fails_any_wholly_outside_and_is_near_within_its_tolerance(
+        p99, rps, p99_limit, rps_floor, tolerance):
     stage = dataclasses.replace(played(1, 10, "Pass"), verdict=None, latency=Latency(p99=sum(p99) / 2, n=100),
                                 rps=sum(rps) / 2, intervals={"confidence": 0.95, "method": "bootstrap",
                                                              "p99": p99, "rps": rps})
-    slo = Slo(None, None, None, p99_limit / 1000, None, None, min_rps=rps_floor)
+    slo = Slo(None, None, None, p99_limit / 1000, None, None, min_rps=rps_floor, tolerance=tolerance)
     verdict = slo_verdict(stage, slo)
     p99_holds = True if p99[1] <= p99_limit else False if p99[0] > p99_limit else None
     rps_holds = True if rps[0] >= rps_floor else False if rps[1] < rps_floor else None
-    assert [o.holds for o in verdict.objectives] == [p99_holds, rps_holds]
-    expected = "Fail" if False in (p99_holds, rps_holds) else "Pass" if p99_holds and rps_holds else "Undecided"
+    p99_near = p99_holds is None and p99_limit * (1 - tolerance) <= p99[0] and p99[1] <= p99_limit * (1 + tolerance)
+    rps_near = rps_holds is None and rps_floor * (1 - tolerance) <= rps[0] and rps[1] <= rps_floor * (1 + tolerance)
+    assert [(o.holds, o.near) for o in verdict.objectives] == [(p99_holds, p99_near), (rps_holds, rps_near)]
+    open_ = (p99_holds is None and not p99_near) or (rps_holds is None and not rps_near)
+    expected = "Fail" if False in (p99_holds, rps_holds) else "Undecided" if open_ else \
+        "Near" if p99_near or rps_near else "Pass"
     assert verdict.outcome == expected and verdict.passed == (expected == "Pass")
     assert Verdict.from_status(verdict.to_status()) == verdict
     assert len(verdict.violations) == [p99_holds, rps_holds].count(False)
+    assert len(verdict.near) == [p99_near, rps_near].count(True)
 
 
 def test_a_stage_too_short_for_an_interval_is_undecided_and_says_why():
@@ -416,3 +421,25 @@ def test_the_csv_of_a_search_has_each_variants_bracket_and_why_it_ended_on_every
     searched = {str(v["settings"]["threads"]): v["search"] for v in stored["status"]["variants"]}
     assert all(float(r["searchPassRps"]) == searched[r["threads"]]["passRps"] and
                float(r["searchFailRps"]) == searched[r["threads"]]["failRps"] for r in rows)
+
+
+def test_a_search_that_finds_a_load_at_its_objective_ends_there_and_says_so(base_doc):
+    exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 2000, "resolution": "10%",
+                                       "duration": "20s"})
+    backend = KneeBackend(knee=100, near={40})
+    final = run(exp, backend)[-1]
+    assert stages_run(backend) == [(10, 20), (20, 20), (40, 20)]
+    (variant,) = final["variants"]
+    near = variant["stages"][-1]["verdict"]
+    assert near["outcome"] == "Near" and not near["passed"] and near["near"][0].startswith("p99 ")
+    assert " is at <= 30ms" in near["near"][0] and near["objectives"][0]["near"] is True
+    low, high = near["objectives"][0]["interval"]
+    assert 0.9 * SLO_MS <= low < SLO_MS < high <= 1.1 * SLO_MS
+    assert final["latest"]["verdict"] == f"Near: p99 {near['objectives'][0]['value']:.4g} [{low:.4g}, {high:.4g}] " \
+                                         f"ms ({near['confidence']:.1%})"   # for kubectl get lx
+    search = variant["search"]
+    assert (search["reason"], search["pass"], search["fail"], search["near"]) == ("Near", 20, None, 40)
+    run_status = RunStatus.read(final)
+    assert run_status.variants[0].search.bracket() == f"about 40 users ({search['nearRps']:,.0f} req/s)"
+    assert "at the objective there, within slo.tolerance" in "\n".join(render_capacity(run_status))
+    assert "NEAR: p99 " in "\n".join(" ".join(row) for row in tables.stage_rows(run_status)[1])

@@ -20,7 +20,7 @@ def test_every_objective_of_the_slo_crosses_to_the_master_in_its_unit():
     declared = {SLO_ARGUMENT.attr(key) for key in SLO_ARGUMENT.fields}
     assert declared == {f.name for f in dataclasses.fields(Slo)}
     slo = Slo(None, None, None, 0.25, None, 0.01, min_rps=40.0)
-    assert slo_argument(slo) == '{"p99":0.25,"errorRate":0.01,"minRps":40.0}'
+    assert slo_argument(slo) == '{"p99":0.25,"errorRate":0.01,"minRps":40.0,"tolerance":0.1}'
     assert read_slo_argument(slo_argument(slo)) == slo
     with pytest.raises(ShapeError, match=r"--slo.p99: must be a number or null, got '250ms'"):
         read_slo_argument('{"p99": "250ms"}')

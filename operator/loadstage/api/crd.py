@@ -26,6 +26,7 @@ PRINTER_COLUMNS = [
     {"name": "Remaining", "type": "string", "jsonPath": ".status.progress.remaining"},
     {"name": "P99 (ms)", "type": "number", "jsonPath": ".status.latest.p99Ms"},
     {"name": "Redis peak", "type": "integer", "jsonPath": ".status.latest.redisPeakConnections"},
+    {"name": "Verdict", "type": "string", "jsonPath": ".status.latest.verdict"},
     {"name": "Bracket", "type": "string", "jsonPath": ".status.latest.bracket"},
     {"name": "Leader", "type": "string", "jsonPath": ".status.latest.leader"},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},

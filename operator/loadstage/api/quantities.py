@@ -66,22 +66,23 @@ PERCENT_PATTERN = r"\d{1,3}(\.\d+)?%"   # at most 100% is a rule, so that it can
 class Percent(Node):
     """'1%' or '0.5%'; parses to a fraction (0.01)."""
 
-    def __init__(self, description: str, *, default: Any = MISSING) -> None:
-        self.description, self.default = description, default
+    def __init__(self, description: str, *, default: Any = MISSING, maximum: str = "100%") -> None:
+        self.description, self.default, self.maximum = description, default, maximum
 
     def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if not isinstance(value, str) or not re.fullmatch(PERCENT_PATTERN, value):
             problems.add(path, f"must be a percentage such as '1%' or '0.5%', got {show(value)}")
             return None
         fraction = float(value[:-1]) / 100
-        if fraction > 1:
-            problems.add(path, f"must be at most 100%, got {value}")
+        if fraction > float(self.maximum[:-1]) / 100:
+            problems.add(path, f"must be at most {self.maximum}, got {value}")
         return fraction
 
     def openapi(self) -> dict[str, Any]:
+        limit = float(self.maximum[:-1])
         return self._with_meta({"type": "string", "pattern": f"^{PERCENT_PATTERN}$", "maxLength": 10,
-                                "x-kubernetes-validations": [{"rule": "double(self.replace('%', '')) <= 100.0",
-                                                              "message": "must be at most 100%"}]})
+                                "x-kubernetes-validations": [{"rule": f"double(self.replace('%', '')) <= {limit}",
+                                                              "message": f"must be at most {self.maximum}"}]})
 
 
 def format_percent(fraction: float) -> str:

@@ -40,6 +40,7 @@ from loadstage.api.types import (
     DEFAULT_METRICS_PATH,
     DEFAULT_POD_RESOURCES,
     DEFAULT_RUNNER_APP,
+    DEFAULT_TOLERANCE,
     DEPLOYMENT_MODES,
     DOUBLINGS,
     GOAL_LOADS,
@@ -501,6 +502,10 @@ SLO = Obj(Slo, "Optional: the service level objective. A stage passes when every
     "errorRate": Percent("Highest acceptable share of failed requests, e.g. '1%'."),
     "minRps": Int("Lowest acceptable rate of requests a second that the stage served.", minimum=1,
                   maximum=10_000_000),
+    "tolerance": Percent("How near its objective a figure counts as at it: a stage whose figure is decided to lie "
+                         "within this share of its limit (its interval inside [L(1 - t), L(1 + t)]) is Near, a final "
+                         "verdict, rather than undecided; at the objective itself, pass or fail is a coin toss.",
+                         default=f"{DEFAULT_TOLERANCE:.0%}", maximum="50%"),
 }, rules=[Rule(lambda o: any(getattr(o, p) is not None for p in (*PERCENTILES, "error_rate", "min_rps")),
                "give at least one objective",
                cel=" || ".join(f"has(self.{name})" for name in (*PERCENTILES, "errorRate", "minRps")))])

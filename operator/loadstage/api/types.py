@@ -25,6 +25,7 @@ COMMAND_PLACEHOLDERS = ("app", "host", "port", "bind", "workers", "threads")
 DEFAULT_RUNNER_APP = "runner_app.app:app"
 DEFAULT_METRICS_PATH = "/metrics"
 DEFAULT_COUNTER = "runner_request_duration_seconds"   # the runner app's request histogram
+DEFAULT_TOLERANCE = 0.10   # slo.tolerance: a figure within 10% of its objective is at it (Near)
 PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
 MAX_VARIANTS = 100
 MAX_VARIANT_STAGES = 500    # variants x stages x repeats: what keeps the status well under etcd's object limit
@@ -376,8 +377,10 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Slo(Thresholds):
-    """The service level objective: each figure's whole interval must hold it for a stage to pass."""
+    """The service level objective: each figure's whole interval must hold it for a stage to pass; `tolerance`: how
+    near a limit a figure is at it (a fraction)."""
     min_rps: float | None = None
+    tolerance: float = DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import json
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from loadstage.api.schema import Bool, Field, Int, ListOf, MapOf, Num, Obj, Str, omit_none
 from loadstage.api.status.figures import LATENCY, OBJECTIVE, TASK_EXCEPTIONS, Latency, Objective, TaskExceptions
@@ -35,12 +35,14 @@ class Decision(TypedDict):
     atSeconds: float
     confidence: float
     objectives: list[Objective]
+    settleSeconds: NotRequired[int]
 
 
 DECISION = Obj(Decision, "The look that decided the stage: its verdict is the stage's.", {
     "atSeconds": Num("Seconds into the stage."),
     "confidence": Num("The look's confidence level.", above=0, below=1),
     "objectives": ListOf("Each objective against its figure at that look.", OBJECTIVE),
+    "settleSeconds": Int("The seconds cut from the stage's start before that look's verdict (results.steady)."),
 }, required=("atSeconds", "confidence", "objectives"))
 
 
@@ -106,6 +108,7 @@ SLO_ARGUMENT = Obj(Slo, "spec.slo as the master's --slo takes it: latencies in s
     **{p: Field(Num(f"The {p} objective, seconds.", nullable=True), omit=omit_none) for p in PERCENTILES},
     "errorRate": Field(Num("The error rate's objective, a fraction.", nullable=True), omit=omit_none),
     "minRps": Field(Num("The least requests a second.", nullable=True), omit=omit_none),
+    "tolerance": Num("How near a limit a figure is at it, a fraction."),
 })
 
 

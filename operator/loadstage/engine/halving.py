@@ -41,6 +41,9 @@ class Halving:
 
 def per_core(result: SearchResult, cost: Cost) -> tuple[float, float | None] | None:
     """The search's bracket in req/s a core of its cost: [pass, fail]; the high end None where none failed."""
+    if cost.cores and result.near is not None:   # the knee found at the objective: one point
+        at = round((result.near_rps or 0.0) / cost.cores, 1)
+        return at, at
     if not cost.cores or result.passed is None:
         return None
     low = (result.passed_rps or 0.0) / cost.cores
@@ -96,8 +99,9 @@ def halving(experiment: Experiment, records: list[VariantRecord]) -> Halving:
 
 
 def _passes(searched: Search, stages: list[StageResult], result: SearchResult) -> list[StageResult]:
-    """The stages at the search's highest pass."""
-    return [s for s in stages if search.load_of(searched, s) == result.passed]
+    """The stages at the search's highest pass, or at its load at the objective."""
+    at = result.passed if result.near is None else result.near
+    return [s for s in stages if search.load_of(searched, s) == at]
 
 
 def _cost(variant: Variant, stages: list[StageResult], result: SearchResult, searched: Search) -> Cost:

@@ -198,7 +198,7 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
             following = NextGoalStage(variant, 2 * duration, duration)
             break
         cost = costs.setdefault(i, measured_cost(last))
-        if found == "Pass":
+        if found in ("Pass", "Near"):   # Near: at the objective, within slo.tolerance
             passes.append(Candidate(i, variant.settings(), labels[i], cost, headroom(last),
                                     last.verdict.objectives if last.verdict else ()))
         else:
@@ -232,6 +232,11 @@ def latency_margin(records: list[VariantRecord], winner: Candidate | None,
                                              round(found.high, 4), found.confidence)
 
 
+def _meets(candidate: Candidate, slo: Slo) -> str:
+    """'meets', or where an objective was decided at its limit (Near), 'is at (within 10%)'."""
+    return f"is at (within {slo.tolerance:.0%})" if any(o.near for o in candidate.objectives) else "meets"
+
+
 def _sentence(experiment: Experiment, winner: Candidate | None, runner_up: Candidate | None, reason: str,
               ran: int, left: int) -> str:
     """'workers=3 threads=4 cpu=1 meets p99 <= 300ms at 2,000 req/s with 6 cores; the next cheapest, workers=2
@@ -239,11 +244,12 @@ def _sentence(experiment: Experiment, winner: Candidate | None, runner_up: Candi
     slo, goal = slo_of(experiment).describe(), goal_of(experiment).describe()
     if reason == "Searching":
         so_far = "searching" if winner is None else \
-            f"so far {winner.label} meets {slo} at {goal} with {winner.cost.describe()}"
+            f"so far {winner.label} {_meets(winner, slo_of(experiment))} {slo} at {goal} with " \
+            f"{winner.cost.describe()}"
         return f"{so_far}; {left} variant(s) not yet run"
     if winner is None:
         return f"no variant meets {slo} at {goal}: each of the {ran} run failed it or was dropped"
-    said = f"{winner.label} meets {slo} at {goal} with {winner.cost.describe()}"
+    said = f"{winner.label} {_meets(winner, slo_of(experiment))} {slo} at {goal} with {winner.cost.describe()}"
     if runner_up is None:
         return said + "; no other variant met it"
     if runner_up.cost.cores == winner.cost.cores and runner_up.headroom == winner.headroom:

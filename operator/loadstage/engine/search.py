@@ -6,6 +6,8 @@ pass below the lowest fail and that fail is bisected until (fail - pass) / pass 
 the two are one apart. A stage is:
 - a pass when its verdict passes and its target stayed steady;
 - a fail when its verdict fails, or its target restarted or lost pods (it broke under the load);
+- near when its figures are decided to lie at the objective, within slo.tolerance: the search ends there (reason
+  Near), the knee found at that load;
 - undecided when an interval straddles its objective: it runs once more at the same load, twice as long, not
   decided on fewer seconds than it had (a breach still ends it); if it is undecided again, it counts as a fail,
   so that the bracket's low end is always a pass;
@@ -35,7 +37,7 @@ def load_of(search: Search, stage: StageResult) -> int:
 
 
 def outcome(stage: StageResult) -> str:
-    """Pass, Fail, Undecided or InjectorBound. A stage bound only by its pools of users (an arrival rate's drops)
+    """Pass, Fail, Near, Undecided or InjectorBound. A stage bound only by its pools of users (an arrival rate's drops)
     that failed has failed: every user was waiting on the target; otherwise an injector-bound stage ends the
     search."""
     verdict = stage.verdict
@@ -48,10 +50,16 @@ def outcome(stage: StageResult) -> str:
     return verdict.outcome
 
 
-def _decided(search: Search, stages: list[StageResult]) -> tuple[dict[int, StageResult], dict[int, StageResult],
-                                                                   StageResult | None, bool]:
-    """The passes and fails by load (the latest stage at each), the stage to run again (undecided once), and
-    whether an injector-bound stage ended the search."""
+@dataclass
+class _Decided:
+    passes: dict[int, StageResult]        # by load, the latest stage at each
+    fails: dict[int, StageResult]
+    near: StageResult | None = None       # a stage decided at the objective: the search has ended
+    again: StageResult | None = None      # undecided once: to run again
+    bound: bool = False                   # an injector-bound stage ended the search
+
+
+def _decided(search: Search, stages: list[StageResult]) -> _Decided:
     passes: dict[int, StageResult] = {}
     fails: dict[int, StageResult] = {}
     undecided: dict[int, int] = {}
@@ -60,7 +68,11 @@ def _decided(search: Search, stages: list[StageResult]) -> tuple[dict[int, Stage
         load, found = load_of(search, stage), outcome(stage)
         again = None
         if found == "InjectorBound":
-            return passes, fails, None, True
+            return _Decided(passes, fails, bound=True)
+        if found == "Near":
+            passes.pop(load, None)
+            fails.pop(load, None)
+            return _Decided(passes, fails, near=stage)
         if found == "Undecided":
             undecided[load] = undecided.get(load, 0) + 1
             if undecided[load] == 1:
@@ -69,20 +81,23 @@ def _decided(search: Search, stages: list[StageResult]) -> tuple[dict[int, Stage
             found = "Fail"
         (passes if found == "Pass" else fails)[load] = stage
         (fails if found == "Pass" else passes).pop(load, None)
-    return passes, fails, again, False
+    return _Decided(passes, fails, again=again)
 
 
 def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 0.0
              ) -> tuple[SearchResult, NextStage | None]:
     """The search's result so far and its next stage; None once it has ended (the result's reason says why)."""
-    passes, fails, again, bound = _decided(search, stages)
+    decided = _decided(search, stages)
+    passes, fails, near = decided.passes, decided.fails, decided.near
     failed = min(fails) if fails else None
     passed = max((load for load in passes if failed is None or load < failed), default=None)
     reason, following = "Searching", None
-    if bound:
+    if decided.bound:
         reason = "InjectorBound"
-    elif again is not None:
-        following = NextStage(load_of(search, again), 2 * search.seconds, search.seconds)
+    elif near is not None:
+        reason = "Near"
+    elif decided.again is not None:
+        following = NextStage(load_of(search, decided.again), 2 * search.seconds, search.seconds)
     elif not stages:
         following = NextStage(search.from_, search.seconds)
     elif passed is None:
@@ -100,5 +115,6 @@ def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 
         search.load, passed, failed, passes[passed].rps if passed is not None else None,
         fails[failed].rps if failed is not None else None,
         round((failed - passed) / passed, 4) if passed is not None and failed is not None else None,
-        len(stages), round(warmup_seconds + sum(s.duration_seconds for s in stages), 3), reason)
+        len(stages), round(warmup_seconds + sum(s.duration_seconds for s in stages), 3), reason,
+        None if near is None else load_of(search, near), None if near is None else near.rps)
     return result, following

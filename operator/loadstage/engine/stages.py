@@ -170,6 +170,8 @@ class StageEngine:
         p99 = result.latency.p99
         status.latest = {"p99Ms": None if p99 is None else round(p99, 1),   # for `kubectl get lx`
                          "redisPeakConnections": measurement.redis_peak_connections,
+                         **({"verdict": result.verdict.summary()} if result.verdict and result.verdict.objectives
+                            else {}),
                          **({"bracket": record.search.bracket()} if record.search else {})}
         await self.on_update(status)
 

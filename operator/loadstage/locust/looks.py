@@ -5,9 +5,8 @@ import time
 import gevent
 
 from loadstage.api.wire import Decision, read_slo_argument
-from loadstage.results import intervals
-from loadstage.results.sequential import LOOK_DELAY_SECONDS, LOOK_RESAMPLES, Looks, breached, figures_of
-from loadstage.results.thresholds import held, outcome_of
+from loadstage.results.judgement import judge
+from loadstage.results.sequential import LOOK_DELAY_SECONDS, LOOK_RESAMPLES, Looks, breached
 
 
 def decide(environment, options, end_stage):
@@ -25,20 +24,21 @@ def decide(environment, options, end_stage):
             if section:
                 break
         # the bootstrap takes a share of a second: in a thread, so that the master keeps merging reports
-        found = section and gevent.get_hub().threadpool.apply(
-            intervals.of_artifacts, ([section],), {"seed": f"look {number}", "confidence": looks.confidence,
-                                                   "resamples": LOOK_RESAMPLES})
+        verdict = gevent.get_hub().threadpool.apply(
+            judge, (slo, section, looks.confidence), {"seed": f"look {number}", "resamples": LOOK_RESAMPLES,
+                                                      "raised": sum(recorder.exceptions.values()),
+                                                      "requests": environment.stats.total.num_requests,
+                                                      "final": False})
         environment.loadstage_looks = number
-        raised = sum(recorder.exceptions.values())
-        objectives = held(slo, figures_of(section) if section else {},
-                          intervals.with_exceptions(found, raised, environment.stats.total.num_requests))
-        if breached(objectives):
+        if breached(list(verdict.objectives)):
             environment.loadstage_ended_by = "Breached"
-        elif time.time() - started >= options.decide_min and outcome_of(objectives) != "Undecided":
+        elif time.time() - started >= options.decide_min and verdict.outcome != "Undecided":
             environment.loadstage_ended_by = "Decided"
         else:
             continue
         # the verdict of record is this look's: the seconds after it (the stop) are not what it decided on
-        environment.loadstage_decision = Decision(atSeconds=at, confidence=looks.confidence, objectives=objectives)
+        environment.loadstage_decision = Decision(atSeconds=at, confidence=looks.confidence,
+                                                  objectives=list(verdict.objectives),
+                                                  settleSeconds=verdict.settle_seconds or 0)
         gevent.spawn(end_stage, environment, 0)
         return

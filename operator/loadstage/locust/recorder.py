@@ -216,7 +216,7 @@ class StageRecorder:
         {seconds: the block length, correlationSeconds, histograms, failures, durations}; None for a stage
         too short for them. `elapsed`: how long the load really ran; the first and last seconds are partial,
         so the durations are scaled to add up to it."""
-        return _blocks(self._closed, elapsed)
+        return blocks_of(self._closed, elapsed)
 
     def blocks_before(self, before: float, started: float) -> dict | None:
         """A look at a running stage that started at `started`: the blocks of every second that ended before
@@ -233,16 +233,19 @@ class StageRecorder:
             seconds.append([histograms.encode(histogram), histograms.mean_ns(histogram), histogram.get_total_count(),
                             self._window_failures.get(window, 0)])
             last = window
-        return _blocks(seconds, (last + 1) * WINDOW_SECONDS - started if last is not None else None)
+        return blocks_of(seconds, (last + 1) * WINDOW_SECONDS - started if last is not None else None)
 
 
-def _blocks(closed: list[list], elapsed: float | None) -> dict | None:
+def blocks_of(closed: list[list], elapsed: float | None) -> dict | None:
+    """Closed seconds ([encoded histogram, mean ns, requests, failures] each) as the blocks of the intervals, with
+    each second's mean latency beside them (secondMeans, for the trend)."""
     chosen = intervals.block_seconds([c[1] for c in closed], [c[2] for c in closed])
     if chosen is None:
         return None
     length, lag = chosen
     result: dict = {"seconds": length, "correlationSeconds": lag, "histograms": [], "failures": [],
-                    "durations": []}
+                    "durations": [], "secondMeans": [round(c[1]) for c in closed],
+                    "secondRequests": [c[2] for c in closed]}
     for start in range(0, len(closed), length):
         seconds = closed[start:start + length]
         merged = histograms.merge_encoded(c[0] for c in seconds if c[0])

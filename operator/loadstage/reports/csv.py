@@ -29,7 +29,8 @@ TAIL = ["redisPeakConnections", "redisConnectionsReceived", "targetPeakCpuCores"
         "requestGoal", "arrivalRate", "arrivals", "droppedArrivals", "injectorPeakCpuPercent", "injectorBound",
         "masterLagSeconds", "masterBound", "attempts", "endedBy", "looks", "passed", "outcome", "violations",
         "topExceptions"]
-SEARCH = ["searchLoad", "searchPass", "searchFail", "searchPassRps", "searchFailRps", "searchReason"]   # its bracket
+SEARCH = ["searchLoad", "searchPass", "searchFail", "searchPassRps", "searchFailRps", "searchNear", "searchNearRps",
+          "searchReason"]   # its bracket, or its load at the objective
 GOAL = ["costCores", "costFrom", "rpsPerCore_lo", "rpsPerCore_hi", "onFront", "recommended", "dropped"]   # spec.goal
 
 
@@ -47,7 +48,8 @@ def search_values(variant: VariantRecord) -> dict[str, Any]:
     if found is None:
         return {}
     return {"searchLoad": found.load, "searchPass": found.passed, "searchFail": found.failed,
-            "searchPassRps": found.passed_rps, "searchFailRps": found.failed_rps, "searchReason": found.reason}
+            "searchPassRps": found.passed_rps, "searchFailRps": found.failed_rps, "searchNear": found.near,
+            "searchNearRps": found.near_rps, "searchReason": found.reason}
 
 
 def goal_values(variant: VariantRecord, pick: Recommendation | None) -> dict[str, Any]:

@@ -157,7 +157,8 @@ def _target_health(stage: StageResult) -> list[str]:
 def _verdict(stage: StageResult) -> str:
     v = stage.verdict
     text = "-" if v is None else "pass" if v.passed else \
-        "FAIL: " + "; ".join(v.violations) if v.violations else "undecided: " + "; ".join(v.undecided)
+        "FAIL: " + "; ".join(v.violations) if v.violations else "NEAR: " + "; ".join(v.near) \
+        if v.outcome == "Near" else "undecided: " + "; ".join(v.undecided)
     return text + (" (injector-bound)" if stage.injector_bound else "") + \
         (" (master behind)" if stage.master_bound else "")
 

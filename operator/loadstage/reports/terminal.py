@@ -57,7 +57,8 @@ def render_report(run: RunStatus) -> str:
     return "\n".join(parts)
 
 
-SEARCH_ENDS = {"Found": "found to its resolution", "CeilingPassed": "passed even at search.max",
+SEARCH_ENDS = {"Found": "found to its resolution", "Near": "at the objective there, within slo.tolerance",
+               "CeilingPassed": "passed even at search.max",
                "FloorFailed": "failed already at search.from", "Searching": "still searching"}
 
 

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from loadstage.api.status import Objective
-from loadstage.results import histograms
 from loadstage.results.intervals import CONFIDENCE, MIN_BLOCKS
 
 FIRST_LOOK_SECONDS = float(MIN_BLOCKS)
@@ -60,13 +58,3 @@ def breached(objectives: list[Objective]) -> bool:
             return high < o.limit * BREACH_RPS
         return low > o.limit * (BREACH_ERROR_RATE if o.name == "errorRate" else BREACH_LATENCY)
     return any(far(o) for o in objectives)
-
-
-def figures_of(section: dict[str, Any]) -> dict[str, float | None]:
-    """The figures of a look's blocks (results.intervals' keys: p50 ... p999 in ms, errorRate, rps), beside the
-    intervals the look holds against the objectives."""
-    merged = histograms.merge_encoded(section["histograms"])
-    latency = histograms.latency_ms(merged)
-    requests, seconds = merged.get_total_count(), sum(section["durations"])
-    return {**{p: latency[p] for p in histograms.LEVELS}, "errorRate": sum(section["failures"]) / requests
-            if requests else None, "rps": requests / seconds if seconds else None}

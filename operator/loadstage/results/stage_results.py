@@ -27,6 +27,8 @@ from loadstage.api.types import Experiment, Stage
 from loadstage.api.wire import Decision, read_headline
 from loadstage.results import histograms, intervals
 from loadstage.results.artifact import Artifact
+from loadstage.results.intervals import CONFIDENCE, RESAMPLES
+from loadstage.results.judgement import judge
 from loadstage.results.measurement import StageMeasurement
 from loadstage.results.repeats import between_repeats, trimmed_mean
 from loadstage.results.sequential import LOOK_RESAMPLES, Looks
@@ -75,18 +77,21 @@ EARLY = ("Decided", "Breached")   # a stage that ended before its duration
 def _judged(experiment: Experiment, stage: Stage, result: StageResult, blocks: dict[str, Any] | None,
             found: Intervals | None, decision: Decision | None) -> Verdict | None:
     """The stage's verdict, `found` its 95% intervals. A stage that could end once decided is judged at its looks'
-    confidence: by the look that ended it (the master's `decision`), else by its last look, its end; one that
-    ended on a breach has failed."""
+    confidence: by the look that ended it (the master's `decision`), else at its end over its settled seconds
+    (results.judgement); one that ended on a breach has failed."""
     spec = experiment.spec
     raised = _count(result.exceptions)
     if spec.slo is None:
         return judged(result, spec)
     if decision is not None:
-        verdict = verdict_of(decision["objectives"])
+        verdict = verdict_of(decision["objectives"], settle_seconds=decision.get("settleSeconds"),
+                             confidence=decision["confidence"])
+    elif blocks:
+        confidence, resamples = (Looks.schedule(stage.duration).confidence, LOOK_RESAMPLES) \
+            if spec.stage_end.decided else (CONFIDENCE, RESAMPLES)
+        verdict = judge(spec.slo, blocks, confidence, seed=f"stage {result.stage}", resamples=resamples,
+                        raised=raised, requests=result.requests, final=True)
     else:
-        if spec.stage_end.decided and result.ended_by == "MaxDuration":
-            found = intervals.of_artifacts([blocks], seed=f"stage {result.stage}", resamples=LOOK_RESAMPLES,
-                                           confidence=Looks.schedule(stage.duration).confidence)
         verdict = slo_verdict(result, spec.slo, intervals.with_exceptions(found, raised, result.requests) or {})
     if result.ended_by == "Breached" and not verdict.violations:   # its last seconds cannot undo the breach
         verdict = replace(verdict, passed=False, violations=("broke the objective by far at a look",))

@@ -1,11 +1,15 @@
 """Verdicts per stage, by spec.thresholds (each figure against its limit) or by spec.slo (each figure's interval
-against its objective: pass, fail or undecided), and the capacity of a ladder."""
+against its objective: pass, fail, near or undecided), and the capacity of a ladder."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from loadstage.api.status import Capacity, Intervals, Objective, StageResult, Verdict
 from loadstage.api.status.figures import Bounds, bounds_of
 from loadstage.api.types import PERCENTILES, Slo, Spec, Thresholds
+from loadstage.results.intervals import CONFIDENCE
+from loadstage.results.proportions import clopper_pearson
 
 
 def verdict(stage: StageResult, thresholds: Thresholds) -> Verdict:
@@ -21,15 +25,18 @@ def verdict(stage: StageResult, thresholds: Thresholds) -> Verdict:
     return Verdict(not violations, tuple(violations))
 
 
-def _held(name: str, limit: float, value: float | None, interval: Bounds | None, *, floor: bool = False
-          ) -> Objective:
+def _held(name: str, limit: float, value: float | None, interval: Bounds | None, tolerance: float, *,
+          floor: bool = False) -> Objective:
     """`limit` is a ceiling (or with `floor`, a floor): the interval wholly on its good side holds it, wholly on
-    its bad side breaks it, and one across it, or no interval at all, leaves it undecided."""
+    its bad side breaks it, and one across it, or no interval at all, leaves it undecided; undecided with the
+    whole interval within `tolerance` of the limit, the figure is at it (near)."""
     if interval is None:
         return Objective(name, limit, value, None, None)
     low, high = interval
     good, bad = (low >= limit, high < limit) if floor else (high <= limit, low > limit)
-    return Objective(name, limit, value, (low, high), True if good else False if bad else None)
+    holds = True if good else False if bad else None
+    near = holds is None and limit * (1 - tolerance) <= low and high <= limit * (1 + tolerance)
+    return Objective(name, limit, value, (low, high), holds, near)
 
 
 def _shown(o: Objective) -> str:
@@ -37,43 +44,63 @@ def _shown(o: Objective) -> str:
         return "?" if v is None else f"{v:.2%}" if o.name == "errorRate" else f"{v:.4g}ms" if o.name[0] == "p" \
             else f"{v:.4g} req/s"
     interval = f" [{one(o.interval[0])}, {one(o.interval[1])}]" if o.interval else " (no interval)"
-    relation = {True: "holds", False: "breaks", None: "undecided against"}[o.holds]
+    relation = "is at" if o.near else {True: "holds", False: "breaks", None: "undecided against"}[o.holds]
     return f"{o.name} {one(o.value)}{interval} {relation} {'>=' if o.name == 'minRps' else '<='} {one(o.limit)}"
 
 
-def held(slo: Slo, values: dict[str, float | None], found: Intervals | None) -> list[Objective]:
+def held(slo: Slo, values: dict[str, float | None], found: Intervals | None,
+         counts: tuple[int, int] | None = None) -> list[Objective]:
     """Each objective against its figure (`values`, by the interval keys: p99, errorRate, rps) and its interval
-    in `found` (results.intervals)."""
+    in `found` (results.intervals). The error rate's interval is at least the exact interval of its `counts`
+    (failures, requests): resampled blocks without a failure say [0, 0], which no objective can break."""
     found = found or {}
-    objectives = [_held(name, limit, values.get(name), bounds_of(found, name))
+    objectives = [_held(name, limit, values.get(name), bounds_of(found, name), slo.tolerance)
                   for name, limit in slo.latency_limits_ms().items()]
     if slo.error_rate is not None:
-        objectives.append(_held("errorRate", slo.error_rate, values.get("errorRate"), found.get("errorRate")))
+        error_rate = found.get("errorRate")
+        if error_rate and counts is not None:
+            exact = clopper_pearson(*counts, found.get("confidence", CONFIDENCE))
+            error_rate = (min(error_rate[0], exact[0]), max(error_rate[1], exact[1]))
+        objectives.append(_held("errorRate", slo.error_rate, values.get("errorRate"), error_rate, slo.tolerance))
     if slo.min_rps is not None:
-        objectives.append(_held("minRps", float(slo.min_rps), values.get("rps"), found.get("rps"), floor=True))
+        objectives.append(_held("minRps", float(slo.min_rps), values.get("rps"), found.get("rps"), slo.tolerance,
+                                floor=True))
     return objectives
 
 
-def outcome_of(objectives: list[Objective]) -> str:
-    return "Fail" if any(o.holds is False for o in objectives) else \
-        "Pass" if all(o.holds for o in objectives) else "Undecided"
-
-
 def slo_verdict(stage: StageResult, slo: Slo, found: Intervals | None = None) -> Verdict:
-    """A stage passes when every objective holds over its figure's whole interval (95%, or `found`: intervals at
-    another confidence), fails when any is broken over its whole interval, and is undecided otherwise (a stage
-    too short for an interval is undecided)."""
+    """A stage held against the SLO by its own figures and intervals (95%, or `found`: intervals at another
+    confidence): for stages merged over repeats (their intervals are of the spread between the repeats), and for
+    a stage without the blocks of results.judgement."""
     if not stage.requests:
         return Verdict(False, ("no requests were made",))
     values = {**{p: stage.latency.percentile(p) for p in PERCENTILES}, "errorRate": stage.error_rate,
               "rps": stage.rps}
-    return verdict_of(held(slo, values, stage.intervals if found is None else found))
+    raised = stage.exceptions.count if stage.exceptions else 0
+    found = stage.intervals if found is None else found
+    return verdict_of(held(slo, values, found, (stage.failures + raised, stage.requests + raised)), final=True,
+                      confidence=(found or {}).get("confidence"))
 
 
-def verdict_of(objectives: list[Objective]) -> Verdict:
+CLIMBING = "latency still climbing over its settled seconds (Mann-Kendall, one-sided 5%, a rise of 10% or more)"
+
+
+def verdict_of(objectives: Sequence[Objective], *, climbing: bool = False, final: bool = True,
+               settle_seconds: int | None = None, confidence: float | None = None) -> Verdict:
+    """Fail where an objective is broken, or (`final`: at the stage's end) where latency still climbs (reason
+    Unsteady); else undecided where an objective is undecided and not near, or latency climbs; else Near where
+    one is near; else Pass."""
     broken = tuple(_shown(o) for o in objectives if o.holds is False)
-    open_ = tuple(_shown(o) for o in objectives if o.holds is None)
-    return Verdict(not broken and not open_, broken, open_, tuple(objectives))
+    open_ = tuple(_shown(o) for o in objectives if o.holds is None and not o.near)
+    near = tuple(_shown(o) for o in objectives if o.near)
+    every = tuple(objectives)
+    if climbing and not broken:
+        if final:
+            return Verdict(False, (f"not a steady state: {CLIMBING}",), (), every, near, "Unsteady", settle_seconds,
+                           confidence)
+        return Verdict(False, (), (*open_, CLIMBING), every, near, None, settle_seconds, confidence)
+    return Verdict(not broken and not open_ and not near, broken, open_, every, near, None, settle_seconds,
+                   confidence)
 
 
 def judged(stage: StageResult, spec: Spec) -> Verdict | None:

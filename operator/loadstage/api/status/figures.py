@@ -11,7 +11,8 @@ from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, Pair, Str, 
 from loadstage.api.types import PERCENTILES
 
 FIGURES = (*PERCENTILES, "mean", "rps", "errorRate")   # the figures an interval is given for
-OUTCOMES = ("Pass", "Fail", "Undecided")
+OUTCOMES = ("Pass", "Fail", "Near", "Undecided")
+VERDICT_REASONS = ("Unsteady",)
 
 
 @dataclass(frozen=True)
@@ -152,12 +153,14 @@ TASK_EXCEPTIONS = Obj(TaskExceptions, "Exceptions the tasks raised (each counts 
 @dataclass(frozen=True)
 class Objective(Written):
     """One objective of spec.slo held against a stage: its figure, that figure's interval, and whether the
-    whole interval holds it (True), breaks it (False) or straddles it (None: undecided)."""
+    whole interval holds it (True), breaks it (False) or straddles it (None); `near`: straddling it, the figure is
+    decided to lie within the tolerance (slo.tolerance) of its limit."""
     name: str                     # p99, errorRate, minRps
     limit: float                  # ms, a fraction, or req/s
     value: float | None
     interval: tuple[float, float] | None
     holds: bool | None
+    near: bool = False
 
 
 OBJECTIVE = Obj(Objective, "One objective of spec.slo held against a figure's interval.", {
@@ -167,6 +170,8 @@ OBJECTIVE = Obj(Objective, "One objective of spec.slo held against a figure's in
     "interval": Pair("The figure's interval, [low, high].", nullable=True),
     "holds": Bool("True: the whole interval meets the objective; false: it breaks it; null: undecided.",
                   nullable=True),
+    "near": Field(Bool("Its interval straddles the limit but lies within slo.tolerance of it: the figure is at the "
+                       "objective."), absent=False, omit=omit_empty),
 }, required=("name", "limit"))
 
 
@@ -178,10 +183,37 @@ class Verdict(Written):
     violations: tuple[str, ...] = ()
     undecided: tuple[str, ...] = ()
     objectives: tuple[Objective, ...] = ()
+    near: tuple[str, ...] = ()            # the objectives decided at their limits, within slo.tolerance
+    reason: str | None = None             # Unsteady: failed for a state still not steady at the stage's end
+    settle_seconds: int | None = None     # cut from its start before the verdict (results.steady)
+    confidence: float | None = None       # of its objectives' intervals
 
     @property
     def outcome(self) -> str:
-        return "Pass" if self.passed else "Fail" if self.violations or not self.undecided else "Undecided"
+        if self.passed:
+            return "Pass"
+        if self.violations or self.reason:
+            return "Fail"
+        if self.near and not self.undecided:
+            return "Near"
+        return "Undecided" if self.undecided else "Fail"
+
+    def summary(self) -> str:
+        """'Near: p99 29.6 [28.8, 30.9] ms (99.4%)': the outcome, by the objective that decided it (one broken, else
+        one at its limit, else one open, else the first), its interval and their confidence."""
+        deciding = [o for o in self.objectives if o.holds is False] or [o for o in self.objectives if o.near] or \
+            [o for o in self.objectives if o.holds is None] or list(self.objectives)
+        if not deciding:
+            return self.outcome
+        o = deciding[0]
+
+        def shown(v: float | None) -> str:
+            return "?" if v is None else f"{v:.2%}" if o.name == "errorRate" else f"{v:.4g}"
+        unit = "" if o.name == "errorRate" else " req/s" if o.name == "minRps" else " ms"
+        interval = f" [{shown(o.interval[0])}, {shown(o.interval[1])}]" if o.interval else " (no interval)"
+        confidence = f" ({self.confidence:.1%})" if self.confidence is not None and o.interval else ""
+        unsteady = ", unsteady" if self.reason else ""
+        return f"{self.outcome}{unsteady}: {o.name} {shown(o.value)}{interval}{unit}{confidence}"
 
 
 def _without_objectives(value: object, verdict: Verdict) -> bool:
@@ -191,12 +223,23 @@ def _without_objectives(value: object, verdict: Verdict) -> bool:
 VERDICT = Obj(Verdict, "The stage held against spec.thresholds, or spec.slo.", {
     "passed": Bool("Whether the stage passed."),
     "violations": Field(ListOf("The limits it broke, in words.", Str("A limit broken.")), absent=()),
-    "outcome": Field(Str("With spec.slo: Pass, Fail or Undecided.", enum=OUTCOMES), derived=True,
+    "outcome": Field(Str("With spec.slo: Pass, Fail, Near (at the objective, within slo.tolerance) or Undecided.",
+                         enum=OUTCOMES), derived=True,
                      omit=_without_objectives),
     "undecided": Field(ListOf("With spec.slo: the objectives whose intervals straddle them.",
                               Str("An objective.")), absent=(), omit=_without_objectives),
     "objectives": Field(ListOf("With spec.slo: each objective against its figure.", OBJECTIVE), absent=(),
                         omit=_without_objectives),
+    "near": Field(ListOf("With spec.slo: the objectives decided to lie at their limits (within slo.tolerance).",
+                         Str("An objective.")), absent=(), omit=omit_empty),
+    "reason": Field(Str("Unsteady: failed because latency was still climbing at the stage's end (Mann-Kendall, "
+                        "one-sided 5%, and a rise of at least 10%, over its settled seconds): not a steady state.",
+                        enum=VERDICT_REASONS, nullable=True), omit=omit_none),
+    "settleSeconds": Field(Int("With spec.slo: the seconds cut from the stage's start before its verdict, its "
+                               "settling period (MSER-5); the stage's figures and histograms keep them.",
+                               nullable=True), omit=omit_none),
+    "confidence": Field(Num("With spec.slo: the confidence of its objectives' intervals (95%, or its looks' "
+                            "share of it).", nullable=True, above=0, below=1), omit=omit_none),
 }, required=("passed",), nullable=True)
 
 

@@ -53,6 +53,7 @@ PROGRESS = Obj(Progress, "Where the experiment is.", {
 class Latest(TypedDict, total=False):
     p99Ms: float | None
     redisPeakConnections: int | None
+    verdict: str
     bracket: str
     leader: str
 
@@ -60,6 +61,8 @@ class Latest(TypedDict, total=False):
 LATEST = Obj(Latest, "The last finished stage, for kubectl get lx.", {
     "p99Ms": Num("Its p99 latency, ms.", nullable=True),
     "redisPeakConnections": Int("Its peak Redis connections.", nullable=True),
+    "verdict": Str("With spec.slo: its verdict, by the objective that decided it, with its interval and their "
+                   "confidence, e.g. Near: p99 29.6 [28.8, 30.9] ms (99.4%)."),
     "bracket": Str("With spec.search: the current variant's capacity bracket so far, e.g. 40-48 users (612-690 "
                    "req/s)."),
     "leader": Str("With spec.goal: the cheapest variant that met the objective so far, e.g. workers=3 threads=4 "

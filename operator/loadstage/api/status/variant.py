@@ -36,7 +36,7 @@ from loadstage.api.status.pick import CANDIDATE, COST, DROPPED, SETTINGS, Candid
 from loadstage.api.status.stage import STAGE, StageResult
 from loadstage.api.types import SEARCH_LOADS
 
-SEARCH_REASONS = ("Searching", "Found", "CeilingPassed", "FloorFailed", "InjectorBound")
+SEARCH_REASONS = ("Searching", "Found", "Near", "CeilingPassed", "FloorFailed", "InjectorBound")
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ CAPACITY = Obj(Capacity, "With thresholds or an SLO: the knee, the last stage be
 @dataclass(frozen=True)
 class SearchResult(Written):
     """A variant's capacity search so far: the bracket [passed, failed] in the unit of `load`, with the req/s
-    measured at each end; `reason` says why it ended, or Searching."""
+    measured at each end, or the load found at the objective (`near`); `reason` says why it ended, or Searching."""
     load: str
     passed: int | None
     failed: int | None
@@ -121,15 +121,19 @@ class SearchResult(Written):
     stages: int
     load_seconds: float         # the load time it spent, warm-up included
     reason: str
+    near: int | None = None     # the load decided at the objective, within slo.tolerance (reason Near)
+    near_rps: float | None = None
 
     @property
     def done(self) -> bool:
         return self.reason != "Searching"
 
     def bracket(self) -> str:
-        """'40-48 users (612-690 req/s)', '>= 2000 users', '< 10 users'."""
+        """'40-48 users (612-690 req/s)', '>= 2000 users', '< 10 users', 'about 44 users (650 req/s)'."""
         def rps(value: float | None) -> str:
             return "?" if value is None else f"{value:,.0f}"
+        if self.near is not None:
+            return f"about {self.near:,} {self.load} ({rps(self.near_rps)} req/s)"
         if self.passed is None:
             return "none passed" if self.failed is None else f"< {self.failed:,} {self.load}"
         if self.failed is None:
@@ -140,6 +144,10 @@ class SearchResult(Written):
 def _bracket_in_order(search: SearchResult, raw: Mapping[str, Any], path: str) -> SearchResult:
     if search.passed is not None and search.failed is not None and search.passed >= search.failed:
         raise ShapeError(path, f"its pass ({search.passed}) must be below its fail ({search.failed})")
+    near = search.near
+    if near is not None and ((search.passed is not None and near <= search.passed) or
+                             (search.failed is not None and near >= search.failed)):
+        raise ShapeError(path, f"its load at the objective ({search.near}) must lie between its pass and its fail")
     return search
 
 
@@ -152,8 +160,12 @@ SEARCH = Obj(SearchResult, "With spec.search: the variant's capacity search so f
     "resolution": Num("(fail - pass) / pass, once both are known.", nullable=True),
     "stages": Int("Stages it ran."),
     "loadSeconds": Num("The load time it spent, warm-up included, seconds."),
-    "reason": Str("Searching; or why it ended: Found, CeilingPassed (passed at search.max), FloorFailed (failed "
-                  "at search.from) or InjectorBound.", enum=SEARCH_REASONS),
+    "reason": Str("Searching; or why it ended: Found, Near (a load decided at the objective, within "
+                  "slo.tolerance), CeilingPassed (passed at search.max), FloorFailed (failed at search.from) or "
+                  "InjectorBound.", enum=SEARCH_REASONS),
+    "near": Field(Int("The load decided at the objective, within slo.tolerance (reason Near).", nullable=True),
+                  omit=omit_none),
+    "nearRps": Field(Num("Requests a second measured there.", nullable=True), attr="near_rps", omit=omit_none),
 }, required=("load", "stages", "loadSeconds", "reason"), nullable=True, on_read=_bracket_in_order)
 
 

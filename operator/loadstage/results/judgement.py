@@ -1,0 +1,66 @@
+"""A stage's seconds held against spec.slo: at a look while it runs, and at its end.
+
+The verdict is drawn from its settled seconds (results.steady: the settling seconds cut), each objective held
+against its figure's interval (results.intervals' block bootstrap; the error rate's at least the exact interval
+of its counts) with the tolerance slo.tolerance around it (results.thresholds):
+- Pass: every objective holds over its whole interval, and latency is not still climbing;
+- Fail: an objective is broken over its whole interval; or, at the stage's end, latency was still climbing
+  (reason Unsteady);
+- Near: none broken, none undecided, and at least one decided to lie within the tolerance of its limit;
+- Undecided: anything else.
+A look never passes (nor finds Near) while latency climbs, nor before NEAR_LOOK_SECONDS of settled seconds where a
+latency's figure is near its objective (within NEAR x its limit): the first seconds of a stage near saturation
+are the best it will have, and a queue filling up shows its climb by then. A fail needs no wait: a transient only
+flatters a stage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from loadstage.api.status import Objective, Verdict
+from loadstage.api.types import PERCENTILES, Slo
+from loadstage.results import histograms, intervals
+from loadstage.results.steady import climbing, settled
+from loadstage.results.thresholds import held, verdict_of
+
+NEAR_LOOK_SECONDS = 30.0
+NEAR = (0.5, 2.0)
+
+
+def figures_of(section: dict[str, Any]) -> dict[str, float | None]:
+    """The figures of a stage's blocks (results.intervals' keys: p50 ... p999 in ms, errorRate, rps), beside the
+    intervals they are held with."""
+    merged = histograms.merge_encoded(section["histograms"])
+    latency = histograms.latency_ms(merged)
+    requests, seconds = merged.get_total_count(), sum(section["durations"])
+    return {**{p: latency[p] for p in histograms.LEVELS}, "errorRate": sum(section["failures"]) / requests
+            if requests else None, "rps": requests / seconds if seconds else None}
+
+
+def judge(slo: Slo, section: dict[str, Any] | None, confidence: float, *, seed: str, resamples: int,
+          raised: int = 0, requests: int = 0, final: bool) -> Verdict:
+    """The verdict of a stage's blocks so far (`section`, as the Locust master records them) at `confidence`;
+    `final`: the stage has ended (a climb then fails it). `raised`: the tasks that raised, each a failed request;
+    `requests`: the stage's requests so far."""
+    if not section:
+        return verdict_of(held(slo, {}, None), final=final, confidence=confidence)
+    steady, cut = settled(section)
+    found = intervals.of_artifacts([steady], seed=seed, confidence=confidence, resamples=resamples) \
+        if steady["histograms"] else None
+    counted = histograms.merge_encoded(steady["histograms"]).get_total_count() if steady["histograms"] else 0
+    objectives = held(slo, figures_of(steady) if counted else {}, intervals.with_exceptions(found, raised, requests),
+                      (sum(steady["failures"]) + raised, counted + raised))
+    verdict = verdict_of(objectives, climbing=climbing(steady), final=final, settle_seconds=cut,
+                         confidence=confidence)
+    if not final and verdict.outcome in ("Pass", "Near") and sum(steady["durations"]) < NEAR_LOOK_SECONDS and \
+            _near(objectives):
+        return replace(verdict, passed=False, near=(), undecided=(
+            f"a latency within [{NEAR[0]:g}, {NEAR[1]:g}] x its objective: not decided before "
+            f"{NEAR_LOOK_SECONDS:.0f} s of settled load",))
+    return verdict
+
+
+def _near(objectives: list[Objective] | tuple[Objective, ...]) -> bool:
+    return any(o.value is not None and NEAR[0] * o.limit <= o.value <= NEAR[1] * o.limit
+               for o in objectives if o.name in PERCENTILES)

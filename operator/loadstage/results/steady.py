@@ -1,0 +1,93 @@
+"""Whether a stage's seconds are a steady state, and from which second. Every stage starts on an empty queue (and a
+closed model spawns its users over its first seconds); near saturation latency climbs for the whole stage, and
+its first seconds are the best it will ever have: a verdict drawn from them is a verdict on a transient.
+
+- The settling seconds (MSER-5, White 1997): the per-second mean latency in batches of MSER_BATCH seconds; the
+  cut is the number of leading batches whose removal minimises the squared standard error of the rest's mean,
+  searched over at most the first half and leaving at least two batches. No floor: a stage's first seconds are
+  cut only where the data says so (so not before 15 s, three batches), which keeps a clear stage's 8 s look; near
+  its objective a stage waits longer anyway (results.judgement). A verdict is drawn from the seconds after the
+  cut (whole blocks of the intervals); the stage's histograms keep them all.
+- A climb: Mann-Kendall's test, one-sided at TREND_ALPHA, on the settled seconds' mean latency (rank-based: one
+  slow second is no trend), and a rise that matters: Sen's slope over those seconds at least MATERIAL_RISE of
+  their median (a flat, noisy stage's 2% drift is no transient). A cut that reached its ceiling is not by itself
+  unsteady: the trend over the half left decides."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from statistics import NormalDist
+from typing import Any
+
+from loadstage.results.intervals import MIN_BLOCKS
+
+TREND_ALPHA = 0.05
+MATERIAL_RISE = 0.10
+MSER_BATCH = 5
+
+
+def settle_cut(means: Sequence[float], requests: Sequence[int]) -> int:
+    """How many leading seconds to cut: MSER-5 over the per-second means (weighted by their requests)."""
+    series = []
+    for i in range(0, len(means) - MSER_BATCH + 1, MSER_BATCH):
+        served = sum(requests[i:i + MSER_BATCH])
+        series.append(sum(m * n for m, n in zip(means[i:i + MSER_BATCH], requests[i:i + MSER_BATCH])) / served
+                      if served else None)
+    worst = max((m for m in series if m is not None), default=0.0)
+    batches = [worst if m is None else m for m in series]   # a batch without an answer is as slow as any
+    best, cut = math.inf, 0
+    for at in range(min(len(batches) // 2, len(batches) - 2) + 1):
+        rest = batches[at:]
+        centre = sum(rest) / len(rest)
+        mser = sum((x - centre) ** 2 for x in rest) / len(rest) ** 2
+        if mser < best:
+            best, cut = mser, at
+    return cut * MSER_BATCH
+
+
+def settled(section: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """A stage's blocks (as the Locust master records them, with each second's mean latency and requests beside
+    them) without its settling seconds, cut in whole blocks and leaving enough for an interval; and how many
+    seconds were cut."""
+    means, requests = section.get("secondMeans") or [], section.get("secondRequests") or []
+    if not means or len(means) != len(requests):
+        return section, 0
+    length = section["seconds"]
+    blocks = min(-(-settle_cut(means, requests) // length), max(0, len(section["histograms"]) - MIN_BLOCKS))
+    cut = blocks * length
+    return {**section, "histograms": section["histograms"][blocks:], "failures": section["failures"][blocks:],
+            "durations": section["durations"][blocks:], "secondMeans": means[cut:],
+            "secondRequests": requests[cut:]}, cut
+
+
+def upward_trend(values: Sequence[float]) -> bool:
+    """Mann-Kendall, one-sided at TREND_ALPHA: whether the values rise beyond chance."""
+    n = len(values)
+    if n < 4:
+        return False
+    s = sum((b > a) - (b < a) for i, a in enumerate(values) for b in values[i + 1:])
+    ties: dict[float, int] = {}
+    for v in values:
+        ties[v] = ties.get(v, 0) + 1
+    variance = (n * (n - 1) * (2 * n + 5) - sum(t * (t - 1) * (2 * t + 5) for t in ties.values())) / 18
+    if variance <= 0 or s <= 0:
+        return False
+    return (s - 1) / math.sqrt(variance) > NormalDist().inv_cdf(1 - TREND_ALPHA)
+
+
+def rise(values: Sequence[float]) -> float:
+    """Sen's slope (the median of the pairwise slopes) times the series' length: how much it rose."""
+    slopes = [(b - a) / (j - i) for i, a in enumerate(values) for j, b in enumerate(values[i + 1:], i + 1)]
+    return statistics.median(slopes) * len(values) if slopes else 0.0
+
+
+def climbing(section: dict[str, Any] | None) -> bool:
+    """Whether settled seconds (settled()) show latency still climbing; a second without requests is left out."""
+    means = (section or {}).get("secondMeans") or ()
+    requests = (section or {}).get("secondRequests") or ()
+    if len(requests) != len(means):
+        return False
+    busy = [m for m, n in zip(means, requests) if n]
+    return upward_trend(busy) and rise(busy) >= MATERIAL_RISE * statistics.median(busy)

@@ -1,0 +1,82 @@
+"""A seeded queue simulator: requests arriving at random (Poisson) to c servers, each request served in a random
+time (exponential, or lognormal), first come first served (M/G/c). It gives what a Locust master records of a
+stage: each second's latencies (by the second a request completed, as HDR bucket tops in ns) and failures, so that
+the verdict code runs on synthetic stages at a chosen utilisation, fast, instead of on real waiting."""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import math
+import random
+from dataclasses import dataclass
+
+from loadstage.results.intervals import Block
+
+
+def bucket_top_ns(ns: float) -> int:
+    """The top of the HDR bucket (3 significant digits) a latency falls in."""
+    value = max(1, int(ns))
+    magnitude = max(0, len(str(value)) - 3)
+    step = 10 ** magnitude
+    return -(-value // step) * step
+
+
+@dataclass(frozen=True)
+class Queue:
+    servers: int
+    service_ms: float          # the mean service time
+    utilisation: float         # arrival rate x service time / servers
+    lognormal_sigma: float = 0.0   # 0: exponential service times
+    paced: bool = False            # arrivals every 1/rate seconds (loadstage's arrivalRate), not Poisson
+
+    @property
+    def rate(self) -> float:
+        """Arrivals a second."""
+        return self.utilisation * self.servers * 1000 / self.service_ms
+
+    def stage(self, seconds: float, seed: int, failure_rate: float = 0.0) -> list[Block]:
+        """One stage from an empty queue: each second's completed requests, as Blocks of one second."""
+        rng = random.Random(seed)
+        free = [0.0] * self.servers
+        heapq.heapify(free)
+        per_second: list[dict[int, int]] = [{} for _ in range(math.ceil(seconds))]
+        failures = [0] * len(per_second)
+        at = 0.0
+        while True:
+            at += 1 / self.rate if self.paced else rng.expovariate(self.rate)
+            if at >= seconds:
+                break
+            start = max(at, heapq.heappop(free))
+            done = start + self._service(rng)
+            heapq.heappush(free, done)
+            if done >= seconds:
+                continue   # still in flight when the stage ends
+            second = int(done)
+            value = bucket_top_ns((done - at) * 1e9)
+            per_second[second][value] = per_second[second].get(value, 0) + 1
+            if failure_rate and rng.random() < failure_rate:
+                failures[second] += 1
+        return [Block(counts, failed, 1.0) for counts, failed in zip(per_second, failures)]
+
+    def _service(self, rng: random.Random) -> float:
+        mean = self.service_ms / 1000
+        if not self.lognormal_sigma:
+            return rng.expovariate(1 / mean)
+        mu = math.log(mean) - self.lognormal_sigma ** 2 / 2
+        return rng.lognormvariate(mu, self.lognormal_sigma)
+
+
+@functools.cache
+def true_percentile_ms(queue: Queue, quantile: float, seconds: float = 4000.0) -> float:
+    """The queue's percentile in its steady state: from one long stage with its first tenth cut (a reference, not
+    a verdict). Cached: each utilisation is simulated once per session."""
+    blocks = queue.stage(seconds, seed=12345)[int(seconds / 10):]
+    values = sorted((v, c) for b in blocks for v, c in b.counts.items())
+    total = sum(c for _, c in values)
+    rank, seen = math.ceil(quantile * total), 0
+    for value, count in values:
+        seen += count
+        if seen >= rank:
+            return value / 1e6
+    raise ValueError("an empty stage")

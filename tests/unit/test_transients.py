@@ -1,0 +1,120 @@
+"""A stage is a transient before it is a measurement: on synthetic stages from a seeded queue that starts empty
+(tests/support/queue_sim.py), through the real look code of a stage that ends once decided, a stage at or beyond
+saturation never passes while its latency climbs; a steady stage well within its objective still passes."""
+
+import pytest
+
+from loadstage.api.types import Slo
+from loadstage.locust.recorder import blocks_of
+from loadstage.results import histograms
+from loadstage.results.intervals import as_histogram
+from loadstage.results.judgement import judge
+from loadstage.results.sequential import LOOK_RESAMPLES, Looks
+from loadstage.results.steady import settle_cut, upward_trend
+from support.queue_sim import Queue, true_percentile_ms
+
+SECONDS = 60.0
+LIGHT = Queue(servers=4, service_ms=20.0, utilisation=0.5)
+
+
+def closed_seconds(blocks):
+    """The simulated seconds as the Locust master keeps them: [encoded histogram, mean ns, requests, failures]."""
+    out = []
+    for block in blocks:
+        histogram = as_histogram(block.counts)
+        out.append([histograms.encode(histogram), histograms.mean_ns(histogram), histogram.get_total_count(),
+                    block.failures])
+    return out
+
+
+def verdict(queue, seed, slo, seconds=SECONDS):
+    """The outcome of a stage ending once decided, through the verdict code the master and the engine run: its
+    first look that decided, else its end."""
+    closed = closed_seconds(queue.stage(seconds, seed=seed))
+    looks = Looks.schedule(seconds)
+    for at in looks.times[:-1]:
+        found = judge(slo, blocks_of(closed[:int(at)], at), looks.confidence, seed=f"look {at}",
+                      resamples=LOOK_RESAMPLES, final=False)
+        if found.outcome != "Undecided":
+            return found.outcome
+    return judge(slo, blocks_of(closed, seconds), looks.confidence, seed="end", resamples=LOOK_RESAMPLES,
+                 final=True).outcome
+
+
+def decided_at_a_look(queue, seed, slo):
+    """The outcome of the first look that decided a 60 s stage ending once decided (Undecided: none did)."""
+    seconds = closed_seconds(queue.stage(SECONDS, seed=seed))
+    looks = Looks.schedule(SECONDS)
+    for at in looks.times[:-1]:
+        found = judge(slo, blocks_of(seconds[:int(at)], at), looks.confidence, seed=f"look {at}",
+                      resamples=LOOK_RESAMPLES, final=False)
+        if found.outcome != "Undecided":
+            return found.outcome
+    return "Undecided"
+
+
+def p99(ms):
+    return Slo(None, None, None, ms / 1000, None, None)
+
+
+@pytest.mark.parametrize("utilisation", [1.02, 1.1])
+def test_a_stage_still_filling_its_queue_passes_at_no_look(utilisation):
+    saturated = Queue(servers=4, service_ms=20.0, utilisation=utilisation)
+    limit = 3 * true_percentile_ms(LIGHT, 0.99)    # its first seconds are well within it
+    found = [decided_at_a_look(saturated, seed, p99(limit)) for seed in range(8)]
+    assert "Pass" not in found, found
+
+
+def test_a_steady_stage_well_within_its_objective_still_passes_at_a_look():
+    limit = 2 * true_percentile_ms(LIGHT, 0.99)
+    found = [decided_at_a_look(LIGHT, seed, p99(limit)) for seed in range(8)]
+    assert found.count("Pass") >= 7 and "Fail" not in found, found
+
+
+MODERATE = Queue(servers=4, service_ms=20.0, utilisation=0.7)
+
+
+@pytest.mark.parametrize("truth, right, wrong", [(0.9, "Pass", "Fail"), (1.1, "Fail", "Pass")])
+def test_a_stage_a_tenth_either_side_of_its_objective_is_never_decided_on_the_wrong_side(truth, right, wrong):
+    """The tolerance's edges: the true p99 at 0.9 and at 1.1 x the objective, through the looks and the end of a
+    60 s stage: no verdict on the wrong side, and half of them decided (on the right side, or Near)."""
+    limit = true_percentile_ms(MODERATE, 0.99) / truth
+    found = [verdict(MODERATE, seed, p99(limit)) for seed in range(8)]
+    assert wrong not in found and found.count(right) + found.count("Near") >= 4, found
+
+
+def test_a_stage_that_climbs_to_its_end_fails_as_unsteady_even_within_its_objective():
+    saturated = Queue(servers=4, service_ms=20.0, utilisation=1.1)
+    for seed in range(4):
+        closed = closed_seconds(saturated.stage(30.0, seed=seed))
+        found = judge(p99(60_000), blocks_of(closed, 30.0), 0.95, seed="end", resamples=LOOK_RESAMPLES, final=True)
+        assert (found.outcome, found.reason) == ("Fail", "Unsteady"), found
+        assert found.violations[0].startswith("not a steady state: latency still climbing")
+        assert all(o.holds for o in found.objectives)   # its figures alone would have passed
+        assert found.settle_seconds > 0                 # its first seconds, the lowest, were cut
+
+
+def test_a_steady_stage_keeps_its_first_seconds_unless_its_data_says_they_settled():
+    flat = [10.0] * 30
+    assert settle_cut(flat, [100] * 30) == 0
+    warming = [40.0] * 10 + [10.0, 11.0, 9.0, 10.0, 10.5] * 4
+    assert settle_cut(warming, [100] * 30) == 10
+    assert settle_cut([40.0] * 8 + [10.0] * 4, [100] * 12) == 0   # under 15 s: nothing is cut
+
+
+def test_a_rising_series_is_a_trend_and_noise_is_not():
+    assert upward_trend([10, 12, 11, 14, 15, 15, 18, 17, 20, 22])
+    assert not upward_trend([10, 12, 9, 11, 10, 12, 9, 11, 10, 12])
+    assert not upward_trend([20, 18, 19, 15, 14, 12])
+
+
+def test_no_failure_in_a_few_hundred_requests_is_not_yet_a_pass_of_a_strict_error_rate():
+    from loadstage.results.proportions import clopper_pearson
+    from loadstage.results.thresholds import held
+    assert clopper_pearson(0, 800, 0.95) == (0.0, pytest.approx(0.0046, abs=1e-4))
+    assert clopper_pearson(8, 800, 0.95) == (pytest.approx(0.00432, abs=1e-4), pytest.approx(0.01959, abs=1e-4))
+    resampled = {"confidence": 0.95, "method": "bootstrap", "errorRate": (0.0, 0.0)}
+    strict = Slo(None, None, None, None, None, 0.002)
+    few, many = (held(strict, {"errorRate": 0.0}, resampled, (0, n))[0] for n in (400, 5000))
+    assert few.holds is None and few.interval[1] > 0.002   # 0 in 400 is compatible with up to 0.92%
+    assert many.holds is True                              # 0 in 5,000: at most 0.074%
