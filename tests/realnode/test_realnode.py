@@ -315,7 +315,9 @@ def test_a_capacity_search_at_an_arrival_rate_runs_in_real_pods_each_stage_endin
     doc = {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": "search"},
            "spec": {"target": {"pods": 1, "workers": 1, "threads": 2, "env": {"RUNNER_DELAY": "fast"}},
                     "injectors": {"scenario": "hello", "maxUsersPerInjector": 30, "maxRatePerInjector": 100},
-                    "slo": {"p99": "100ms", "errorRate": "1%"},
+                    # no errorRate: 400 requests without a failure cannot show one within 1% at a look's confidence
+                    # (Clopper-Pearson), so a 20 s stage of 20/s would end undecided whatever its p99
+                    "slo": {"p99": "100ms"},
                     "search": {"load": "rps", "from": 20, "max": 320, "resolution": "50%"},
                     "stageEnd": {"when": "Decided", "min": "8s", "max": "20s"}}}
     (final,) = run_to_success(node, namespace, doc)
@@ -325,7 +327,8 @@ def test_a_capacity_search_at_an_arrival_rate_runs_in_real_pods_each_stage_endin
               s["latencyMs"]["p99"], s["droppedArrivals"], s["verdict"]["outcome"]) for s in stages]
     print("\nsearch on the real node (stage, rps, injectors, ended by, seconds, requests, p99 ms, dropped, verdict):",
           table, "bracket:", search)
-    assert search["reason"] == "Found" and 20 <= search["pass"] < search["fail"] <= 320, (search, table)
+    assert search["reason"] in ("Found", "Near") and 20 <= search["pass"] < (search.get("near") or search["fail"]) \
+        <= 320, (search, table)
     assert [s["arrivalRate"] for s in stages][:3] == [20, 40, 80], table     # doubling from `from`
     assert [s["injectors"] for s in stages] == [-(-s["arrivalRate"] // 100) for s in stages], table
     low = stages[0]   # under the objective
@@ -337,9 +340,11 @@ def test_a_capacity_search_at_an_arrival_rate_runs_in_real_pods_each_stage_endin
     # every arrival of the first stage reached the target, at the rate asked (the served count is the target's own)
     assert low["target"]["servedRequests"] == low["requests"], low
     assert low["requests"] == pytest.approx(20 * low["durationSeconds"], rel=0.02), low
-    assert any(s["verdict"]["outcome"] == "Fail" for s in stages) and all(
+    assert any(s["verdict"]["outcome"] in ("Fail", "Near") for s in stages) and all(
         s["endedBy"] in ("Decided", "Breached", "MaxDuration") for s in stages), table
-    assert final["latest"]["bracket"].startswith(f"{search['pass']}-{search['fail']} rps")
+    assert final["latest"]["bracket"].startswith(f"about {search['near']} rps" if search["reason"] == "Near" else
+                                                 f"{search['pass']}-{search['fail']} rps")
+    assert final["latest"]["verdict"].split(":")[0] in ("Pass", "Fail", "Near", "Fail, unsteady")
 
 
 def test_a_goal_picks_the_cheapest_variant_that_meets_it_in_real_pods(node):

@@ -5,7 +5,6 @@ the verdict code runs on synthetic stages at a chosen utilisation, fast, instead
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 import random
@@ -67,16 +66,24 @@ class Queue:
         return rng.lognormvariate(mu, self.lognormal_sigma)
 
 
-@functools.cache
-def true_percentile_ms(queue: Queue, quantile: float, seconds: float = 4000.0) -> float:
-    """The queue's percentile in its steady state: from one long stage with its first tenth cut (a reference, not
-    a verdict). Cached: each utilisation is simulated once per session."""
-    blocks = queue.stage(seconds, seed=12345)[int(seconds / 10):]
-    values = sorted((v, c) for b in blocks for v, c in b.counts.items())
-    total = sum(c for _, c in values)
-    rank, seen = math.ceil(quantile * total), 0
-    for value, count in values:
-        seen += count
-        if seen >= rank:
-            return value / 1e6
-    raise ValueError("an empty stage")
+def true_percentile_ms(queue: Queue, quantile: float) -> float:
+    """The queue's percentile of latency in its steady state, exactly (M/M/c: Poisson arrivals, exponential
+    service): a request waits with the Erlang C probability, then for an exponential time of rate c mu - lambda,
+    and is served for an exponential time of rate mu; the tail of their sum, solved by bisection."""
+    assert not queue.lognormal_sigma and not queue.paced, "exact for M/M/c only"
+    mu = 1000 / queue.service_ms
+    arrivals, c = queue.rate, queue.servers
+    theta, offered = c * mu - arrivals, arrivals / mu
+    below = sum(offered ** k / math.factorial(k) for k in range(c))
+    top = offered ** c / math.factorial(c) * c / (c - offered)
+    waits = top / (below + top)
+
+    def tail(t: float) -> float:
+        both = (theta * math.exp(-mu * t) - mu * math.exp(-theta * t)) / (theta - mu) if abs(theta - mu) > 1e-9 \
+            else (1 + mu * t) * math.exp(-mu * t)
+        return (1 - waits) * math.exp(-mu * t) + waits * both
+    low, high = 0.0, 3600.0
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if tail(middle) > 1 - quantile else (low, middle)
+    return high * 1000

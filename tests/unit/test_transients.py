@@ -79,8 +79,8 @@ def test_a_stage_a_tenth_either_side_of_its_objective_is_never_decided_on_the_wr
     """The tolerance's edges: the true p99 at 0.9 and at 1.1 x the objective, through the looks and the end of a
     60 s stage: no verdict on the wrong side, and half of them decided (on the right side, or Near)."""
     limit = true_percentile_ms(MODERATE, 0.99) / truth
-    found = [verdict(MODERATE, seed, p99(limit)) for seed in range(8)]
-    assert wrong not in found and found.count(right) + found.count("Near") >= 4, found
+    found = [verdict(MODERATE, seed, p99(limit)) for seed in range(6)]
+    assert wrong not in found and found.count(right) + found.count("Near") >= 3, found
 
 
 def test_a_stage_that_climbs_to_its_end_fails_as_unsteady_even_within_its_objective():
