@@ -27,9 +27,9 @@ def closed_seconds(blocks):
     return out
 
 
-def verdict(queue, seed, slo, seconds=SECONDS):
+def verdict(queue, seed, slo, seconds=SECONDS, looks_only=False):
     """The outcome of a stage ending once decided, through the verdict code the master and the engine run: its
-    first look that decided, else its end."""
+    first look that decided, else its end (with `looks_only`, Undecided)."""
     closed = closed_seconds(queue.stage(seconds, seed=seed))
     looks = Looks.schedule(seconds)
     for at in looks.times[:-1]:
@@ -37,20 +37,10 @@ def verdict(queue, seed, slo, seconds=SECONDS):
                       resamples=LOOK_RESAMPLES, final=False)
         if found.outcome != "Undecided":
             return found.outcome
+    if looks_only:
+        return "Undecided"
     return judge(slo, blocks_of(closed, seconds), looks.confidence, seed="end", resamples=LOOK_RESAMPLES,
                  final=True).outcome
-
-
-def decided_at_a_look(queue, seed, slo):
-    """The outcome of the first look that decided a 60 s stage ending once decided (Undecided: none did)."""
-    seconds = closed_seconds(queue.stage(SECONDS, seed=seed))
-    looks = Looks.schedule(SECONDS)
-    for at in looks.times[:-1]:
-        found = judge(slo, blocks_of(seconds[:int(at)], at), looks.confidence, seed=f"look {at}",
-                      resamples=LOOK_RESAMPLES, final=False)
-        if found.outcome != "Undecided":
-            return found.outcome
-    return "Undecided"
 
 
 def p99(ms):
@@ -61,13 +51,13 @@ def p99(ms):
 def test_a_stage_still_filling_its_queue_passes_at_no_look(utilisation):
     saturated = Queue(servers=4, service_ms=20.0, utilisation=utilisation)
     limit = 3 * true_percentile_ms(LIGHT, 0.99)    # its first seconds are well within it
-    found = [decided_at_a_look(saturated, seed, p99(limit)) for seed in range(8)]
+    found = [verdict(saturated, seed, p99(limit), looks_only=True) for seed in range(8)]
     assert "Pass" not in found, found
 
 
 def test_a_steady_stage_well_within_its_objective_still_passes_at_a_look():
     limit = 2 * true_percentile_ms(LIGHT, 0.99)
-    found = [decided_at_a_look(LIGHT, seed, p99(limit)) for seed in range(8)]
+    found = [verdict(LIGHT, seed, p99(limit), looks_only=True) for seed in range(8)]
     assert found.count("Pass") >= 7 and "Fail" not in found, found
 
 
