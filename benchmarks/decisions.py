@@ -126,26 +126,6 @@ def runs_needed(stages: list[dict], difference: float = 0.014, power: float = 0.
             "runsPerSide": math.ceil(2 * (z * sigma / math.log(1 + difference)) ** 2)}
 
 
-def binomial_cdf(k: int, n: int, p: float) -> float:
-    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
-
-
-def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """The exact interval of a rate seen k times in n trials (each bound found by bisection)."""
-    alpha = 1 - confidence
-
-    def solve(test) -> float:
-        lo, hi = 0.0, 1.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if test(mid) else (lo, mid)
-        return lo
-
-    lower = 0.0 if k == 0 else solve(lambda p: 1 - binomial_cdf(k - 1, n, p) < alpha / 2)
-    upper = 1.0 if k == n else solve(lambda p: binomial_cdf(k, n, p) > alpha / 2)
-    return lower, upper
-
-
 def tally(verdicts: list[str]) -> dict:
     return {"pairs": len(verdicts), "regressed": sum(v.startswith("regressed") for v in verdicts),
             "withinNoise": sum("within the noise" in v for v in verdicts), "verdicts": verdicts}
@@ -167,7 +147,8 @@ def aa_only(tmp: Path, runs: int, stages: int, duration: str, repeats: int) -> d
 
 
 def rate(marked: int, of: int) -> dict:
-    low, high = clopper_pearson(marked, of)
+    from loadstage.results.proportions import clopper_pearson
+    low, high = clopper_pearson(marked, of, 0.95)
     return {"marked": marked, "of": of, "rate": round(marked / of, 4) if of else None,
             "rate95": [round(low, 4), round(high, 4)]}
 

@@ -30,7 +30,7 @@ def decide(environment, options, end_stage):
                                                       "requests": environment.stats.total.num_requests,
                                                       "final": False})
         environment.loadstage_looks = number
-        if breached(list(verdict.objectives)):
+        if breached(verdict.objectives):
             environment.loadstage_ended_by = "Breached"
         elif time.time() - started >= options.decide_min and verdict.outcome != "Undecided":
             environment.loadstage_ended_by = "Decided"

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from hdrh.histogram import HdrHistogram
+
 from loadstage.api.status import Objective, Verdict
 from loadstage.api.types import PERCENTILES, Slo
 from loadstage.results import histograms, intervals
@@ -31,7 +33,10 @@ NEAR = (0.5, 2.0)
 def figures_of(section: dict[str, Any]) -> dict[str, float | None]:
     """The figures of a stage's blocks (results.intervals' keys: p50 ... p999 in ms, errorRate, rps), beside the
     intervals they are held with."""
-    merged = histograms.merge_encoded(section["histograms"])
+    return _figures(histograms.merge_encoded(section["histograms"]), section)
+
+
+def _figures(merged: HdrHistogram, section: dict[str, Any]) -> dict[str, float | None]:
     latency = histograms.latency_ms(merged)
     requests, seconds = merged.get_total_count(), sum(section["durations"])
     return {**{p: latency[p] for p in histograms.LEVELS}, "errorRate": sum(section["failures"]) / requests
@@ -46,10 +51,13 @@ def judge(slo: Slo, section: dict[str, Any] | None, confidence: float, *, seed: 
     if not section:
         return verdict_of(held(slo, {}, None), final=final, confidence=confidence)
     steady, cut = settled(section)
-    found = intervals.of_artifacts([steady], seed=seed, confidence=confidence, resamples=resamples) \
-        if steady["histograms"] else None
-    counted = histograms.merge_encoded(steady["histograms"]).get_total_count() if steady["histograms"] else 0
-    objectives = held(slo, figures_of(steady) if counted else {}, intervals.with_exceptions(found, raised, requests),
+    found, figures, counted = None, {}, 0
+    if steady["histograms"]:
+        found = intervals.of_artifacts([steady], seed=seed, confidence=confidence, resamples=resamples)
+        merged = histograms.merge_encoded(steady["histograms"])
+        counted = merged.get_total_count()
+        figures = _figures(merged, steady) if counted else {}
+    objectives = held(slo, figures, intervals.with_exceptions(found, raised, requests),
                       (sum(steady["failures"]) + raised, counted + raised))
     verdict = verdict_of(objectives, climbing=climbing(steady), final=final, settle_seconds=cut,
                          confidence=confidence)

@@ -14,6 +14,7 @@ independent from one second to the next keep their blocks."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from loadstage.api.status import Objective
@@ -47,7 +48,7 @@ class Looks:
         return tuple(at + extra for extra in range(math.ceil(following - at)))
 
 
-def breached(objectives: list[Objective]) -> bool:
+def breached(objectives: Sequence[Objective]) -> bool:
     """Broken by far: a latency's interval wholly above 3 x its objective, the error rate's above 10 x (any
     failure at all, for an objective of 0%), or the rate's wholly under a third of minRps."""
     def far(o: Objective) -> bool:
