@@ -122,9 +122,9 @@ def test_failures_and_rate_come_from_the_blocks_and_strata_are_resampled_each_on
     busy = [Block({1_000_000: 100}, failures=10, seconds=1.0) for _ in range(MIN_BLOCKS)]
     quiet = [Block({5_000_000: 10}, failures=0, seconds=1.0) for _ in range(MIN_BLOCKS)]
     found = bootstrap([busy, quiet], resamples=50)
-    # every resample takes 8 blocks from each stage: the figures cannot move
-    assert found["rps"] == [55.0, 55.0] and found["errorRate"] == [pytest.approx(80 / 880, rel=1e-3)] * 2
-    assert found["p50"] == [found["p50"][0]] * 2 and found["blocks"] == 16
+    # every resample takes MIN_BLOCKS blocks from each stage: the figures cannot move
+    assert found["rps"] == [55.0, 55.0] and found["errorRate"] == [pytest.approx(100 / 1100, rel=1e-3)] * 2
+    assert found["p50"] == [found["p50"][0]] * 2 and found["blocks"] == 2 * MIN_BLOCKS
 
 
 def _run_figures(rng, scale=1.0, seed=0):

@@ -205,24 +205,25 @@ def test_a_stage_too_short_for_an_interval_is_undecided_and_says_why():
 
 def test_looks_follow_a_fixed_schedule_and_split_the_stages_error_between_them():
     looks = Looks.schedule(60.0)
-    assert looks.times == (8.0, 12.0, 18.0, 27.0, 40.5, 60.0)
+    assert looks.times == (10.0, 15.0, 22.5, 33.75, 50.625, 60.0)
     assert looks.confidence == round(1 - 0.05 / 6, 6)
-    assert Looks.schedule(8.0).times == (8.0,) and Looks.schedule(8.0).confidence == 0.95
+    assert Looks.schedule(10.0).times == (10.0,) and Looks.schedule(10.0).confidence == 0.95
 
 
 def test_a_look_whose_seconds_are_too_few_tries_each_second_after_until_the_next_looks_time():
     looks = Looks.schedule(40.0)
-    assert looks.times == (8.0, 12.0, 18.0, 27.0, 40.0)
-    assert looks.tries(1) == (8.0, 9.0, 10.0, 11.0) and looks.tries(4) == tuple(range(27, 40))
-    # the stage began late in its second 1000 (at 1000.6) and its first response came in second 1001: 7 whole
-    # seconds with requests by its 8th, too few for 8 blocks; its 9th has them
+    assert looks.times == (10.0, 15.0, 22.5, 33.75, 40.0)
+    assert looks.tries(1) == (10.0, 11.0, 12.0, 13.0, 14.0) and looks.tries(4) == (33.75, 34.75, 35.75, 36.75,
+                                                                                   37.75, 38.75, 39.75)
+    # the stage began late in its second 1000 (at 1000.6) and its first response came in second 1001: 9 whole
+    # seconds with requests by its 10th, too few for 10 blocks; its 11th has them
     recorder = StageRecorder()
-    for second in range(12):
+    for second in range(14):
         for i in range(10):
             recorder.record("GET", "/", 5.0 + i, at=1_001.05 + second + i / 20)
     recorder.keep_unsent()
     assert recorder.blocks_before(1_000.6 + looks.tries(1)[0], 1_000.6) is None
-    assert len(recorder.blocks_before(1_000.6 + looks.tries(1)[1], 1_000.6)["histograms"]) == 8
+    assert len(recorder.blocks_before(1_000.6 + looks.tries(1)[1], 1_000.6)["histograms"]) == 10
 
 
 def test_a_stage_that_ended_once_decided_keeps_its_length_and_is_judged_at_its_looks_confidence(base_doc):

@@ -6,41 +6,27 @@ import pytest
 
 from loadstage.api.types import Slo
 from loadstage.locust.recorder import blocks_of
-from loadstage.results import histograms
-from loadstage.results.intervals import as_histogram
 from loadstage.results.judgement import judge
-from loadstage.results.sequential import LOOK_RESAMPLES, Looks
+from loadstage.results.sequential import Looks
 from loadstage.results.steady import settle_cut, upward_trend
-from support.queue_sim import Queue, true_percentile_ms
+from support.queue_sim import Queue, recorded_seconds, true_percentile_ms
 
 SECONDS = 60.0
 LIGHT = Queue(servers=4, service_ms=20.0, utilisation=0.5)
 
 
-def closed_seconds(blocks):
-    """The simulated seconds as the Locust master keeps them: [encoded histogram, mean ns, requests, failures]."""
-    out = []
-    for block in blocks:
-        histogram = as_histogram(block.counts)
-        out.append([histograms.encode(histogram), histograms.mean_ns(histogram), histogram.get_total_count(),
-                    block.failures])
-    return out
-
-
 def verdict(queue, seed, slo, seconds=SECONDS, looks_only=False):
     """The outcome of a stage ending once decided, through the verdict code the master and the engine run: its
     first look that decided, else its end (with `looks_only`, Undecided)."""
-    closed = closed_seconds(queue.stage(seconds, seed=seed))
+    closed = recorded_seconds(queue.stage(seconds, seed=seed))
     looks = Looks.schedule(seconds)
     for at in looks.times[:-1]:
-        found = judge(slo, blocks_of(closed[:int(at)], at), looks.confidence, seed=f"look {at}",
-                      resamples=LOOK_RESAMPLES, final=False)
+        found = judge(slo, blocks_of(closed[:int(at)], at), looks.confidence, final=False)
         if found.outcome != "Undecided":
             return found.outcome
     if looks_only:
         return "Undecided"
-    return judge(slo, blocks_of(closed, seconds), looks.confidence, seed="end", resamples=LOOK_RESAMPLES,
-                 final=True).outcome
+    return judge(slo, blocks_of(closed, seconds), looks.confidence, final=True).outcome
 
 
 def p99(ms):
@@ -61,23 +47,11 @@ def test_a_steady_stage_well_within_its_objective_still_passes_at_a_look():
     assert found.count("Pass") >= 7 and "Fail" not in found, found
 
 
-MODERATE = Queue(servers=4, service_ms=20.0, utilisation=0.7)
-
-
-@pytest.mark.parametrize("truth, right, wrong", [(0.9, "Pass", "Fail"), (1.1, "Fail", "Pass")])
-def test_a_stage_a_tenth_either_side_of_its_objective_is_never_decided_on_the_wrong_side(truth, right, wrong):
-    """The tolerance's edges: the true p99 at 0.9 and at 1.1 x the objective, through the looks and the end of a
-    60 s stage: no verdict on the wrong side, and half of them decided (on the right side, or Near)."""
-    limit = true_percentile_ms(MODERATE, 0.99) / truth
-    found = [verdict(MODERATE, seed, p99(limit)) for seed in range(6)]
-    assert wrong not in found and found.count(right) + found.count("Near") >= 3, found
-
-
 def test_a_stage_that_climbs_to_its_end_fails_as_unsteady_even_within_its_objective():
     saturated = Queue(servers=4, service_ms=20.0, utilisation=1.1)
     for seed in range(4):
-        closed = closed_seconds(saturated.stage(30.0, seed=seed))
-        found = judge(p99(60_000), blocks_of(closed, 30.0), 0.95, seed="end", resamples=LOOK_RESAMPLES, final=True)
+        closed = recorded_seconds(saturated.stage(45.0, seed=seed))
+        found = judge(p99(60_000), blocks_of(closed, 45.0), 0.95, final=True)
         assert (found.outcome, found.reason) == ("Fail", "Unsteady"), found
         assert found.violations[0].startswith("not a steady state: latency still climbing")
         assert all(o.holds for o in found.objectives)   # its figures alone would have passed

@@ -36,6 +36,8 @@ class Decision(TypedDict):
     confidence: float
     objectives: list[Objective]
     settleSeconds: NotRequired[int]
+    batchSeconds: NotRequired[float]
+    batches: NotRequired[int]
 
 
 DECISION = Obj(Decision, "The look that decided the stage: its verdict is the stage's.", {
@@ -43,6 +45,8 @@ DECISION = Obj(Decision, "The look that decided the stage: its verdict is the st
     "confidence": Num("The look's confidence level.", above=0, below=1),
     "objectives": ListOf("Each objective against its figure at that look.", OBJECTIVE),
     "settleSeconds": Int("The seconds cut from the stage's start before that look's verdict (results.steady)."),
+    "batchSeconds": Num("The length of the batches its intervals were drawn over (results.batch_means)."),
+    "batches": Int("How many batches."),
 }, required=("atSeconds", "confidence", "objectives"))
 
 

@@ -4,9 +4,10 @@ import time
 
 import gevent
 
+from loadstage.api.status import Verdict
 from loadstage.api.wire import Decision, read_slo_argument
 from loadstage.results.judgement import judge
-from loadstage.results.sequential import LOOK_DELAY_SECONDS, LOOK_RESAMPLES, Looks, breached
+from loadstage.results.sequential import LOOK_DELAY_SECONDS, Looks, breached
 
 
 def decide(environment, options, end_stage):
@@ -23,10 +24,9 @@ def decide(environment, options, end_stage):
             section = recorder.blocks_before(started + at, started)
             if section:
                 break
-        # the bootstrap takes a share of a second: in a thread, so that the master keeps merging reports
+        # the intervals take a share of a second on a long stage: in a thread, so that the master keeps merging
         verdict = gevent.get_hub().threadpool.apply(
-            judge, (slo, section, looks.confidence), {"seed": f"look {number}", "resamples": LOOK_RESAMPLES,
-                                                      "raised": sum(recorder.exceptions.values()),
+            judge, (slo, section, looks.confidence), {"raised": sum(recorder.exceptions.values()),
                                                       "requests": environment.stats.total.num_requests,
                                                       "final": False})
         environment.loadstage_looks = number
@@ -39,6 +39,11 @@ def decide(environment, options, end_stage):
         # the verdict of record is this look's: the seconds after it (the stop) are not what it decided on
         environment.loadstage_decision = Decision(atSeconds=at, confidence=looks.confidence,
                                                   objectives=list(verdict.objectives),
-                                                  settleSeconds=verdict.settle_seconds or 0)
+                                                  settleSeconds=verdict.settle_seconds or 0,
+                                                  **_batches(verdict))
         gevent.spawn(end_stage, environment, 0)
         return
+
+
+def _batches(verdict: Verdict) -> dict:
+    return {} if verdict.batches is None else {"batchSeconds": verdict.batch_seconds, "batches": verdict.batches}

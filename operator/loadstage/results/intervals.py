@@ -30,9 +30,12 @@ from loadstage.results import histograms
 
 CONFIDENCE = 0.95
 RESAMPLES = 1000
-MIN_BLOCKS = 8
+MIN_BLOCKS = 10
 
 Sparse = dict[int, int]
+
+
+_TOPS: dict[tuple[int, int, int], int] = {}   # a bucket's top value, by the histogram's layout and its index
 
 
 def sparse(histogram: HdrHistogram) -> Sparse:
@@ -40,10 +43,15 @@ def sparse(histogram: HdrHistogram) -> Sparse:
     if histogram.get_total_count() == 0:
         return {}
     counts: Sparse = {}
-    for index in range(histogram.get_counts_array_index(histogram.get_min_value()),
-                       histogram.get_counts_array_index(histogram.get_max_value()) + 1):
-        if count := histogram.counts[index]:
-            value = histogram.get_highest_equivalent_value(histogram.get_value_from_index(index))
+    layout = (histogram.unit_magnitude, histogram.sub_bucket_half_count_magnitude)
+    first = histogram.get_counts_array_index(histogram.get_min_value())
+    last = histogram.get_counts_array_index(histogram.get_max_value())
+    for index, count in enumerate(histogram.counts[first:last + 1], first):
+        if count:
+            value = _TOPS.get((*layout, index))
+            if value is None:
+                value = _TOPS[(*layout, index)] = histogram.get_highest_equivalent_value(
+                    histogram.get_value_from_index(index))
             counts[value] = counts.get(value, 0) + count
     return counts
 

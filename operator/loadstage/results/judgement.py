@@ -1,11 +1,12 @@
 """A stage's seconds held against spec.slo: at a look while it runs, and at its end.
 
 The verdict is drawn from its settled seconds (results.steady: the settling seconds cut), each objective held
-against its figure's interval (results.intervals' block bootstrap; the error rate's at least the exact interval
-of its counts) with the tolerance slo.tolerance around it (results.thresholds):
+against its figure's interval (results.batch_means: a t-interval over batches of seconds whose means are not
+autocorrelated; the error rate's at least the exact interval of its counts) with the tolerance slo.tolerance
+around it (results.thresholds):
 - Pass: every objective holds over its whole interval, and latency is not still climbing;
-- Fail: an objective is broken over its whole interval; or, at the stage's end, latency was still climbing
-  (reason Unsteady);
+- Fail: an objective is broken over its whole interval; or, at the stage's end, latency was still climbing over
+  its batches (reason Unsteady);
 - Near: none broken, none undecided, and at least one decided to lie within the tolerance of its limit;
 - Undecided: anything else.
 A look never passes (nor finds Near) while latency climbs, nor before NEAR_LOOK_SECONDS of settled seconds where a
@@ -22,7 +23,8 @@ from hdrh.histogram import HdrHistogram
 
 from loadstage.api.status import Objective, Verdict
 from loadstage.api.types import PERCENTILES, Slo
-from loadstage.results import histograms, intervals
+from loadstage.results import batch_means, histograms, intervals
+from loadstage.results.intervals import blocks_from_artifact
 from loadstage.results.steady import climbing, settled
 from loadstage.results.thresholds import held, verdict_of
 
@@ -43,24 +45,26 @@ def _figures(merged: HdrHistogram, section: dict[str, Any]) -> dict[str, float |
             if requests else None, "rps": requests / seconds if seconds else None}
 
 
-def judge(slo: Slo, section: dict[str, Any] | None, confidence: float, *, seed: str, resamples: int,
-          raised: int = 0, requests: int = 0, final: bool) -> Verdict:
+def judge(slo: Slo, section: dict[str, Any] | None, confidence: float, *, raised: int = 0, requests: int = 0,
+          final: bool) -> Verdict:
     """The verdict of a stage's blocks so far (`section`, as the Locust master records them) at `confidence`;
     `final`: the stage has ended (a climb then fails it). `raised`: the tasks that raised, each a failed request;
     `requests`: the stage's requests so far."""
     if not section:
         return verdict_of(held(slo, {}, None), final=final, confidence=confidence)
     steady, cut = settled(section)
-    found, figures, counted = None, {}, 0
+    batches = batch_means.batches_of(steady)
+    figures, counted = {}, 0
     if steady["histograms"]:
-        found = intervals.of_artifacts([steady], seed=seed, confidence=confidence, resamples=resamples)
         merged = histograms.merge_encoded(steady["histograms"])
         counted = merged.get_total_count()
         figures = _figures(merged, steady) if counted else {}
-    objectives = held(slo, figures, intervals.with_exceptions(found, raised, requests),
-                      (sum(steady["failures"]) + raised, counted + raised))
-    verdict = verdict_of(objectives, climbing=climbing(steady), final=final, settle_seconds=cut,
-                         confidence=confidence)
+    found = intervals.with_exceptions(batch_means.intervals(batches, confidence), raised, requests)
+    objectives = held(slo, figures, found, (sum(steady["failures"]) + raised, counted + raised))
+    trend = climbing(batches.means if batches else batch_means.mean_latencies(blocks_from_artifact(steady)))
+    verdict = verdict_of(objectives, climbing=trend, final=final, settle_seconds=cut,
+                         batch_seconds=batches.seconds if batches else None,
+                         batches=len(batches.batches) if batches else None, confidence=confidence)
     if not final and verdict.outcome in ("Pass", "Near") and sum(steady["durations"]) < NEAR_LOOK_SECONDS and \
             _near(objectives):
         return replace(verdict, passed=False, near=(), undecided=(

@@ -8,8 +8,8 @@ still too few for an interval (the first requests came late in the stage's first
 and again, until the next look's time. The
 stage's error (5%) is split evenly between its looks (Bonferroni): each look's intervals are at confidence
 1 - 0.05 / looks, so that the chance that any look decides wrongly stays within 5% however the stage ends.
-Each interval is the block bootstrap of results.intervals over the seconds so far, so latencies that are not
-independent from one second to the next keep their blocks."""
+Each look's intervals are results.batch_means' over the seconds so far, so latencies that are not independent
+from one second to the next are judged in batches that are."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ FIRST_LOOK_SECONDS = float(MIN_BLOCKS)
 LOOK_GROWTH = 1.5
 LOOK_DELAY_SECONDS = 4.0   # a look at a stage's first t seconds waits until every worker has reported them (3 s)
 BREACH_LATENCY, BREACH_ERROR_RATE, BREACH_RPS = 3.0, 10.0, 1 / 3
-LOOK_RESAMPLES = 2000     # the tails of a 99.5% interval need more draws than a 95% one
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ from loadstage.api.types import Experiment, Stage
 from loadstage.api.wire import Decision, read_headline
 from loadstage.results import histograms, intervals
 from loadstage.results.artifact import Artifact
-from loadstage.results.intervals import CONFIDENCE, RESAMPLES
+from loadstage.results.intervals import CONFIDENCE
 from loadstage.results.judgement import judge
 from loadstage.results.measurement import StageMeasurement
 from loadstage.results.repeats import between_repeats, trimmed_mean
-from loadstage.results.sequential import LOOK_RESAMPLES, Looks
+from loadstage.results.sequential import Looks
 from loadstage.results.thresholds import judged, slo_verdict, verdict_of
 
 Number = int | float
@@ -85,12 +85,11 @@ def _judged(experiment: Experiment, stage: Stage, result: StageResult, blocks: d
         return judged(result, spec)
     if decision is not None:
         verdict = verdict_of(decision["objectives"], settle_seconds=decision.get("settleSeconds"),
-                             confidence=decision["confidence"])
+                             confidence=decision["confidence"], batch_seconds=decision.get("batchSeconds"),
+                             batches=decision.get("batches"))
     elif blocks:
-        confidence, resamples = (Looks.schedule(stage.duration).confidence, LOOK_RESAMPLES) \
-            if spec.stage_end.decided else (CONFIDENCE, RESAMPLES)
-        verdict = judge(spec.slo, blocks, confidence, seed=f"stage {result.stage}", resamples=resamples,
-                        raised=raised, requests=result.requests, final=True)
+        confidence = Looks.schedule(stage.duration).confidence if spec.stage_end.decided else CONFIDENCE
+        verdict = judge(spec.slo, blocks, confidence, raised=raised, requests=result.requests, final=True)
     else:
         verdict = slo_verdict(result, spec.slo, intervals.with_exceptions(found, raised, result.requests) or {})
     if result.ended_by == "Breached" and not verdict.violations:   # its last seconds cannot undo the breach

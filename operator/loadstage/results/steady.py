@@ -5,13 +5,15 @@ its first seconds are the best it will ever have: a verdict drawn from them is a
 - The settling seconds (MSER-5, White 1997): the per-second mean latency in batches of MSER_BATCH seconds; the
   cut is the number of leading batches whose removal minimises the squared standard error of the rest's mean,
   searched over at most the first half and leaving at least two batches. No floor: a stage's first seconds are
-  cut only where the data says so (so not before 15 s, three batches), which keeps a clear stage's 8 s look; near
+  cut only where the data says so (so not before 15 s, three batches), which keeps a clear stage's 10 s look; near
   its objective a stage waits longer anyway (results.judgement). A verdict is drawn from the seconds after the
   cut (whole blocks of the intervals); the stage's histograms keep them all.
-- A climb: Mann-Kendall's test, one-sided at TREND_ALPHA, on the settled seconds' mean latency (rank-based: one
-  slow second is no trend), and a rise that matters: Sen's slope over those seconds at least MATERIAL_RISE of
-  their median (a flat, noisy stage's 2% drift is no transient). A cut that reached its ceiling is not by itself
-  unsteady: the trend over the half left decides."""
+- A climb: Mann-Kendall's test, one-sided at TREND_ALPHA, on the mean latency of the settled seconds' batches
+  (results.batch_means: batches whose means are not autocorrelated, as the test assumes; per-second means near
+  saturation are, and made steady stages look like climbs), or of its blocks where no such batches form; and a
+  rise that matters: Sen's slope over them at least MATERIAL_RISE of their median (a flat, noisy stage's 2% drift
+  is no transient). A cut that reached its ceiling is not by itself unsteady: the trend over the half left
+  decides."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import Any
 
 from loadstage.results.intervals import MIN_BLOCKS
 
-TREND_ALPHA = 0.05
+TREND_ALPHA = 0.01
 MATERIAL_RISE = 0.10
 MSER_BATCH = 5
 
@@ -83,11 +85,6 @@ def rise(values: Sequence[float]) -> float:
     return statistics.median(slopes) * len(values) if slopes else 0.0
 
 
-def climbing(section: dict[str, Any] | None) -> bool:
-    """Whether settled seconds (settled()) show latency still climbing; a second without requests is left out."""
-    means = (section or {}).get("secondMeans") or ()
-    requests = (section or {}).get("secondRequests") or ()
-    if len(requests) != len(means):
-        return False
-    busy = [m for m, n in zip(means, requests) if n]
-    return upward_trend(busy) and rise(busy) >= MATERIAL_RISE * statistics.median(busy)
+def climbing(means: Sequence[float]) -> bool:
+    """Whether the mean latencies of a stage's batches (results.batch_means), in order, are still climbing."""
+    return bool(means) and upward_trend(means) and rise(means) >= MATERIAL_RISE * statistics.median(means)

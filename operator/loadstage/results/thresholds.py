@@ -82,11 +82,12 @@ def slo_verdict(stage: StageResult, slo: Slo, found: Intervals | None = None) ->
                       confidence=(found or {}).get("confidence"))
 
 
-CLIMBING = "latency still climbing over its settled seconds (Mann-Kendall, one-sided 5%, a rise of 10% or more)"
+CLIMBING = "latency still climbing over its settled batches (Mann-Kendall, one-sided 5%, a rise of 10% or more)"
 
 
 def verdict_of(objectives: Sequence[Objective], *, climbing: bool = False, final: bool = True,
-               settle_seconds: int | None = None, confidence: float | None = None) -> Verdict:
+               settle_seconds: int | None = None, confidence: float | None = None,
+               batch_seconds: float | None = None, batches: int | None = None) -> Verdict:
     """Fail where an objective is broken, or (`final`: at the stage's end) where latency still climbs (reason
     Unsteady); else undecided where an objective is undecided and not near, or latency climbs; else Near where
     one is near; else Pass."""
@@ -94,13 +95,12 @@ def verdict_of(objectives: Sequence[Objective], *, climbing: bool = False, final
     open_ = tuple(_shown(o) for o in objectives if o.holds is None and not o.near)
     near = tuple(_shown(o) for o in objectives if o.near)
     every = tuple(objectives)
+    how = (settle_seconds, confidence, batch_seconds, batches)
     if climbing and not broken:
         if final:
-            return Verdict(False, (f"not a steady state: {CLIMBING}",), (), every, near, "Unsteady", settle_seconds,
-                           confidence)
-        return Verdict(False, (), (*open_, CLIMBING), every, near, None, settle_seconds, confidence)
-    return Verdict(not broken and not open_ and not near, broken, open_, every, near, None, settle_seconds,
-                   confidence)
+            return Verdict(False, (f"not a steady state: {CLIMBING}",), (), every, near, "Unsteady", *how)
+        return Verdict(False, (), (*open_, CLIMBING), every, near, None, *how)
+    return Verdict(not broken and not open_ and not near, broken, open_, every, near, None, *how)
 
 
 def judged(stage: StageResult, spec: Spec) -> Verdict | None:

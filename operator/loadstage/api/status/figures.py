@@ -187,6 +187,8 @@ class Verdict(Written):
     reason: str | None = None             # Unsteady: failed for a state still not steady at the stage's end
     settle_seconds: int | None = None     # cut from its start before the verdict (results.steady)
     confidence: float | None = None       # of its objectives' intervals
+    batch_seconds: float | None = None    # the batches its intervals were drawn over (results.batch_means)
+    batches: int | None = None
 
     @property
     def outcome(self) -> str:
@@ -233,13 +235,18 @@ VERDICT = Obj(Verdict, "The stage held against spec.thresholds, or spec.slo.", {
     "near": Field(ListOf("With spec.slo: the objectives decided to lie at their limits (within slo.tolerance).",
                          Str("An objective.")), absent=(), omit=omit_empty),
     "reason": Field(Str("Unsteady: failed because latency was still climbing at the stage's end (Mann-Kendall, "
-                        "one-sided 5%, and a rise of at least 10%, over its settled seconds): not a steady state.",
+                        "one-sided 5%, and a rise of at least 10%, over its settled batches): not a steady state.",
                         enum=VERDICT_REASONS, nullable=True), omit=omit_none),
     "settleSeconds": Field(Int("With spec.slo: the seconds cut from the stage's start before its verdict, its "
                                "settling period (MSER-5); the stage's figures and histograms keep them.",
                                nullable=True), omit=omit_none),
     "confidence": Field(Num("With spec.slo: the confidence of its objectives' intervals (95%, or its looks' "
                             "share of it).", nullable=True, above=0, below=1), omit=omit_none),
+    "batchSeconds": Field(Num("With spec.slo: the length of the batches of settled seconds its intervals were "
+                              "drawn over (batch means: grown until their means are not autocorrelated).",
+                              nullable=True), omit=omit_none),
+    "batches": Field(Int("With spec.slo: how many batches (at least 10; fewer, or still autocorrelated: no "
+                         "interval, and no Pass or Fail).", nullable=True), omit=omit_none),
 }, required=("passed",), nullable=True)
 
 

@@ -1,0 +1,221 @@
+"""A verdict's intervals: batch means over a stage's settled seconds (Schmeiser 1982; Law & Kelton ch. 9).
+
+Under load, neighbouring seconds are alike (a queue remembers), so seconds are not independent observations. The
+stage's blocks (results.intervals: consecutive seconds, at least twice their decorrelation lag) are the first
+batches; while the batches' mean latencies (around their trend, which results.steady judges) are still
+autocorrelated (von Neumann's ratio, one-sided at
+AUTOCORRELATION_ALPHA) they are merged in pairs, so long as MIN_BATCHES remain; if they are still autocorrelated
+then, there is no interval (and so no Pass or Fail). Each batch is then one observation, and a figure's interval
+is a Student t-interval of a ratio over the batches, with batches - 1 degrees of freedom:
+- a percentile: p_q <= v exactly when the share of requests slower than v is at most 1 - q (nearest rank, from
+  the HDR counts), so v is an upper bound of p_q where the share slower than v is confidently below 1 - q, and a
+  lower bound where the share slower than v is confidently above it: the interval is read by inversion, scanning
+  the histogram's bucket tops outwards from the percentile. "Confidently" needs both the batches' t-interval and
+  the exact binomial test of the pooled counts (Clopper-Pearson), so that a tail the batches never reached, or
+  reached once, decides nothing;
+- the error rate: failures / requests; the rate: requests / seconds; the mean: latency / requests.
+A t-interval over batches is honest where the stage saw its tail many times over: with a few users, as Locust's
+closed model runs, a stage of a minute does (tests/unit/test_verdicts.py). An open, Poisson-like arrival at 90%
+utilisation and more puts most of its slow requests into rare long excursions, and no stage of minutes is long
+enough: its verdicts near the objective may be wrong (docs/measurement.md)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+from loadstage.api.status.figures import Intervals, with_bounds
+from loadstage.results import histograms
+from loadstage.results.intervals import MIN_BLOCKS, Block, blocks_from_artifact
+from loadstage.results.proportions import regularized_beta
+from loadstage.results.steady import rise
+
+MIN_BATCHES = MIN_BLOCKS   # a t-interval from fewer says little; the blocks are never fewer
+AUTOCORRELATION_ALPHA = 0.10
+MAX_CORRELATION = 0.8
+
+
+def t_quantile(probability: float, freedom: int) -> float:
+    """Student's t quantile (Cornish-Fisher in the normal quantile; within 0.002 from 9 degrees of freedom)."""
+    z, v = NormalDist().inv_cdf(probability), float(freedom)
+    return (z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * v ** 3)
+            + (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / (92160 * v ** 4))
+
+
+def von_neumann(series: Sequence[float]) -> tuple[bool, float]:
+    """Von Neumann's ratio of successive differences to the variance, one-sided at AUTOCORRELATION_ALPHA: whether
+    neighbours are more alike than independent values would be, and the lag-1 autocorrelation it implies (1 -
+    ratio / 2, at least 0, at most MAX_CORRELATION)."""
+    n = len(series)
+    mean = sum(series) / n if n else 0.0
+    spread = sum((x - mean) ** 2 for x in series)
+    if n < 3 or spread == 0:
+        return False, 0.0
+    ratio = sum((b - a) ** 2 for a, b in itertools.pairwise(series)) / spread
+    sd = math.sqrt(4 * (n - 2) / ((n - 1) * (n + 1)))
+    return (ratio - 2) / sd < NormalDist().inv_cdf(AUTOCORRELATION_ALPHA), min(max(0.0, 1 - ratio / 2),
+                                                                               MAX_CORRELATION)
+
+
+def mean_latencies(blocks: Sequence[Block]) -> list[float]:
+    """Each block's mean latency (ns); a block without requests as slow as the slowest (it answered nothing)."""
+    means = [sum(v * c for v, c in b.counts.items()) / b.requests if b.requests else None for b in blocks]
+    worst = max((m for m in means if m is not None), default=0.0)
+    return [worst if m is None else m for m in means]
+
+
+def detrended(series: Sequence[float]) -> list[float]:
+    """What is left of a series around its Sen's line: a climb is no memory (results.steady judges it)."""
+    slope = rise(series) / len(series) if series else 0.0
+    return [x - slope * i for i, x in enumerate(series)]
+
+
+def _merged(pair: Sequence[Block]) -> Block:
+    counts: dict[int, int] = {}
+    for block in pair:
+        for value, count in block.counts.items():
+            counts[value] = counts.get(value, 0) + count
+    return Block(counts, sum(b.failures for b in pair), sum(b.seconds for b in pair))
+
+
+@dataclass(frozen=True)
+class Batches:
+    """A stage's settled seconds in batches; `correlation`: their means' lag-1 autocorrelation where MIN_BATCHES
+    of them were still autocorrelated (0 where they are not)."""
+    batches: tuple[Block, ...]
+    seconds: float          # each batch's length (the last may be shorter)
+    correlation: float = 0.0
+
+    @property
+    def inflation(self) -> float:
+        """How much wider an interval over autocorrelated batches is (an AR(1)'s variance of a mean: (1 + r) /
+        (1 - r), Law & Kelton), as a factor of its standard error."""
+        return math.sqrt((1 + self.correlation) / (1 - self.correlation))
+
+    @property
+    def means(self) -> list[float]:
+        return mean_latencies(self.batches)
+
+
+def batches_of(section: dict[str, Any] | None) -> Batches | None:
+    """The blocks a Locust master recorded (results.intervals), merged in pairs until their means are not
+    autocorrelated, so long as MIN_BATCHES remain (still autocorrelated then, with their correlation); None with
+    fewer than MIN_BATCHES blocks."""
+    blocks = blocks_from_artifact(section)
+    length = float(section["seconds"]) if section else 0.0
+    if len(blocks) < MIN_BATCHES:
+        return None
+    while True:
+        alike, correlation = von_neumann(detrended(mean_latencies(blocks)))
+        if not alike:
+            return Batches(tuple(blocks), length)
+        if len(blocks) // 2 < MIN_BATCHES:
+            return Batches(tuple(blocks), length, correlation)
+        blocks = [_merged(blocks[i:i + 2]) for i in range(0, len(blocks), 2)]
+        length *= 2
+
+
+def ratio_interval(numerators: Sequence[float], denominators: Sequence[float], confidence: float,
+                   inflation: float = 1.0) -> tuple[float, float] | None:
+    """The t-interval of sum(numerators) / sum(denominators) over batches (the ratio estimator's variance), its
+    standard error times `inflation`."""
+    k, total = len(numerators), sum(denominators)
+    if k < 2 or not total:
+        return None
+    ratio = sum(numerators) / total
+    residuals = sum((y - ratio * x) ** 2 for y, x in zip(numerators, denominators))
+    error = math.sqrt(residuals / (k * (k - 1))) / (total / k)
+    half = t_quantile(1 - (1 - confidence) / 2, k - 1) * error * inflation
+    return ratio - half, ratio + half
+
+
+class _Tail:
+    """Each batch's cumulative counts over one grid of bucket tops: the requests slower than any of them."""
+
+    def __init__(self, batches: Sequence[Block], inflation: float):
+        self.inflation = inflation
+        self.grid = sorted({v for b in batches for v in b.counts})
+        position = {v: i for i, v in enumerate(self.grid)}
+        self.requests = [b.requests for b in batches]
+        self.total = sum(self.requests)
+        self.cumulative = []
+        for block in batches:
+            row = [0] * len(self.grid)
+            for value, count in block.counts.items():
+                row[position[value]] += count
+            running = 0
+            for i, count in enumerate(row):
+                running += count
+                row[i] = running
+            self.cumulative.append(row)
+
+    def slower(self, index: int) -> list[int]:
+        """Each batch's requests slower than grid[index]."""
+        return [n - row[index] for n, row in zip(self.requests, self.cumulative)]
+
+    def share_is(self, index: int, share: float, confidence: float) -> str | None:
+        """'below' or 'above' where the share slower than grid[index] is confidently below or above `share`, by
+        the batches' t-interval and the pooled counts' exact test alike; else None."""
+        slow = self.slower(index)
+        found = ratio_interval(slow, self.requests, confidence, self.inflation)
+        if found is None:
+            return None
+        events, tail = sum(slow), (1 - confidence) / 2
+        if found[1] < share and (events == self.total or 1 - regularized_beta(events + 1, self.total - events,
+                                                                                share) <= tail):
+            return "below"
+        if found[0] > share and (events and regularized_beta(events, self.total - events + 1, share) <= tail):
+            return "above"
+        return None
+
+    def percentile_bounds(self, quantile: float, confidence: float) -> tuple[float, float] | None:
+        """[low, high] of the quantile, ms, by inversion; None where no bucket top is confidently above it."""
+        share = 1 - quantile
+        rank = max(1, math.ceil(quantile * self.total - 1e-9))
+        at = next(i for i, row in enumerate(self._pooled()) if row >= rank)
+        high = next((i for i in range(at, len(self.grid)) if self.share_is(i, share, confidence) == "below"), None)
+        if high is None:
+            return None
+        low = next((i for i in range(at - 1, -1, -1) if self.share_is(i, share, confidence) == "above"), None)
+        return (0.0 if low is None else self.grid[low] / 1e6), self.grid[high] / 1e6
+
+    def _pooled(self) -> list[int]:
+        return [sum(column) for column in zip(*self.cumulative)]
+
+
+def intervals(found: Batches | None, confidence: float) -> Intervals | None:
+    """Each figure's interval over the batches; None without batches."""
+    if found is None:
+        return None
+    batches, inflation = found.batches, found.inflation
+    requests = [b.requests for b in batches]
+    result: Intervals = {"confidence": confidence, "method": "batch means", "blocks": len(batches),
+                         "blockSeconds": found.seconds}
+    figures = {"rps": ratio_interval(requests, [b.seconds for b in batches], confidence, inflation),
+               "errorRate": ratio_interval([b.failures for b in batches], requests, confidence, inflation),
+               "mean": ratio_interval([sum(v * c for v, c in b.counts.items()) / 1e6 for b in batches], requests,
+                                      confidence, inflation)}
+    tail = _Tail(batches, inflation)
+    if tail.total:
+        for name, quantile in histograms.LEVELS.items():
+            if name != "p999" or tail.total >= histograms.P999_MIN_SAMPLES:
+                figures[name] = tail.percentile_bounds(quantile, confidence)
+    for name, bounds in figures.items():
+        if bounds is not None:
+            with_bounds(result, name, [_four_digits(max(0.0, bounds[0]), math.floor),
+                                       _four_digits(bounds[1], math.ceil)])
+    return result
+
+
+def _four_digits(value: float, rounded: Callable[[float], int]) -> float:
+    """Four significant digits, rounded outwards (`rounded`: math.floor for a low bound, math.ceil for a high
+    one), so that an interval never loses what it holds."""
+    if value == 0:
+        return 0.0
+    scale = 10.0 ** (3 - math.floor(math.log10(abs(value))))
+    return float(f"{rounded(value * scale) / scale:.4g}")
