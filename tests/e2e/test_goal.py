@@ -33,12 +33,14 @@ def test_a_goal_picks_the_variant_that_meets_the_objective_and_drops_the_one_tha
     one, four = status["variants"]
     # 80 a second queue for one thread of ~18 ms: its p99 climbs past a second, far beyond the objective
     assert one["dropped"]["after"] == 1 and one["dropped"]["reason"].startswith("broke it by far"), one["dropped"]
-    assert one["stages"][0]["endedBy"] == "Breached" and one["stages"][0]["durationSeconds"] < 16
+    assert one["stages"][0]["endedBy"] == "Breached" and one["stages"][0]["durationSeconds"] < 18
     assert (found["reason"], found["variant"], found["runnerUp"]) == ("Found", 1, None), found
     assert found["winner"]["cost"] == {"cores": 1.0, "from": "limit", "memoryBytes": 256 * 2 ** 20}
-    # a first stage a busy machine leaves undecided runs again, twice as long, and that one decides
+    # a stage a busy machine leaves undecided runs again, twice as long, and that one decides; the winner's second
+    # stage confirms it
     outcomes = [stage["verdict"]["outcome"] for stage in four["stages"]]
-    assert outcomes in (["Pass"], ["Undecided", "Pass"]), four["stages"]
+    assert outcomes[-1] == "Pass" and outcomes.count("Pass") == 2 and set(outcomes) <= {"Pass", "Undecided"}, outcomes
+    assert found["winner"]["confirmed"] is True
     assert four["met"]["headroom"] > 0
     assert found["sentence"] == "threads=4 meets p99 <= 150ms at 80 req/s with 1 core; no other variant met it"
     assert f"Recommendation: {found['sentence']}" in out

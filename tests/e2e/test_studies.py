@@ -1,6 +1,6 @@
 """Every study in examples/studies/, run scaled down with real processes: the file as it is, but its first stage
 only, one repeat, a few seconds and a few users (and the ONS study's 50 pods of 7 workers as 2 of 2); a search
-from 2 injectors to 4, 10 s a stage. Each variant must serve its (last) stage without an error, and the target's
+from 2 injectors to 4, 12 s a stage. Each variant must serve its (last) stage without an error, and the target's
 own count must agree with Locust's."""
 
 import json
@@ -28,10 +28,11 @@ def test_a_study_runs_scaled_down(path, tmp_path):
     if "resources" in doc["spec"]["target"] and os.geteuid() != 0:
         pytest.skip("the local engine enforces limits through the cgroup filesystem, which needs root")
     spec = doc["spec"]
-    if "search" in spec:   # two stages of 10 s, long enough for intervals: 2 injectors, then 4
+    if "search" in spec:   # two stages of 12 s, long enough for 10 blocks: 2 injectors, then 4
         spec["search"].update({"from": 2, "max": 4})
-        # ~150 requests a stage cannot show an error rate within 1% (0 in 146 is compatible with up to 2.5%)
-        spec["slo"].pop("errorRate", None)
+        # ~150 requests a stage cannot show an error rate within 1% (0 in 146 is compatible with up to 2.5%),
+        # nor a p99 (none of them over it is compatible with 2.5% over it): a p90 they can
+        spec["slo"] = {"p90": spec["slo"]["p99"]}
     else:
         first = spec["stages"][0]
         spec["stages"] = [{**first, "injectors": 2} if "injectors" in first else first]
@@ -42,7 +43,7 @@ def test_a_study_runs_scaled_down(path, tmp_path):
     small = tmp_path / path.name
     small.write_text(yaml.safe_dump(doc))
     done = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(small), "-o", str(tmp_path / "r.json"),
-                           "--stage-duration", "10s" if "search" in spec else "3s", "--warmup-duration", "2s",
+                           "--stage-duration", "12s" if "search" in spec else "3s", "--warmup-duration", "2s",
                            "--users-scale", "0.05"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr

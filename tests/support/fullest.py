@@ -5,13 +5,12 @@ import dataclasses
 
 from loadstage.api.schema import Bool, Int, Json, ListOf, MapOf, Num, Obj, Pair, Str
 from loadstage.api.status import STATUS, RunStatus, VariantRecord
-from loadstage.api.status.pick import PerCore
 from loadstage.api.status.stage import LostInjectors
 
 
 def example(node, name="x"):
     """A value of `node` with every field set (each list and map with one item)."""
-    if isinstance(node, (Pair, PerCore)):
+    if isinstance(node, Pair):   # an OpenPair too
         return (1.5, 2.5)
     if isinstance(node, LostInjectors):
         return (example(node.item),)

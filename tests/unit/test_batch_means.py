@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadstage.api.types import Slo
 from loadstage.results import histograms
 from loadstage.results.batch_means import Batches, batches_of, intervals, t_quantile, von_neumann
 from loadstage.results.intervals import Block, as_histogram
+from loadstage.results.thresholds import held
 
 
 @pytest.mark.parametrize("freedom, probability, expected", [
@@ -53,12 +55,18 @@ def test_autocorrelated_blocks_are_merged_into_fewer_longer_batches_and_still_al
     assert batches_of(section([100.0] * 9)) is None               # fewer than 10 blocks: no batches
 
 
-def test_a_tail_the_stage_never_reached_decides_nothing():
+def test_a_tail_the_stage_never_reached_bounds_its_percentile_from_below_only():
     # 200 requests, none slower than 5 ms: their p99 is 5 ms, but 0 in 200 is compatible with 1.8% over it
     batches = Batches(tuple(Block({5_000_000: 20}, 0, 1.0) for _ in range(10)), 1.0)
-    assert "p99" not in intervals(batches, 0.95)
+    assert intervals(batches, 0.95)["p99"] == [4.995, math.inf]    # at least its bucket
+    slo = Slo(None, None, None, 0.1, None, None)
+    (open_,) = held(slo, {"p99": 5.0}, intervals(batches, 0.95))
+    assert (open_.holds, open_.interval) == (None, (4.995, None))        # it cannot pass: written [4.995, null]
+    slow = Batches(tuple(Block({900_000_000: 20}, 0, 1.0) for _ in range(10)), 1.0)
+    (broken,) = held(slo, {"p99": 900.0}, intervals(slow, 0.95))
+    assert broken.holds is False and broken.interval[1] is None          # but it can fail, and be breached
     many = Batches(tuple(Block({5_000_000: 400}, 0, 1.0) for _ in range(10)), 1.0)
-    assert intervals(many, 0.95)["p99"] == [0.0, 5.0]
+    assert intervals(many, 0.95)["p99"] == [4.995, 5.0]
 
 
 latencies = st.lists(st.lists(st.integers(1, 400), min_size=1, max_size=60), min_size=10, max_size=24)

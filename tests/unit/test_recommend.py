@@ -8,9 +8,10 @@ import io
 import json
 
 from loadstage.api.load import parse_experiment
-from loadstage.api.status import Candidate, Cost, Margin, RunStatus
+from loadstage.api.status import Candidate, Cost, Margin, Objective, RunStatus
 from loadstage.engine.halving import per_core_margin
-from loadstage.engine.recommend import ranked, warmup_note
+from loadstage.engine.ranking import ranked
+from loadstage.engine.recommend import warmup_note
 from loadstage.launch.argv import locust_master_command
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_status
@@ -50,10 +51,11 @@ def test_the_cheapest_variant_that_meets_the_objective_wins_and_dearer_ones_are_
     knees = [k for k in (20, 40, 50, 160) for _ in range(2)]   # 60 users: threads 4 and 8 meet 30 ms
     backend = KneeBackend(knee=knees)
     final = run(exp, backend)[-1]
-    assert variants_run(backend) == [0, 2, 4, 6] and final["phase"] == "Succeeded"
+    assert variants_run(backend) == [0, 2, 4, 6, 6] and final["phase"] == "Succeeded"   # the winner confirmed
     found = final["recommendation"]
     # two at 0.25 cores met it: threads=8 answers in 10 ms, threads=4 in ~17 ms; the most headroom wins
     assert (found["reason"], found["variant"], found["runnerUp"]["variant"]) == ("Found", 6, 4)
+    assert found["winner"]["confirmed"] is True and "confirmed" not in found["runnerUp"]   # not equivalent
     assert found["settings"]["threads"] == 8 and found["winner"]["cost"] == {"cores": 0.25, "from": "limit",
                                                                                "memoryBytes": None}
     assert found["winner"]["headroom"] > found["runnerUp"]["headroom"] > 0 and found["marginCores"] == 0
@@ -79,15 +81,15 @@ def test_the_cheapest_variant_that_meets_the_objective_wins_and_dearer_ones_are_
     rows = list(csv.DictReader(io.StringIO(render_csv(exp, RunStatus.read(final)))))
     assert [(r["variant"], r["costCores"], r["costFrom"], r["recommended"]) for r in rows] == [
         ("1", "0.25", "limit", "false"), ("3", "0.25", "limit", "false"), ("5", "0.25", "limit", "false"),
-        ("7", "0.25", "limit", "true")]
-    assert rows[0]["dropped"].startswith("failed at the goal's load") and rows[3]["dropped"] == ""
+        ("7", "0.25", "limit", "true"), ("7", "0.25", "limit", "true")]    # the winner's second stage confirmed it
+    assert rows[0]["dropped"].startswith("failed at the goal's load") and rows[4]["dropped"] == ""
 
 
 def test_a_dearer_runner_up_is_run_once_the_cheapest_tier_has_one_winner(base_doc):
     exp = goal_experiment(base_doc, {"pods": [1, 2, 3]}, target={"resources": {"limits": {"cpu": "1"}}})
     backend = KneeBackend(knee=[30, 50, 160])
     found = run(exp, backend)[-1]["recommendation"]
-    assert variants_run(backend) == [0, 1, 2]
+    assert variants_run(backend) == [0, 1, 2, 1]
     assert found["sentence"] == (f"pods=2 meets p99 <= 30ms at {USERS} users with 2 cores; the next cheapest, "
                                  f"pods=3, needs 3 cores")
     assert found["marginCores"] == 1
@@ -97,7 +99,7 @@ def test_without_a_cpu_on_every_variant_each_runs_and_costs_its_measured_peak_cp
     exp = goal_experiment(base_doc, {"threads": [2, 4, 8]})
     backend = CpuBackend(knee=[40, 80, 160], cpu=[0.5, 1.0, 1.5])
     final = run(exp, backend)[-1]
-    assert variants_run(backend) == [0, 1, 2]
+    assert variants_run(backend) == [0, 1, 2, 1]
     found = final["recommendation"]
     assert (found["variant"], found["runnerUp"]["variant"]) == (1, 2)
     assert found["winner"]["cost"]["from"] == "measured" and found["winner"]["cost"]["cores"] == 1.0
@@ -148,12 +150,12 @@ def test_a_pick_resumed_after_a_restart_runs_none_of_its_decided_stages_again(ba
     exp = goal_experiment(base_doc, {"threads": [1, 2, 4, 8]}, target={"resources": {"limits": {"cpu": "1"}}})
     whole = KneeBackend(knee=[20, 30, 50, 160])
     writes = run(exp, whole)
-    assert variants_run(whole) == [0, 1, 2, 3]
+    assert variants_run(whole) == [0, 1, 2, 3, 3]
     in_flight = next(copy.deepcopy(w) for w in writes if w["phase"] == "Running" and
                      w["progress"]["variant"] == "3/4")
     resumed = KneeBackend(knee=[20, 30, 50, 160])
     final = run(exp, resumed, in_flight)[-1]
-    assert variants_run(resumed) == [2, 3]
+    assert variants_run(resumed) == [2, 3, 3]
     assert final["recommendation"] == writes[-1]["recommendation"]
 
 
@@ -168,7 +170,7 @@ def test_a_thousand_variants_pick_with_a_status_under_a_megabyte(base_doc):
     final = writes[-1]
     size = max(len(json.dumps(w)) for w in writes)
     assert size < 1_000_000, size
-    ran = variants_run(backend)   # the cheapest tier only, each of its 10: 1 pod of 100m
+    ran = set(variants_run(backend))   # the cheapest tier only, each of its 10: 1 pod of 100m
     assert sorted(variants[i].threads for i in ran) == list(range(1, 11))
     assert all((variants[i].pods, variants[i].cpu) == (1, "100m") for i in ran)
     found = final["recommendation"]
@@ -194,7 +196,8 @@ def test_maximize_searches_every_variant_coarsely_drops_the_ones_that_cannot_win
     # the coarse round: each variant in turn to a bracket within 50%; then only the one left is searched on
     order = [v for v, _ in runs]
     assert order == sorted(order) and order.count(0) == 4 and order.count(1) == 6, runs
-    assert [load for v, load in runs if v == 2][-2:] == [200, 220], runs   # bisected on past its 160-240
+    # bisected on past its 160-240, then each end of 220-240 confirmed (the coarse round confirms nothing)
+    assert [load for v, load in runs if v == 2][-4:] == [200, 220, 220, 240], runs
     found = final["recommendation"]
     assert (found["reason"], found["variant"], found["runnerUp"]) == ("Found", 2, None), found
     midway = [w["recommendation"]["sentence"] for w in writes
@@ -272,10 +275,71 @@ def test_a_variant_decided_at_its_objective_within_the_tolerance_meets_it_and_th
     exp = goal_experiment(base_doc, {"cpu": ["250m", "500m"]})
     backend = NearBackend(knee=[20, 160])
     final = run(exp, backend)[-1]
-    assert variants_run(backend) == [0, 1]
+    assert variants_run(backend) == [0, 1, 0]
     assert [v["stages"][-1]["verdict"]["outcome"] for v in final["variants"]] == ["Near", "Pass"]
     found = final["recommendation"]
     assert (found["reason"], found["variant"], found["runnerUp"]["variant"]) == ("Found", 0, 1)
     assert found["winner"]["objectives"][0]["near"] is True
     assert found["sentence"] == (f"cpu=250m is at (within 10%) p99 <= 30ms at {USERS} users with 0.25 cores; the "
                                  f"next cheapest, cpu=500m, needs 0.5 cores")
+
+
+class FlakyBackend(KneeBackend):
+    """Variant `flaky` passes its first stage and breaks the objective at its second."""
+
+    def __init__(self, knee, flaky):
+        super().__init__(knee)
+        self.flaky = flaky
+
+    def run_stage(self, step):
+        second = step.variant.index == self.flaky and variants_run(self).count(self.flaky) == 1
+        knee, self.knee = self.knee, [20] * len(self.knee) if second else self.knee
+        try:
+            return super().run_stage(step)
+        finally:
+            self.knee = knee
+
+
+def test_a_winner_that_fails_its_confirmation_is_dropped_and_the_next_is_confirmed_before_found(base_doc):
+    exp = goal_experiment(base_doc, {"pods": [1, 2, 3]}, target={"resources": {"limits": {"cpu": "1"}}})
+    backend = FlakyBackend(knee=[160, 160, 160], flaky=0)
+    final = run(exp, backend)[-1]
+    # pods=1 and pods=2 met it (pods=3 costs more than both: not run yet); pods=1 failed its second stage and
+    # pods=2 passed its; with one left that met it, pods=3 runs for a runner-up
+    assert variants_run(backend) == [0, 1, 0, 1, 2]
+    found = final["recommendation"]
+    assert (found["reason"], found["variant"], found["winner"]["confirmed"]) == ("Found", 1, True)
+    dropped = final["variants"][0]["dropped"]
+    assert dropped["after"] == 2 and dropped["reason"].startswith(
+        "met the objective at its first stage, then failed at the goal's load: p99 "), dropped
+    assert found["sentence"] == (f"pods=2 meets p99 <= 30ms at {USERS} users with 2 cores; the next cheapest, "
+                                 f"pods=3, needs 3 cores")
+
+
+def test_equivalent_variants_of_one_cost_are_chosen_by_the_declared_preference_not_by_their_noise(base_doc):
+    """workers=4 answers at 10 ms, workers=2 at 11.1 ms: within slo.tolerance (10%) of each other, so the most
+    headroom is noise; fewer processes wins, and both are confirmed."""
+    exp = goal_experiment(base_doc, {"workers": [4, 2]}, target={"resources": {"limits": {"cpu": "1"}}})
+    backend = KneeBackend(knee=[160, 58])
+    found = run(exp, backend)[-1]["recommendation"]
+    assert variants_run(backend) == [0, 1, 1, 0]
+    assert (found["variant"], found["runnerUp"]["variant"], found["equivalent"]) == (1, 0, [0])
+    assert found["winner"]["confirmed"] and found["runnerUp"]["confirmed"]
+    assert found["winner"]["headroom"] < found["runnerUp"]["headroom"]
+    assert found["sentence"] == (f"workers=2 meets p99 <= 30ms at {USERS} users with 1 core; workers=4 is equivalent "
+                                 f"(figures within 10%, at the same cost): goal.prefer chose (fewerProcesses, "
+                                 f"fewerPods)")
+    doc = copy.deepcopy(exp.source)
+    doc["spec"]["goal"]["prefer"] = ["moreHeadroom"]
+    found = run(parse_experiment(doc), KneeBackend(knee=[160, 58]))[-1]["recommendation"]
+    assert (found["variant"], found["equivalent"]) == (0, [1])
+
+
+def test_preferences_order_equivalent_candidates_and_leave_others_to_headroom():
+    def met(i, pods, workers, p99, headroom):
+        objectives = (Objective("p99", 30.0, p99, (p99 - 1, p99 + 1), True),)
+        return Candidate(i, {"pods": pods, "workers": workers}, f"v{i}", Cost(1.0, "limit"), headroom, objectives)
+    one, two, three = met(0, 2, 4, 10.0, 0.66), met(1, 1, 4, 10.5, 0.65), met(2, 1, 1, 20.0, 0.33)
+    assert [c.variant for c in ranked([one, two, three], 0.0, 0.1)] == [1, 0, 2]   # 3 is not within 10%
+    assert [c.variant for c in ranked([one, two, three], 0.0, 0.0)] == [0, 1, 2]   # no tolerance: headroom
+    assert [c.variant for c in ranked([one, two, three], 0.0, 0.1, ("moreHeadroom",))] == [0, 1, 2]

@@ -60,7 +60,7 @@ def written(tmp_path, document, name="r.json"):
      "status.variants[0].search: its pass (500) must be below its fail (100)"),
     (lambda s: s["variants"][0].update(search=dict(SEARCH, reason="Bogus")),
      "status.variants[0].search.reason: must be one of Searching, Found, Near, CeilingPassed, FloorFailed, "
-     "InjectorBound, got 'Bogus'"),
+     "InjectorBound, Exhausted, got 'Bogus'"),
     (lambda s: s.update(recommendation=dict(PICK, winner=dict(CANDIDATE, variant=7))),
      "status.recommendation.winner.variant: must be the index of one of the status's variants (0 to 1), got 7"),
     (lambda s: s.update(recommendation=dict(PICK, order=[1, 0, 2])),

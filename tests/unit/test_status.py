@@ -134,7 +134,7 @@ def test_a_status_with_a_value_of_the_wrong_kind_is_refused_naming_its_path():
     with pytest.raises(ShapeError) as refused:
         RunStatus.read(document)
     assert str(refused.value) == ("status.variants[0].search.reason: must be one of Searching, Found, Near, "
-                                  "CeilingPassed, FloorFailed, InjectorBound, got 'Guessed'")
+                                  "CeilingPassed, FloorFailed, InjectorBound, Exhausted, got 'Guessed'")
 
 
 def test_every_field_the_declaration_lets_be_null_is_optional_in_its_type():

@@ -198,6 +198,18 @@ class Pair(Node):
                                 "minItems": 2, "maxItems": 2})
 
 
+class OpenPair(Pair):
+    """[low, high], high null where nothing bounds it from above."""
+
+    def fits(self, value: Any) -> bool:
+        return isinstance(value, (list, tuple)) and len(value) == 2 and is_number(value[0]) and \
+            (value[1] is None or is_number(value[1]))
+
+    def openapi(self) -> dict[str, Any]:
+        bound = {"type": "number", "nullable": True, "description": "A bound."}
+        return self._with_meta({"type": "array", "items": bound, "minItems": 2, "maxItems": 2})
+
+
 class Json(Node):
     """Any JSON value: only for documents that never reach the API server (an artifact's rows)."""
 

@@ -33,18 +33,21 @@ from loadstage.api.servers import kind as servers_kind
 from loadstage.api.types import (
     CLEANUP_POLICIES,
     COMMAND_PLACEHOLDERS,
+    CONFIRMING_STAGES,
     DECIDED_NOT_BEFORE,
     DEFAULT_COUNTER,
     DEFAULT_MAX_RATE_PER_INJECTOR,
     DEFAULT_MAX_USERS_PER_INJECTOR,
     DEFAULT_METRICS_PATH,
     DEFAULT_POD_RESOURCES,
+    DEFAULT_PREFER,
     DEFAULT_RUNNER_APP,
     DEFAULT_TOLERANCE,
     DEPLOYMENT_MODES,
     DOUBLINGS,
     GOAL_LOADS,
     GOAL_MAXIMA,
+    GOAL_PREFERENCES,
     MAX_ARRIVAL_RATE,
     MAX_GOAL_VARIANTS,
     MAX_INJECTORS,
@@ -548,6 +551,11 @@ GOAL = Obj(Goal, "Let loadstage pick: the cheapest variant of spec.matrix that m
     "injectors": Int("Injectors, each running injectors.usersPerInjector users.", minimum=1, maximum=MAX_INJECTORS),
     "maximize": Str("capacityPerCore: the variant whose search's bracket, in req/s per core of its cost, is "
                     "highest at its low end.", enum=GOAL_MAXIMA),
+    "prefer": ListOf(f"Among variants of one cost whose figures lie within slo.tolerance of each other (equivalent: "
+                     f"which one is better is noise), the one to pick, by these in order, then the matrix's order: "
+                     f"fewerProcesses (pods x workers), fewerPods, fewerThreads, or moreHeadroom (the least share by "
+                     f"which a figure stays within its objective). Default: {', '.join(DEFAULT_PREFER)}.",
+                     Str("", enum=GOAL_PREFERENCES), min_items=1, max_items=len(GOAL_PREFERENCES), unique=True),
 }, rules=[Rule(lambda g: sum(getattr(g, unit) is not None for unit in (*GOAL_LOADS, "maximize")) == 1,
                "give one load (rps, users or injectors), or maximize",
                cel="[" + ", ".join(f"has(self.{unit})" for unit in (*GOAL_LOADS, "maximize")) +
@@ -665,7 +673,7 @@ _CEL_BISECTIONS = (f"{_cel_times_doubled(_CEL_RESOLUTION, '1.0', 'double')}",
                    f"{_cel_times_doubled('1', 'self.search.max / 2')}")
 _CEL_MOST_SEARCH_STAGES = (f"2 * ({_cel_times_doubled('self.search.from', 'self.search.max')} + 1 + "
                            f"({_CEL_BISECTIONS[0]} < {_CEL_BISECTIONS[1]} ? {_CEL_BISECTIONS[0]} : "
-                           f"{_CEL_BISECTIONS[1]}))")
+                           f"{_CEL_BISECTIONS[1]})) + {CONFIRMING_STAGES}")
 _CEL_DECIDED = "has(self.stageEnd) && has(self.stageEnd.when) && self.stageEnd.when == 'Decided'"
 _CEL_COUNT_VARIANTS = f"(has(self.matrix) ? {_CEL_VARIANTS.format(m='matrix.')} : 1)"
 
@@ -804,7 +812,7 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     Rule(lambda s: s.search is None or variant_count(s.matrix) * s.search.most_stages() <= MAX_VARIANT_STAGES,
          f"at most {MAX_VARIANT_STAGES} stages in all, so that the status stays small: variants x the most stages "
          f"one search can run, 2 x (log2(max / from) + 1 + the fewer of log2(1 / resolution) and log2(max / 2)), "
-         f"each rounded up",
+         f"each rounded up, + {CONFIRMING_STAGES} to confirm its bracket",
          cel=f"!has(self.search) || {_CEL_COUNT_VARIANTS} * {_CEL_MOST_SEARCH_STAGES} <= {MAX_VARIANT_STAGES}",
          detail=lambda s: f"{variant_count(s.matrix)} variant(s) x {s.search.most_stages()} stages = "
                           f"{variant_count(s.matrix) * s.search.most_stages()}"),

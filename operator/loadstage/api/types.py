@@ -47,6 +47,8 @@ ON_LOST = ("Fail", "Continue")
 SEARCH_LOADS = ("users", "injectors", "rps")
 GOAL_LOADS = ("rps", "users", "injectors")
 GOAL_MAXIMA = ("capacityPerCore",)
+GOAL_PREFERENCES = ("fewerProcesses", "fewerPods", "fewerThreads", "moreHeadroom")
+DEFAULT_PREFER = ("fewerProcesses", "fewerPods")
 MAX_GOAL_VARIANTS = 1000    # a goal's variants: it runs the cheapest first, and need not run every one
 STAGE_ENDS = ("Duration", "Decided")
 
@@ -392,6 +394,8 @@ class Search:
     max: int
     resolution: float    # a fraction
     duration: float | None   # each stage's (stageEnd.max's, where given); an undecided one runs again, twice as long
+    confirm: bool = True     # the bracket's ends confirmed before Found (not in the spec: goal.maximize's coarse
+                             # round does without)
 
     @property
     def seconds(self) -> float:
@@ -404,13 +408,15 @@ class Search:
         return load_stage(self.load, load, duration or self.duration or 0.0)
 
     def most_stages(self) -> int:
-        """The most stages one variant's search can run: doubling up to `max`, bisecting down to the resolution
-        or to loads one apart (a bracket is at most max / 2 wide), and each stage run twice (undecided once)."""
+        """The most stages one variant's search runs: doubling up to `max`, bisecting down to the resolution
+        or to loads one apart (a bracket is at most max / 2 wide), each stage run twice (undecided once), and
+        CONFIRMING_STAGES to confirm the bracket's ends (the engine ends an unconfirmed search there)."""
         bisections = min(times_doubled(self.resolution, 1), times_doubled(1, self.max // 2))
-        return 2 * (times_doubled(self.from_, self.max) + 1 + bisections)
+        return 2 * (times_doubled(self.from_, self.max) + 1 + bisections) + CONFIRMING_STAGES
 
 
 DOUBLINGS = 32   # more than any search runs: its loads are at most MAX_STAGE_USERS
+CONFIRMING_STAGES = 6   # each end of a bracket: a second stage, its rerun if undecided, and a third on a tie
 
 
 def times_doubled(start: float, below: float) -> int:
@@ -433,6 +439,7 @@ class Goal:
     users: int | None = None
     injectors: int | None = None
     maximize: str | None = None   # GOAL_MAXIMA
+    prefer: tuple[str, ...] | None = None   # GOAL_PREFERENCES: among equivalent variants; None: DEFAULT_PREFER
 
     @property
     def load(self) -> str | None:

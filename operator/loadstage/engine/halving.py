@@ -26,8 +26,9 @@ COARSE_RESOLUTION = 0.5   # goal.maximize's first round: each variant's bracket 
 
 
 def coarse(fine: Search) -> Search:
-    """The first round's search."""
-    return replace(fine, resolution=max(fine.resolution, COARSE_RESOLUTION))
+    """The first round's search: unconfirmed, unless it is the last round too."""
+    return replace(fine, resolution=max(fine.resolution, COARSE_RESOLUTION),
+                   confirm=fine.resolution >= COARSE_RESOLUTION)
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,19 @@ search's (engine.search.outcome): undecided, it runs once more, twice as long; u
 injector-bound, the variant is dropped. Where every variant declares its CPU (a limit, or a request), the
 variants run cheapest first (ties in matrix order): once one passes and a second one does, every dearer variant
 left is not run. Otherwise every variant runs, and its cost is the peak CPU its target measured; costs within
-MEASURED_TIE of each other are a tie. The winner is the cheapest pass, a tie going to the most headroom; the
-runner-up is the next by the same order."""
+MEASURED_TIE of each other are a tie. The winner is the cheapest pass, a tie going to the most headroom, except
+among variants whose figures lie within slo.tolerance of each other (equivalent: the difference is noise), where
+goal.prefer chooses; the runner-up is the next by the same order. Before Found, the winner (and a runner-up
+equivalent to it) runs a second, fresh stage: failing it, it is dropped and the next one is confirmed."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from loadstage.api.quantities import cpu_cores, memory_bytes
 from loadstage.api.status import Candidate, Cost, Dropped, Margin, Objective, Recommendation, StageResult, VariantRecord
-from loadstage.api.types import PERCENTILES, Experiment, Goal, Search, Slo, Variant
+from loadstage.api.types import DEFAULT_PREFER, PERCENTILES, Experiment, Goal, Search, Slo, Variant
+from loadstage.engine.ranking import alike, headroom, ranked
 from loadstage.engine.search import outcome
 from loadstage.results.differences import difference
 
@@ -109,35 +112,12 @@ def measured_cost(stage: StageResult) -> Cost:
                 stage.target.peak_memory_bytes)
 
 
-def headroom(stage: StageResult) -> float:
-    """The least share by which a figure of the deciding look stays within its objective."""
-    shares = []
-    for o in stage.verdict.objectives if stage.verdict else ():
-        if o.value is None:
-            continue
-        if o.name == "minRps":
-            shares.append(o.value / o.limit - 1)
-        elif o.limit > 0:
-            shares.append(1 - o.value / o.limit)
-    return round(min(shares), 4) if shares else 0.0
-
-
 def varying_labels(variants: list[Variant]) -> dict[int, str]:
     """Each variant by the settings that differ between variants: 'workers=2 threads=4 cpu=500m'."""
     settings = {v.index: v.settings() for v in variants}
     keys = [k for k in settings[variants[0].index] if len({repr(s.get(k)) for s in settings.values()}) > 1]
     return {i: " ".join(f"{k}={value}" for k in keys if (value := s.get(k)) is not None) or "the only settings"
             for i, s in settings.items()}
-
-
-def ranked(passes: list[Candidate], tie: float) -> list[Candidate]:
-    """Cheapest first; within a tier of costs up to (1 + tie) x its cheapest, the most headroom first."""
-    rest, order = sorted(passes, key=lambda c: (c.cost.cores or 0.0, c.variant)), []
-    while rest:
-        tier = [c for c in rest if (c.cost.cores or 0.0) <= (rest[0].cost.cores or 0.0) * (1 + tie) + 1e-9]
-        order += sorted(tier, key=lambda c: (-c.headroom, c.variant))
-        rest = [c for c in rest if c not in tier]
-    return order
 
 
 def _failure(stage: StageResult, found: str) -> str:
@@ -161,11 +141,30 @@ def _beyond(o: Objective) -> str:
     return f"{o.name} {o.value:.4g} ms > {o.limit:g} ms"
 
 
+def _decided(stages: list[StageResult]) -> tuple[list[tuple[StageResult, str]], bool]:
+    """A variant's decided stages with their outcomes (an undecided stage's rerun counts, undecided or not), and
+    whether its last stage was undecided once (it runs again, twice as long)."""
+    decided: list[tuple[StageResult, str]] = []
+    again = False
+    for stage in sorted(stages, key=lambda s: s.stage):
+        found = outcome(stage)
+        if found == "Undecided" and not again:
+            again = True
+            continue
+        decided.append((stage, found))
+        again = False
+    return decided, again
+
+
+MEETS = ("Pass", "Near")   # Near: at the objective, within slo.tolerance
+
+
 def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
     """The pick so far, from the records: their stages, or where those were left out of the status, what was
     kept of them (dropped, met)."""
-    goal, duration = goal_of(experiment), stage_seconds_of(experiment)
+    goal, duration, slo = goal_of(experiment), stage_seconds_of(experiment), slo_of(experiment)
     variants, declared, by_cost = cheapest_first(experiment.variants())
+    by_index = {v.index: v for v in variants}
     labels = varying_labels(variants)
     passes: list[Candidate] = []
     dropped: dict[int, Dropped] = {}
@@ -174,7 +173,7 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
     following = None
     for variant in variants:
         i, record = variant.index, records[variant.index]
-        if record.dropped is not None:    # final, whether its stages are still in the status or not
+        if record.dropped is not None and record.dropped.after:   # final, its stages in the status or not
             dropped[i] = record.dropped
             ran += [i] if record.dropped.after else []
             continue
@@ -188,29 +187,61 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
             dropped[i] = Dropped(0, f"it costs {own.describe()}, more than {first.label} and {second.label}, "
                                     f"which met the objective")
             continue
-        stages = sorted(record.stages, key=lambda s: s.stage)
-        if not stages:
-            following = NextGoalStage(variant, duration)
+        decided, again = _decided(record.stages)
+        if not decided:
+            following = NextGoalStage(variant, 2 * duration, duration) if again else NextGoalStage(variant, duration)
             break
         ran.append(i)
-        last, found = stages[-1], outcome(stages[-1])
-        if found == "Undecided" and len(stages) == 1:
-            following = NextGoalStage(variant, 2 * duration, duration)
-            break
-        cost = costs.setdefault(i, measured_cost(last))
-        if found in ("Pass", "Near"):   # Near: at the objective, within slo.tolerance
-            passes.append(Candidate(i, variant.settings(), labels[i], cost, headroom(last),
-                                    last.verdict.objectives if last.verdict else ()))
+        first_stage, found = decided[0]
+        cost = costs.setdefault(i, measured_cost(first_stage))
+        if found in MEETS:
+            passes.append(Candidate(i, variant.settings(), labels[i], cost, headroom(first_stage),
+                                    first_stage.verdict.objectives if first_stage.verdict else ()))
         else:
-            dropped[i] = Dropped(len(stages), _failure(last, found))
-    best = ranked(passes, 0.0 if by_cost else MEASURED_TIE)
+            dropped[i] = Dropped(len(record.stages), _failure(first_stage, found))
+    prefer = tuple(goal.prefer or DEFAULT_PREFER)
+    best = ranked(passes, 0.0 if by_cost else MEASURED_TIE, slo.tolerance, prefer)
+    if following is None:
+        best, following = _confirmed(best, records, dropped, by_index, duration, slo.tolerance)
     winner, runner_up = ([*best, None, None])[:2]
     reason = "Searching" if following else "Found" if winner else "NonePassed"
     left = sum(1 for v in variants if v.index not in ran and v.index not in dropped)
+    equivalents = [c for c in best[1:] if winner is not None and alike(winner, c, slo.tolerance)]
     recommendation = Recommendation(goal.describe(), winner, runner_up, tuple(ran), reason,
-                                    _sentence(experiment, winner, runner_up, reason, len(ran), left),
-                                    margin=latency_margin(records, winner, runner_up))
-    return Pick(recommendation, following, dropped, {c.variant: c for c in passes}, costs)
+                                    _sentence(experiment, winner, runner_up, reason, len(ran), left, equivalents),
+                                    margin=latency_margin(records, winner, runner_up),
+                                    equivalent=tuple(c.variant for c in equivalents))
+    return Pick(recommendation, following, dropped, {c.variant: c for c in best}, costs)
+
+
+def _confirmed(best: list[Candidate], records: list[VariantRecord], dropped: dict[int, Dropped],
+               by_index: dict[int, Variant], duration: float, tolerance: float
+               ) -> tuple[list[Candidate], NextGoalStage | None]:
+    """The ranking once its winner (and a runner-up equivalent to it) met the objective at a second stage too;
+    one that failed it is dropped (into `dropped`), and the next one confirmed. Else the next confirming stage."""
+    order = list(best)
+    position = 0
+    while position < len(order) and position < 2:
+        candidate = order[position]
+        if position == 1 and not alike(order[0], candidate, tolerance):
+            break
+        record = records[candidate.variant]
+        if not record.stages:      # kept from before its stages were left out of the status
+            position += 1
+            continue
+        decided, again = _decided(record.stages)
+        if len(decided) < 2:
+            variant = by_index[candidate.variant]
+            return order, NextGoalStage(variant, 2 * duration, duration) if again else NextGoalStage(variant, duration)
+        stage, found = decided[1]
+        if found not in MEETS:
+            dropped[candidate.variant] = Dropped(len(record.stages), "met the objective at its first stage, then "
+                                                                      f"{_failure(stage, found)} at its second")
+            order.pop(position)
+            continue
+        order[position] = replace(candidate, confirmed=True)
+        position += 1
+    return order, None
 
 
 def latency_margin(records: list[VariantRecord], winner: Candidate | None,
@@ -238,7 +269,7 @@ def _meets(candidate: Candidate, slo: Slo) -> str:
 
 
 def _sentence(experiment: Experiment, winner: Candidate | None, runner_up: Candidate | None, reason: str,
-              ran: int, left: int) -> str:
+              ran: int, left: int, equivalents: list[Candidate]) -> str:
     """'workers=3 threads=4 cpu=1 meets p99 <= 300ms at 2,000 req/s with 6 cores; the next cheapest, workers=2
     threads=8 cpu=1, needs 8 cores'; while variants are left to run (or the run stopped), 'so far ...'."""
     slo, goal = slo_of(experiment).describe(), goal_of(experiment).describe()
@@ -246,10 +277,16 @@ def _sentence(experiment: Experiment, winner: Candidate | None, runner_up: Candi
         so_far = "searching" if winner is None else \
             f"so far {winner.label} {_meets(winner, slo_of(experiment))} {slo} at {goal} with " \
             f"{winner.cost.describe()}"
-        return f"{so_far}; {left} variant(s) not yet run"
+        return f"{so_far}; {left} variant(s) not yet run" if left or winner is None else \
+            f"{so_far}; confirming it at a second stage"
     if winner is None:
         return f"no variant meets {slo} at {goal}: each of the {ran} run failed it or was dropped"
     said = f"{winner.label} {_meets(winner, slo_of(experiment))} {slo} at {goal} with {winner.cost.describe()}"
+    if equivalents:
+        tolerance, prefer = slo_of(experiment).tolerance, goal_of(experiment).prefer or DEFAULT_PREFER
+        verb = "is" if len(equivalents) == 1 else "are"
+        return said + f"; {', '.join(c.label for c in equivalents)} {verb} equivalent (figures within " \
+                      f"{tolerance:.0%}, at the same cost): goal.prefer chose ({', '.join(prefer)})"
     if runner_up is None:
         return said + "; no other variant met it"
     if runner_up.cost.cores == winner.cost.cores and runner_up.headroom == winner.headroom:

@@ -11,6 +11,7 @@ the two are one apart. A stage is:
 - undecided when an interval straddles its objective: it runs once more at the same load, twice as long, not
   decided on fewer seconds than it had (a breach still ends it); if it is undecided again, it counts as a fail,
   so that the bracket's low end is always a pass;
+- confirmed: before Found, each end of the bracket runs a second, fresh stage (progress() below).
 - injector-bound when the injectors ran out of CPU, or (an arrival rate) dropped over 1% of its arrivals and did
   not fail: the target was not what was measured, and the search ends (InjectorBound) with the bracket it had. A
   stage that dropped arrivals because every user of its pools waited on a target breaking the objective fails."""
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadstage.api.status import SearchResult, StageResult
+from loadstage.api.status import Contradiction, SearchResult, StageResult
 from loadstage.api.types import Search
 
 
@@ -50,54 +51,79 @@ def outcome(stage: StageResult) -> str:
     return verdict.outcome
 
 
+CONFIRMATIONS = 2     # decided stages at each end of a bracket before it is Found
+
+
 @dataclass
 class _Decided:
-    passes: dict[int, StageResult]        # by load, the latest stage at each
-    fails: dict[int, StageResult]
+    outcomes: dict[int, list[str]]        # by load, its decided stages' outcomes (Pass or Fail), in order
+    latest: dict[int, StageResult]        # by load, its latest decided stage
     near: StageResult | None = None       # a stage decided at the objective: the search has ended
     again: StageResult | None = None      # undecided once: to run again
     bound: bool = False                   # an injector-bound stage ended the search
 
+    def at(self, load: int) -> str | None:
+        """A load's outcome: the majority of its decided stages; None on a tie (it runs again)."""
+        found = self.outcomes[load]
+        passes, fails = found.count("Pass"), found.count("Fail")
+        return None if passes == fails else "Pass" if passes > fails else "Fail"
+
 
 def _decided(search: Search, stages: list[StageResult]) -> _Decided:
-    passes: dict[int, StageResult] = {}
-    fails: dict[int, StageResult] = {}
-    undecided: dict[int, int] = {}
-    again = None
+    decided = _Decided({}, {})
+    previous: StageResult | None = None
     for stage in sorted(stages, key=lambda s: s.stage):
         load, found = load_of(search, stage), outcome(stage)
-        again = None
+        rerun = previous is not None and outcome(previous) == "Undecided" and load_of(search, previous) == load
+        previous, decided.again = stage, None
         if found == "InjectorBound":
-            return _Decided(passes, fails, bound=True)
+            decided.bound = True
+            return decided
         if found == "Near":
-            passes.pop(load, None)
-            fails.pop(load, None)
-            return _Decided(passes, fails, near=stage)
+            decided.near = stage
+            return decided
         if found == "Undecided":
-            undecided[load] = undecided.get(load, 0) + 1
-            if undecided[load] == 1:
-                again = stage
+            if not rerun:
+                decided.again = stage
                 continue
             found = "Fail"
-        (passes if found == "Pass" else fails)[load] = stage
-        (fails if found == "Pass" else passes).pop(load, None)
-    return _Decided(passes, fails, again=again)
+        decided.outcomes.setdefault(load, []).append(found)
+        decided.latest[load] = stage
+    return decided
+
+
+def _contradictions(decided: _Decided, failed: int | None) -> tuple[Contradiction, ...]:
+    """Loads whose stages disagreed, and loads that passed above the lowest that failed."""
+    return tuple(Contradiction(load, tuple(found)) for load, found in sorted(decided.outcomes.items())
+                 if len(set(found)) > 1 or (failed is not None and load > failed and decided.at(load) == "Pass"))
 
 
 def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 0.0
              ) -> tuple[SearchResult, NextStage | None]:
-    """The search's result so far and its next stage; None once it has ended (the result's reason says why)."""
+    """The search's result so far and its next stage; None once it has ended (the result's reason says why).
+
+    Each load's outcome is the majority of its decided stages; on a tie (one each) it runs a third. Before Found,
+    each end of the bracket is confirmed: CONFIRMATIONS decided stages at it, the later ones fresh. A
+    confirmation that contradicts its end moves the bracket (noisy binary search, Karp & Kleinberg 2007): a pass
+    end that now fails is the bracket's new fail end, and the search goes on below it; the status keeps the
+    contradictions."""
     decided = _decided(search, stages)
-    passes, fails, near = decided.passes, decided.fails, decided.near
-    failed = min(fails) if fails else None
-    passed = max((load for load in passes if failed is None or load < failed), default=None)
-    reason, following = "Searching", None
+    outcomes, near = decided.outcomes, decided.near
+    fails = [load for load in outcomes if decided.at(load) == "Fail"]
+    failed = min(fails, default=None)
+    passed = max((load for load in outcomes if decided.at(load) == "Pass" and (failed is None or load < failed)),
+                 default=None)
+    tied = sorted(load for load in outcomes if decided.at(load) is None and (passed is None or load > passed)
+                  and (failed is None or load < failed))
+    reason, following, confirmed = "Searching", None, False
     if decided.bound:
         reason = "InjectorBound"
     elif near is not None:
         reason = "Near"
     elif decided.again is not None:
         following = NextStage(load_of(search, decided.again), 2 * search.seconds, search.seconds)
+    elif tied:
+        following = NextStage(tied[0], search.seconds)
     elif not stages:
         following = NextStage(search.from_, search.seconds)
     elif passed is None:
@@ -108,13 +134,21 @@ def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 
         else:
             following = NextStage(min(2 * passed, search.max), search.seconds)
     elif failed - passed <= 1 or (failed - passed) / passed <= search.resolution:
-        reason = "Found"
+        unconfirmed = [end for end in (passed, failed) if len(outcomes[end]) < CONFIRMATIONS and search.confirm]
+        if unconfirmed:
+            following = NextStage(unconfirmed[0], search.seconds)
+        else:
+            reason, confirmed = "Found", search.confirm
     else:
         following = NextStage((passed + failed) // 2, search.seconds)
+    if following is not None and len(stages) >= search.most_stages():
+        reason, following = "Exhausted", None
+    latest = decided.latest
     result = SearchResult(
-        search.load, passed, failed, passes[passed].rps if passed is not None else None,
-        fails[failed].rps if failed is not None else None,
+        search.load, passed, failed, latest[passed].rps if passed is not None else None,
+        latest[failed].rps if failed is not None else None,
         round((failed - passed) / passed, 4) if passed is not None and failed is not None else None,
         len(stages), round(warmup_seconds + sum(s.duration_seconds for s in stages), 3), reason,
-        None if near is None else load_of(search, near), None if near is None else near.rps)
+        None if near is None else load_of(search, near), None if near is None else near.rps, confirmed,
+        _contradictions(decided, failed))
     return result, following

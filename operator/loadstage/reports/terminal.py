@@ -59,7 +59,8 @@ def render_report(run: RunStatus) -> str:
 
 SEARCH_ENDS = {"Found": "found to its resolution", "Near": "at the objective there, within slo.tolerance",
                "CeilingPassed": "passed even at search.max",
-               "FloorFailed": "failed already at search.from", "Searching": "still searching"}
+               "FloorFailed": "failed already at search.from", "Searching": "still searching",
+               "Exhausted": "not confirmed: its stages kept contradicting each other"}
 
 
 def search_end(variant: VariantRecord) -> str:
@@ -67,6 +68,8 @@ def search_end(variant: VariantRecord) -> str:
     search = variant.search
     assert search is not None
     stage = last_injector_bound(variant.stages)
+    if search.confirmed:
+        return f"{SEARCH_ENDS[search.reason]}, each end confirmed"
     if search.reason != "InjectorBound" or stage is None:
         return SEARCH_ENDS.get(search.reason, "stopped: its injectors, not its target, ran out")
     load = {"users": stage.users, "injectors": stage.injectors, "rps": stage.arrival_rate}[search.load]
@@ -108,8 +111,11 @@ def render_capacity(run: RunStatus) -> list[str]:
         settings = ", ".join(f"{k}={v}" for k, v in variant.settings.items() if v is not None)
         if (search := variant.search) is not None:
             width = f", width {search.resolution:.1%}" if search.resolution is not None else ""
+            contradicted = "; ".join(f"{c.load:,} {search.load} {', '.join(c.outcomes)}"
+                                     for c in search.contradictions)
             lines.append(f"Capacity ({settings}): {search.bracket()}; {search_end(variant)}{width}, "
-                         f"{search.stages} stages, {format_duration(int(search.load_seconds))} of load")
+                         f"{search.stages} stages, {format_duration(int(search.load_seconds))} of load"
+                         + (f"; contradictions: {contradicted}" if contradicted else ""))
             continue
         if not variant.judged:
             continue

@@ -37,6 +37,7 @@ from loadstage.results.steady import rise
 MIN_BATCHES = MIN_BLOCKS   # a t-interval from fewer says little; the blocks are never fewer
 AUTOCORRELATION_ALPHA = 0.10
 MAX_CORRELATION = 0.8
+BUCKET_WIDTH = 0.001   # of an HDR bucket (3 significant digits), relative: below its top lies its lowest value
 
 
 def t_quantile(probability: float, freedom: int) -> float:
@@ -94,7 +95,9 @@ class Batches:
     @property
     def inflation(self) -> float:
         """How much wider an interval over autocorrelated batches is (an AR(1)'s variance of a mean: (1 + r) /
-        (1 - r), Law & Kelton), as a factor of its standard error."""
+        (1 - r), Law & Kelton), as a factor of its standard error. It widens the side that would pass (a
+        latency's upper bound, the rate's lower): a stage's first seconds, from an empty queue, only flatter it,
+        and the climb out of them is a step, not memory, which must not hold a breach back."""
         return math.sqrt((1 + self.correlation) / (1 - self.correlation))
 
     @property
@@ -121,23 +124,23 @@ def batches_of(section: dict[str, Any] | None) -> Batches | None:
 
 
 def ratio_interval(numerators: Sequence[float], denominators: Sequence[float], confidence: float,
-                   inflation: float = 1.0) -> tuple[float, float] | None:
+                   inflation: tuple[float, float] = (1.0, 1.0)) -> tuple[float, float] | None:
     """The t-interval of sum(numerators) / sum(denominators) over batches (the ratio estimator's variance), its
-    standard error times `inflation`."""
+    standard error times `inflation`'s first below the ratio, its second above it."""
     k, total = len(numerators), sum(denominators)
     if k < 2 or not total:
         return None
     ratio = sum(numerators) / total
     residuals = sum((y - ratio * x) ** 2 for y, x in zip(numerators, denominators))
     error = math.sqrt(residuals / (k * (k - 1))) / (total / k)
-    half = t_quantile(1 - (1 - confidence) / 2, k - 1) * error * inflation
-    return ratio - half, ratio + half
+    half = t_quantile(1 - (1 - confidence) / 2, k - 1) * error
+    return ratio - half * inflation[0], ratio + half * inflation[1]
 
 
 class _Tail:
     """Each batch's cumulative counts over one grid of bucket tops: the requests slower than any of them."""
 
-    def __init__(self, batches: Sequence[Block], inflation: float):
+    def __init__(self, batches: Sequence[Block], inflation: tuple[float, float]):
         self.inflation = inflation
         self.grid = sorted({v for b in batches for v in b.counts})
         position = {v: i for i, v in enumerate(self.grid)}
@@ -155,7 +158,9 @@ class _Tail:
             self.cumulative.append(row)
 
     def slower(self, index: int) -> list[int]:
-        """Each batch's requests slower than grid[index]."""
+        """Each batch's requests slower than grid[index] (index -1: than anything below the grid, so all)."""
+        if index < 0:
+            return list(self.requests)
         return [n - row[index] for n, row in zip(self.requests, self.cumulative)]
 
     def share_is(self, index: int, share: float, confidence: float) -> str | None:
@@ -173,16 +178,17 @@ class _Tail:
             return "above"
         return None
 
-    def percentile_bounds(self, quantile: float, confidence: float) -> tuple[float, float] | None:
-        """[low, high] of the quantile, ms, by inversion; None where no bucket top is confidently above it."""
+    def percentile_bounds(self, quantile: float, confidence: float) -> tuple[float, float]:
+        """[low, high] of the quantile, ms, by inversion; high infinite where no bucket top is confidently above
+        it (too few requests: none of 200 over a value is compatible with 1.8% over it), so that it can fail but
+        not pass."""
         share = 1 - quantile
         rank = max(1, math.ceil(quantile * self.total - 1e-9))
         at = next(i for i, row in enumerate(self._pooled()) if row >= rank)
         high = next((i for i in range(at, len(self.grid)) if self.share_is(i, share, confidence) == "below"), None)
-        if high is None:
-            return None
-        low = next((i for i in range(at - 1, -1, -1) if self.share_is(i, share, confidence) == "above"), None)
-        return (0.0 if low is None else self.grid[low] / 1e6), self.grid[high] / 1e6
+        low = next((i for i in range(at - 1, -2, -1) if self.share_is(i, share, confidence) == "above"), None)
+        bottom = 0.0 if low is None else self.grid[low] if low >= 0 else self.grid[0] * (1 - BUCKET_WIDTH)
+        return bottom / 1e6, math.inf if high is None else self.grid[high] / 1e6
 
     def _pooled(self) -> list[int]:
         return [sum(column) for column in zip(*self.cumulative)]
@@ -192,15 +198,16 @@ def intervals(found: Batches | None, confidence: float) -> Intervals | None:
     """Each figure's interval over the batches; None without batches."""
     if found is None:
         return None
-    batches, inflation = found.batches, found.inflation
+    batches, wider = found.batches, found.inflation
+    slower, faster = (1.0, wider), (wider, 1.0)   # widened on the side that would pass
     requests = [b.requests for b in batches]
     result: Intervals = {"confidence": confidence, "method": "batch means", "blocks": len(batches),
                          "blockSeconds": found.seconds}
-    figures = {"rps": ratio_interval(requests, [b.seconds for b in batches], confidence, inflation),
-               "errorRate": ratio_interval([b.failures for b in batches], requests, confidence, inflation),
+    figures = {"rps": ratio_interval(requests, [b.seconds for b in batches], confidence, faster),
+               "errorRate": ratio_interval([b.failures for b in batches], requests, confidence, slower),
                "mean": ratio_interval([sum(v * c for v, c in b.counts.items()) / 1e6 for b in batches], requests,
-                                      confidence, inflation)}
-    tail = _Tail(batches, inflation)
+                                      confidence, slower)}
+    tail = _Tail(batches, slower)
     if tail.total:
         for name, quantile in histograms.LEVELS.items():
             if name != "p999" or tail.total >= histograms.P999_MIN_SAMPLES:
@@ -215,7 +222,7 @@ def intervals(found: Batches | None, confidence: float) -> Intervals | None:
 def _four_digits(value: float, rounded: Callable[[float], int]) -> float:
     """Four significant digits, rounded outwards (`rounded`: math.floor for a low bound, math.ceil for a high
     one), so that an interval never loses what it holds."""
-    if value == 0:
-        return 0.0
+    if value == 0 or math.isinf(value):
+        return value
     scale = 10.0 ** (3 - math.floor(math.log10(abs(value))))
     return float(f"{rounded(value * scale) / scale:.4g}")

@@ -55,6 +55,6 @@ def breached(objectives: Sequence[Objective]) -> bool:
             return False
         low, high = o.interval
         if o.name == "minRps":
-            return high < o.limit * BREACH_RPS
+            return high is not None and high < o.limit * BREACH_RPS
         return low > o.limit * (BREACH_ERROR_RATE if o.name == "errorRate" else BREACH_LATENCY)
     return any(far(o) for o in objectives)

@@ -3,6 +3,7 @@ against its objective: pass, fail, near or undecided), and the capacity of a lad
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from loadstage.api.status import Capacity, Intervals, Objective, StageResult, Verdict
@@ -29,14 +30,15 @@ def _held(name: str, limit: float, value: float | None, interval: Bounds | None,
           floor: bool = False) -> Objective:
     """`limit` is a ceiling (or with `floor`, a floor): the interval wholly on its good side holds it, wholly on
     its bad side breaks it, and one across it, or no interval at all, leaves it undecided; undecided with the
-    whole interval within `tolerance` of the limit, the figure is at it (near)."""
+    whole interval within `tolerance` of the limit, the figure is at it (near). A high bound of infinity (a
+    percentile too few requests bound from above) is written None."""
     if interval is None:
         return Objective(name, limit, value, None, None)
     low, high = interval
     good, bad = (low >= limit, high < limit) if floor else (high <= limit, low > limit)
     holds = True if good else False if bad else None
     near = holds is None and limit * (1 - tolerance) <= low and high <= limit * (1 + tolerance)
-    return Objective(name, limit, value, (low, high), holds, near)
+    return Objective(name, limit, value, (low, None if math.isinf(high) else high), holds, near)
 
 
 def _shown(o: Objective) -> str:

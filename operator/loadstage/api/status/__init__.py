@@ -21,6 +21,7 @@ from loadstage.api.status.target import TargetFigures, TargetPodHealth
 from loadstage.api.status.variant import (
     SEARCH_REASONS,
     Capacity,
+    Contradiction,
     PivotRow,
     RepeatRecord,
     SearchResult,
@@ -30,8 +31,8 @@ from loadstage.api.status.variant import (
 
 __all__ = [
     "FIGURES", "OUTCOMES", "SCHEMA_VERSION", "SEARCH_REASONS", "STATUS", "Candidate",
-    "Capacity", "Cleanup", "Condition", "Cost", "Dropped", "ExceptionCount", "Headline", "InPlace", "Intervals",
-    "Latency", "Latest", "LostInjector", "Margin", "MethodFigures", "Objective", "PivotRow", "Progress",
+    "Capacity", "Cleanup", "Condition", "Contradiction", "Cost", "Dropped", "ExceptionCount", "Headline", "InPlace",
+    "Intervals", "Latency", "Latest", "LostInjector", "Margin", "MethodFigures", "Objective", "PivotRow", "Progress",
     "Recommendation", "RepeatRecord", "Retry", "RunStatus", "SearchResult", "Settings", "ShapeError",
     "StageResult", "TargetFigures", "TargetPodHealth", "TaskExceptions", "VariantAggregate", "VariantRecord",
     "Verdict", "last_injector_bound",

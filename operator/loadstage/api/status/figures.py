@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
-from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, Pair, Str, Written, omit_empty, omit_none
+from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, OpenPair, Pair, Str, Written, omit_empty, omit_none
 from loadstage.api.types import PERCENTILES
 
 FIGURES = (*PERCENTILES, "mean", "rps", "errorRate")   # the figures an interval is given for
@@ -158,7 +158,7 @@ class Objective(Written):
     name: str                     # p99, errorRate, minRps
     limit: float                  # ms, a fraction, or req/s
     value: float | None
-    interval: tuple[float, float] | None
+    interval: tuple[float, float | None] | None   # high None: bounded from below only (too few requests)
     holds: bool | None
     near: bool = False
 
@@ -167,7 +167,8 @@ OBJECTIVE = Obj(Objective, "One objective of spec.slo held against a figure's in
     "name": Str("The figure: a percentile (p50 ... p999), errorRate or minRps."),
     "limit": Num("Its objective: ms, a fraction, or req/s."),
     "value": Num("The figure measured.", nullable=True),
-    "interval": Pair("The figure's interval, [low, high].", nullable=True),
+    "interval": OpenPair("The figure's interval, [low, high] (high null: the requests so far bound it from below "
+                         "only: too few for its percentile).", nullable=True),
     "holds": Bool("True: the whole interval meets the objective; false: it breaks it; null: undecided.",
                   nullable=True),
     "near": Field(Bool("Its interval straddles the limit but lies within slo.tolerance of it: the figure is at the "

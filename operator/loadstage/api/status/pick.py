@@ -5,9 +5,9 @@ declaration."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
-from loadstage.api.schema import Field, Int, ListOf, Num, Obj, Pair, Str, Written, is_number, omit_empty
+from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, OpenPair, Str, Written, omit_empty
 from loadstage.api.status.figures import OBJECTIVE, Objective
 
 PICK_REASONS = ("Searching", "Found", "NonePassed")
@@ -92,6 +92,7 @@ class Candidate(Written):
     headroom: float
     objectives: tuple[Objective, ...]
     per_core: tuple[float, float | None] | None = None
+    confirmed: bool = False    # a second, fresh stage at the goal's load met the objective too
 
     @property
     def bounds(self) -> tuple[float, float | None]:
@@ -105,18 +106,6 @@ class Candidate(Written):
         return (self.per_core[0] if self.per_core else 0.0) * (self.cost.cores or 0.0)
 
 
-class PerCore(Pair):
-    """[low, high] req/s a core, high null where the bracket is open."""
-
-    def fits(self, value: Any) -> bool:
-        return isinstance(value, (list, tuple)) and len(value) == 2 and is_number(value[0]) and \
-            (value[1] is None or is_number(value[1]))
-
-    def openapi(self) -> dict[str, Any]:
-        bound = {"type": "number", "nullable": True, "description": "A bound."}
-        return self._with_meta({"type": "array", "items": bound, "minItems": 2, "maxItems": 2})
-
-
 CANDIDATE = Obj(Candidate, "A variant that met the objective at the goal's load (or, with maximize, its capacity "
                            "per core).", {
     "variant": Int("Its index in status.variants."),
@@ -125,8 +114,11 @@ CANDIDATE = Obj(Candidate, "A variant that met the objective at the goal's load 
     "cost": COST,
     "headroom": Num("The least share by which a figure stays within its objective, at the deciding look."),
     "objectives": Field(ListOf("Each objective against its figure.", OBJECTIVE), absent=()),
-    "perCore": Field(PerCore("With maximize: its capacity per core, [low, high] req/s a core (high null: it "
+    "perCore": Field(OpenPair("With maximize: its capacity per core, [low, high] req/s a core (high null: it "
                              "passed even at search.max).", nullable=True), attr="per_core", omit=omit_empty),
+    "confirmed": Field(Bool("With a load: a second, fresh stage at the goal's load met the objective too (the "
+                            "winner's, and an equivalent runner-up's, before the pick is Found)."), absent=False,
+                       omit=omit_empty),
 }, required=("variant", "settings", "label", "cost", "headroom"), nullable=True)
 
 
@@ -173,6 +165,7 @@ class Recommendation(Written):
     sentence: str
     front: tuple[Candidate, ...] = ()   # with maximize: no other variant costs less and serves more
     margin: Margin | None = None
+    equivalent: tuple[int, ...] = ()    # variants of the winner's cost within slo.tolerance of it: goal.prefer chose
 
     @property
     def variant(self) -> int | None:
@@ -204,4 +197,8 @@ RECOMMENDATION = Obj(Recommendation, "With spec.goal: the cheapest variant that 
     "order": Field(ListOf("The order the variants ran in: their indices.", Int("An index.")), absent=()),
     "front": Field(ListOf("With maximize: the variants no other costs less than and serves more than.",
                           CANDIDATE), absent=(), omit=omit_empty),
+    "equivalent": Field(ListOf("Variants that met the objective at the winner's cost with figures within "
+                               "slo.tolerance of the winner's: no better or worse than it beyond noise; goal.prefer "
+                               "chose among them.", Int("An index in status.variants.")), absent=(),
+                        omit=omit_empty),
 }, required=("goal", "reason", "sentence"), nullable=True)

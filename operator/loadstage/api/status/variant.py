@@ -36,7 +36,7 @@ from loadstage.api.status.pick import CANDIDATE, COST, DROPPED, SETTINGS, Candid
 from loadstage.api.status.stage import STAGE, StageResult
 from loadstage.api.types import SEARCH_LOADS
 
-SEARCH_REASONS = ("Searching", "Found", "Near", "CeilingPassed", "FloorFailed", "InjectorBound")
+SEARCH_REASONS = ("Searching", "Found", "Near", "CeilingPassed", "FloorFailed", "InjectorBound", "Exhausted")
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,20 @@ CAPACITY = Obj(Capacity, "With thresholds or an SLO: the knee, the last stage be
 
 
 @dataclass(frozen=True)
+class Contradiction(Written):
+    """A load whose stages disagreed, or that passed above a lower load that failed."""
+    load: int
+    outcomes: tuple[str, ...]     # its decided stages', in order: Pass or Fail
+
+
+CONTRADICTION = Obj(Contradiction, "A load whose stages disagreed, or that passed above a lower load that failed.", {
+    "load": Int("The load."),
+    "outcomes": ListOf("Its decided stages' outcomes, in the order they ran.", Str("Pass or Fail.",
+                                                                                 enum=("Pass", "Fail"))),
+}, required=("load", "outcomes"))
+
+
+@dataclass(frozen=True)
 class SearchResult(Written):
     """A variant's capacity search so far: the bracket [passed, failed] in the unit of `load`, with the req/s
     measured at each end, or the load found at the objective (`near`); `reason` says why it ended, or Searching."""
@@ -123,6 +137,8 @@ class SearchResult(Written):
     reason: str
     near: int | None = None     # the load decided at the objective, within slo.tolerance (reason Near)
     near_rps: float | None = None
+    confirmed: bool = False     # Found, each end of its bracket decided the same way by two stages or more
+    contradictions: tuple[Contradiction, ...] = ()
 
     @property
     def done(self) -> bool:
@@ -160,12 +176,20 @@ SEARCH = Obj(SearchResult, "With spec.search: the variant's capacity search so f
     "resolution": Num("(fail - pass) / pass, once both are known.", nullable=True),
     "stages": Int("Stages it ran."),
     "loadSeconds": Num("The load time it spent, warm-up included, seconds."),
-    "reason": Str("Searching; or why it ended: Found, Near (a load decided at the objective, within "
-                  "slo.tolerance), CeilingPassed (passed at search.max), FloorFailed (failed at search.from) or "
-                  "InjectorBound.", enum=SEARCH_REASONS),
+    "reason": Str("Searching; or why it ended: Found (its bracket within its resolution, each end "
+                  "confirmed), Near (a load decided at the objective, within slo.tolerance), CeilingPassed (passed "
+                  "at search.max), FloorFailed (failed at search.from), InjectorBound, or Exhausted (it ran the "
+                  "most stages a search may before its bracket was confirmed: its stages kept contradicting each "
+                  "other).", enum=SEARCH_REASONS),
     "near": Field(Int("The load decided at the objective, within slo.tolerance (reason Near).", nullable=True),
                   omit=omit_none),
     "nearRps": Field(Num("Requests a second measured there.", nullable=True), attr="near_rps", omit=omit_none),
+    "confirmed": Field(Bool("Found, and each end of the bracket confirmed: a second, fresh stage at it decided "
+                            "the same way (a load's outcome is the majority of its stages)."), absent=False,
+                       omit=omit_empty),
+    "contradictions": Field(ListOf("The loads whose stages disagreed, or that passed above a lower load that "
+                                   "failed: where the bracket moved back.", CONTRADICTION), absent=(),
+                            omit=omit_empty),
 }, required=("load", "stages", "loadSeconds", "reason"), nullable=True, on_read=_bracket_in_order)
 
 
