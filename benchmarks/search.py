@@ -6,8 +6,10 @@ model), so that the queue, and the p99, climb with the rate whatever the answers
 1. the reference: a fixed, fine ladder of arrival rates around the knee, each stage --reference-seconds long;
    the knee is where its p99 crosses the objective (interpolated between the two stages around it);
 2. --runs searches (`search: {load: rps}`, stages that end once decided), each with its own seed: how often the
-   bracket contains the reference knee, and the search's load time against a fixed ladder's at the same
-   resolution over the same range, each stage at the searches' stageEnd.max;
+   bracket contains the reference knee; how often it is right with the tolerance (slo.tolerance, 10%): the
+   reference's p99 at its pass end at most 1.1 x the objective and at its fail end at least 0.9 x (a Near load:
+   within both); and the search's load time against a fixed ladder's at the same resolution over the same range,
+   each stage at the searches' stageEnd.max;
 3. an A/A check of the verdicts: a low rate (next to no queueing) whose p99 is measured once over a long stage,
    then --verdict-stages stages with the objective set so that this p99 sits at 0.8x it (every Fail is wrong),
    and --verdict-stages with it at 1.25x (every Pass is wrong).
@@ -55,6 +57,31 @@ def crossing(stages: list[dict], slo_ms: float) -> float | None:
     return None
 
 
+def reference_p99(stages: list[dict], rate: float) -> float:
+    """The reference ladder's p99 at a rate, interpolated in log p99 between the stages around it (beyond the
+    ladder, its nearest stage's)."""
+    ordered = sorted(stages, key=lambda s: s["arrivalRate"])
+    if rate <= ordered[0]["arrivalRate"]:
+        return float(ordered[0]["latencyMs"]["p99"])
+    for below, above in itertools.pairwise(ordered):
+        if below["arrivalRate"] <= rate <= above["arrivalRate"]:
+            share = (rate - below["arrivalRate"]) / (above["arrivalRate"] - below["arrivalRate"])
+            lo, hi = math.log(below["latencyMs"]["p99"]), math.log(above["latencyMs"]["p99"])
+            return math.exp(lo + share * (hi - lo))
+    return float(ordered[-1]["latencyMs"]["p99"])
+
+
+def right(result: dict, ladder: list[dict], slo_ms: float, tolerance: float = 0.1) -> bool:
+    """Right within the tolerance: a pass end the reference holds within 1.1 x the objective, a fail end it breaks
+    beyond 0.9 x, or a Near load within both."""
+    if result.get("near") is not None:
+        return (1 - tolerance) * slo_ms <= reference_p99(ladder, result["near"]) <= (1 + tolerance) * slo_ms
+    if result["pass"] is None or result["fail"] is None:
+        return False
+    return reference_p99(ladder, result["pass"]) <= (1 + tolerance) * slo_ms and \
+        reference_p99(ladder, result["fail"]) >= (1 - tolerance) * slo_ms
+
+
 def fixed_ladder_seconds(search: dict, stage_seconds: float) -> float:
     """A geometric ladder over [from, max] whose steps are the search's resolution, every stage run whole."""
     step = 1 + float(search["resolution"].rstrip("%")) / 100
@@ -100,13 +127,18 @@ def main() -> int:
             result = found["search"]
             contains = knee is not None and result["pass"] is not None and result["fail"] is not None \
                 and result["pass"] <= knee <= result["fail"]
-            searches.append({"seed": seed, **{k: result[k] for k in ("pass", "fail", "reason", "stages",
-                                                                      "loadSeconds", "resolution")},
-                             "containsKnee": contains,
+            searches.append({"seed": seed, **{k: result.get(k) for k in (
+                                 "pass", "fail", "near", "reason", "stages", "loadSeconds", "resolution", "confirmed",
+                                 "contradictions")},
+                             "containsKnee": contains, "right": right(result, ladder, args.slo_ms),
                              "stagesRun": [[s["arrivalRate"], s["endedBy"], s["verdict"]["outcome"],
-                                            s["durationSeconds"]] for s in found["stages"]]})
-            print(f"search {seed}: {result['pass']}-{result['fail']} rps ({result['reason']}), {result['stages']} "
-                  f"stages, {result['loadSeconds']:.0f} s of load; contains the knee: {contains}", flush=True)
+                                            s["durationSeconds"], s["verdict"].get("settleSeconds"),
+                                            s["verdict"].get("batches"), s["verdict"].get("batchSeconds")]
+                                           for s in found["stages"]]})
+            print(f"search {seed}: {result['pass']}-{result['fail']} rps ({result['reason']}"
+                  f"{', near ' + str(result['near']) if result.get('near') else ''}), {result['stages']} stages, "
+                  f"{result['loadSeconds']:.0f} s of load; contains the knee: {contains}; right within 10%: "
+                  f"{searches[-1]['right']}; contradictions: {result.get('contradictions', [])}", flush=True)
         fixed = fixed_ladder_seconds(search, float(stage_seconds.rstrip("s")))
         truth = run(tmp, experiment("truth", 1, stages=[{"arrivalRate": LOW_RATE, "duration": reference_seconds}]))
         true_p99 = truth["stages"][0]["latencyMs"]["p99"]
@@ -120,6 +152,7 @@ def main() -> int:
                       "p99Ms": [s["latencyMs"]["p99"] for s in ladder]},
         "searches": searches,
         "bracketContainsKnee": sum(s["containsKnee"] for s in searches), "of": len(searches),
+        "rightWithinTolerance": sum(s["right"] for s in searches),
         "loadSeconds": spread([s["loadSeconds"] for s in searches]),
         "fixedLadderSeconds": fixed,
         "loadShare": spread([s["loadSeconds"] / fixed for s in searches]),
@@ -127,7 +160,8 @@ def main() -> int:
         "verdicts": {"lowRate": LOW_RATE, "trueP99Ms": true_p99, "atPoint8": under, "at1Point25": over,
                      "wrong": wrong, "of": len(under) + len(over)},
     }
-    print(f"bracket contains the reference knee in {result['bracketContainsKnee']} of {result['of']} searches; "
+    print(f"bracket contains the reference knee in {result['bracketContainsKnee']} of {result['of']} searches, "
+          f"right within 10% in {result['rightWithinTolerance']}; "
           f"load time {result['loadSeconds']['median']:.0f} s (median) against {fixed:.0f} s for a fixed ladder "
           f"({result['loadShare']['median']:.1%}); wrong verdicts {wrong} of {result['verdicts']['of']} "
           f"(p99 {true_p99:.1f} ms at 0.8x: {under}; at 1.25x: {over})")

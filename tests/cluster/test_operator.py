@@ -440,8 +440,8 @@ def test_a_search_in_the_operator_steps_its_workers_up_and_resumes_after_a_resta
 
 def test_a_goal_in_the_operator_runs_the_cheapest_variants_first_and_resumes_after_a_restart(cluster, namespace,
                                                                                            operator, real_stage):
-    """The stored stage (p99 52 ms) meets p99 <= 1s: the cheapest variant (2 pods of 250m) wins, the next
-    cheapest is its runner-up, and the dearest is never run."""
+    """The stored stage (p99 52 ms) meets p99 <= 1s: the cheapest variant (2 pods of 250m) wins, confirmed by a
+    second stage, the next cheapest is its runner-up, and the dearest is never run."""
     first = operator()
     doc = document("goal", {"matrix": {"cpu": ["1", "250m", "500m"]}, "slo": {"p99": "1s"},
                             "stageEnd": {"when": "Decided", "min": "8s", "max": "30s"}, "cleanup": "Keep"})
@@ -456,16 +456,19 @@ def test_a_goal_in_the_operator_runs_the_cheapest_variants_first_and_resumes_aft
     first.kill(signal.SIGKILL)
     operator()
     play_stage(cluster, namespace, "cluster-ladder", "v3-s1", 2, real_stage)
+    play_stage(cluster, namespace, "cluster-ladder", "v2-s2", 2, real_stage)    # the winner's confirmation
     wait_phase(cluster, namespace, "cluster-ladder", "Succeeded")
     status = cluster.status(namespace, "cluster-ladder")
     found = status["recommendation"]
     assert (found["reason"], found["variant"], found["runnerUp"]["variant"], found["order"]) == ("Found", 1, 2, [1, 2])
+    assert found["winner"]["confirmed"] is True and len(status["variants"][1]["stages"]) == 2
     assert found["sentence"] == "cpu=250m meets p99 <= 1000ms at 2 injectors with 0.5 cores; the next cheapest, " \
                                 "cpu=500m, needs 1 core"
     assert status["variants"][0]["dropped"]["after"] == 0 and not status["variants"][0]["stages"]
     jobs = sorted(j.metadata.name for j in cluster.batch.list_namespaced_job(namespace).items)
-    assert jobs == [f"cluster-ladder-v{v}-s1-{kind}" for v in (2, 3) for kind in ("master", "workers")]
-    assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 2
+    assert jobs == sorted(f"cluster-ladder-{stage}-{kind}" for stage in ("v2-s1", "v2-s2", "v3-s1")
+                          for kind in ("master", "workers"))
+    assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 3
 
 
 def test_maximize_in_the_operator_searches_every_variant_and_picks_the_most_per_core(cluster, namespace, operator,

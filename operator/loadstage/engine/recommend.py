@@ -175,7 +175,7 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
         i, record = variant.index, records[variant.index]
         if record.dropped is not None and record.dropped.after:   # final, its stages in the status or not
             dropped[i] = record.dropped
-            ran += [i] if record.dropped.after else []
+            ran.append(i)
             continue
         if record.met is not None and not record.stages:
             passes.append(record.met)

@@ -30,7 +30,7 @@ from typing import Any
 
 from loadstage.api.status.figures import Intervals, with_bounds
 from loadstage.results import histograms
-from loadstage.results.intervals import MIN_BLOCKS, Block, blocks_from_artifact
+from loadstage.results.intervals import MIN_BLOCKS, Block, blocks_from_artifact, cumulative_rows
 from loadstage.results.proportions import regularized_beta
 from loadstage.results.steady import rise
 
@@ -146,16 +146,7 @@ class _Tail:
         position = {v: i for i, v in enumerate(self.grid)}
         self.requests = [b.requests for b in batches]
         self.total = sum(self.requests)
-        self.cumulative = []
-        for block in batches:
-            row = [0] * len(self.grid)
-            for value, count in block.counts.items():
-                row[position[value]] += count
-            running = 0
-            for i, count in enumerate(row):
-                running += count
-                row[i] = running
-            self.cumulative.append(row)
+        self.cumulative = cumulative_rows(batches, position)
 
     def slower(self, index: int) -> list[int]:
         """Each batch's requests slower than grid[index] (index -1: than anything below the grid, so all)."""

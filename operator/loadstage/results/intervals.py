@@ -157,6 +157,21 @@ def of_artifacts(sections: Sequence[dict[str, Any] | None], *, seed: str,
     return found
 
 
+def cumulative_rows(blocks: Sequence[Block], position: dict[int, int]) -> list[list[int]]:
+    """Each block's cumulative counts over one grid of values (`position`: each value's index in it)."""
+    rows = []
+    for block in blocks:
+        row = [0] * len(position)
+        for value, count in block.counts.items():
+            row[position[value]] += count
+        running = 0
+        for i, count in enumerate(row):
+            running += count
+            row[i] = running
+        rows.append(row)
+    return rows
+
+
 class _Resampler:
     """Cumulative counts of every block over one grid of values, so that a percentile of any mix of blocks
     is a search over sums of a few rows."""
@@ -170,16 +185,8 @@ class _Resampler:
         self.weighted_ns = {id(b): sum(v * c for v, c in b.counts.items()) for b in everything}
         self.seconds = {id(b): b.seconds for b in everything}
         self.failures = {id(b): b.failures for b in everything}
-        for stratum in self.strata:
-            for block in stratum:
-                row = [0] * len(self.grid)
-                for value, count in block.counts.items():
-                    row[position[value]] += count
-                running = 0
-                for i, count in enumerate(row):
-                    running += count
-                    row[i] = running
-                self.cumulative[id(block)] = row
+        for block, row in zip(everything, cumulative_rows(everything, position)):
+            self.cumulative[id(block)] = row
         self.hints: dict[str, int] = {}
         if self.grid:   # the index of each percentile of every block once: where a resample's search starts
             found = self.figures(everything)

@@ -84,7 +84,7 @@ def slo_verdict(stage: StageResult, slo: Slo, found: Intervals | None = None) ->
                       confidence=(found or {}).get("confidence"))
 
 
-CLIMBING = "latency still climbing over its settled batches (Mann-Kendall, one-sided 5%, a rise of 10% or more)"
+CLIMBING = "latency still climbing over its settled batches (Mann-Kendall, one-sided 1%, a rise of 10% or more)"
 
 
 def verdict_of(objectives: Sequence[Objective], *, climbing: bool = False, final: bool = True,

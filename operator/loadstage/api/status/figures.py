@@ -236,7 +236,7 @@ VERDICT = Obj(Verdict, "The stage held against spec.thresholds, or spec.slo.", {
     "near": Field(ListOf("With spec.slo: the objectives decided to lie at their limits (within slo.tolerance).",
                          Str("An objective.")), absent=(), omit=omit_empty),
     "reason": Field(Str("Unsteady: failed because latency was still climbing at the stage's end (Mann-Kendall, "
-                        "one-sided 5%, and a rise of at least 10%, over its settled batches): not a steady state.",
+                        "one-sided 1%, and a rise of at least 10%, over its settled batches): not a steady state.",
                         enum=VERDICT_REASONS, nullable=True), omit=omit_none),
     "settleSeconds": Field(Int("With spec.slo: the seconds cut from the stage's start before its verdict, its "
                                "settling period (MSER-5); the stage's figures and histograms keep them.",
