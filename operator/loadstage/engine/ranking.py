@@ -53,8 +53,8 @@ def ranked(passes: list[Candidate], tie: float, tolerance: float = 0.0,
         tier = [c for c in rest if (c.cost.cores or 0.0) <= (rest[0].cost.cores or 0.0) * (1 + tie) + 1e-9]
         by_headroom = sorted(tier, key=lambda c: (-c.headroom, c.variant))
         while by_headroom:
-            alike = [c for c in by_headroom if c is by_headroom[0] or equivalent(by_headroom[0], c, tolerance)]
-            order += sorted(alike, key=lambda c: preference(c, prefer))
-            by_headroom = [c for c in by_headroom if c not in alike]
+            group = [c for c in by_headroom if c is by_headroom[0] or equivalent(by_headroom[0], c, tolerance)]
+            order += sorted(group, key=lambda c: preference(c, prefer))
+            by_headroom = [c for c in by_headroom if c not in group]
         rest = [c for c in rest if c not in tier]
     return order

@@ -3,10 +3,10 @@
 Under load, neighbouring seconds are alike (a queue remembers), so seconds are not independent observations. The
 stage's blocks (results.intervals: consecutive seconds, at least twice their decorrelation lag) are the first
 batches; while the batches' mean latencies (around their trend, which results.steady judges) are still
-autocorrelated (von Neumann's ratio, one-sided at
-AUTOCORRELATION_ALPHA) they are merged in pairs, so long as MIN_BATCHES remain; if they are still autocorrelated
-then, there is no interval (and so no Pass or Fail). Each batch is then one observation, and a figure's interval
-is a Student t-interval of a ratio over the batches, with batches - 1 degrees of freedom:
+autocorrelated (von Neumann's ratio, one-sided at AUTOCORRELATION_ALPHA) they are merged in pairs, so long as
+MIN_BATCHES remain; still autocorrelated then, the standard error is widened on the side that would pass
+(Batches.inflation). Each batch is then one observation, and a figure's interval is a Student t-interval of a
+ratio over the batches, with batches - 1 degrees of freedom:
 - a percentile: p_q <= v exactly when the share of requests slower than v is at most 1 - q (nearest rank, from
   the HDR counts), so v is an upper bound of p_q where the share slower than v is confidently below 1 - q, and a
   lower bound where the share slower than v is confidently above it: the interval is read by inversion, scanning
@@ -65,7 +65,7 @@ def von_neumann(series: Sequence[float]) -> tuple[bool, float]:
 
 def mean_latencies(blocks: Sequence[Block]) -> list[float]:
     """Each block's mean latency (ns); a block without requests as slow as the slowest (it answered nothing)."""
-    means = [sum(v * c for v, c in b.counts.items()) / b.requests if b.requests else None for b in blocks]
+    means = [b.latency_ns / b.requests if b.requests else None for b in blocks]
     worst = max((m for m in means if m is not None), default=0.0)
     return [worst if m is None else m for m in means]
 
@@ -106,11 +106,13 @@ class Batches:
 
 
 def batches_of(section: dict[str, Any] | None) -> Batches | None:
-    """The blocks a Locust master recorded (results.intervals), merged in pairs until their means are not
-    autocorrelated, so long as MIN_BATCHES remain (still autocorrelated then, with their correlation); None with
-    fewer than MIN_BATCHES blocks."""
-    blocks = blocks_from_artifact(section)
-    length = float(section["seconds"]) if section else 0.0
+    """The blocks a Locust master recorded (results.intervals), as batches (batches_from)."""
+    return batches_from(blocks_from_artifact(section), float(section["seconds"]) if section else 0.0)
+
+
+def batches_from(blocks: list[Block], length: float) -> Batches | None:
+    """Blocks of `length` seconds merged in pairs until their means are not autocorrelated, so long as MIN_BATCHES
+    remain (still autocorrelated then, with their correlation); None with fewer than MIN_BATCHES blocks."""
     if len(blocks) < MIN_BATCHES:
         return None
     while True:
@@ -147,6 +149,7 @@ class _Tail:
         self.requests = [b.requests for b in batches]
         self.total = sum(self.requests)
         self.cumulative = cumulative_rows(batches, position)
+        self.pooled = [sum(column) for column in zip(*self.cumulative)]
 
     def slower(self, index: int) -> list[int]:
         """Each batch's requests slower than grid[index] (index -1: than anything below the grid, so all)."""
@@ -175,14 +178,11 @@ class _Tail:
         not pass."""
         share = 1 - quantile
         rank = max(1, math.ceil(quantile * self.total - 1e-9))
-        at = next(i for i, row in enumerate(self._pooled()) if row >= rank)
+        at = next(i for i, row in enumerate(self.pooled) if row >= rank)
         high = next((i for i in range(at, len(self.grid)) if self.share_is(i, share, confidence) == "below"), None)
         low = next((i for i in range(at - 1, -2, -1) if self.share_is(i, share, confidence) == "above"), None)
         bottom = 0.0 if low is None else self.grid[low] if low >= 0 else self.grid[0] * (1 - BUCKET_WIDTH)
         return bottom / 1e6, math.inf if high is None else self.grid[high] / 1e6
-
-    def _pooled(self) -> list[int]:
-        return [sum(column) for column in zip(*self.cumulative)]
 
 
 def intervals(found: Batches | None, confidence: float) -> Intervals | None:
@@ -196,8 +196,7 @@ def intervals(found: Batches | None, confidence: float) -> Intervals | None:
                          "blockSeconds": found.seconds}
     figures = {"rps": ratio_interval(requests, [b.seconds for b in batches], confidence, faster),
                "errorRate": ratio_interval([b.failures for b in batches], requests, confidence, slower),
-               "mean": ratio_interval([sum(v * c for v, c in b.counts.items()) / 1e6 for b in batches], requests,
-                                      confidence, slower)}
+               "mean": ratio_interval([b.latency_ns / 1e6 for b in batches], requests, confidence, slower)}
     tail = _Tail(batches, slower)
     if tail.total:
         for name, quantile in histograms.LEVELS.items():

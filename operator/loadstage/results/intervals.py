@@ -74,6 +74,11 @@ class Block:
     def requests(self) -> int:
         return sum(self.counts.values())
 
+    @property
+    def latency_ns(self) -> int:
+        """Its requests' latencies, summed."""
+        return sum(v * c for v, c in self.counts.items())
+
 
 MAX_SERIES = 3600   # a longer stage's seconds are averaged into this many bins before the autocorrelation
 
@@ -182,7 +187,7 @@ class _Resampler:
         position = {v: i for i, v in enumerate(self.grid)}
         self.cumulative: dict[int, list[int]] = {}
         everything = [b for stratum in self.strata for b in stratum]
-        self.weighted_ns = {id(b): sum(v * c for v, c in b.counts.items()) for b in everything}
+        self.weighted_ns = {id(b): b.latency_ns for b in everything}
         self.seconds = {id(b): b.seconds for b in everything}
         self.failures = {id(b): b.failures for b in everything}
         for block, row in zip(everything, cumulative_rows(everything, position)):

@@ -53,7 +53,8 @@ def judge(slo: Slo, section: dict[str, Any] | None, confidence: float, *, raised
     if not section:
         return verdict_of(held(slo, {}, None), final=final, confidence=confidence)
     steady, cut = settled(section)
-    batches = batch_means.batches_of(steady)
+    blocks = blocks_from_artifact(steady)
+    batches = batch_means.batches_from(blocks, float(steady["seconds"]))
     figures, counted = {}, 0
     if steady["histograms"]:
         merged = histograms.merge_encoded(steady["histograms"])
@@ -61,7 +62,7 @@ def judge(slo: Slo, section: dict[str, Any] | None, confidence: float, *, raised
         figures = _figures(merged, steady) if counted else {}
     found = intervals.with_exceptions(batch_means.intervals(batches, confidence), raised, requests)
     objectives = held(slo, figures, found, (sum(steady["failures"]) + raised, counted + raised))
-    trend = climbing(batches.means if batches else batch_means.mean_latencies(blocks_from_artifact(steady)))
+    trend = climbing(batches.means if batches else batch_means.mean_latencies(blocks))
     verdict = verdict_of(objectives, climbing=trend, final=final, settle_seconds=cut,
                          batch_seconds=batches.seconds if batches else None,
                          batches=len(batches.batches) if batches else None, confidence=confidence)
