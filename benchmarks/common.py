@@ -58,8 +58,11 @@ def write_result(name: str, result: dict) -> Path:
 
 
 def loadstage(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loadstage.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, check=check)
+    done = subprocess.run([sys.executable, "-m", "loadstage.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, **(env or {})})
+    if check and done.returncode:
+        raise SystemExit(f"loadstage {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}")
+    return done
 
 
 def run_experiment(tmp: Path, doc: dict) -> dict:

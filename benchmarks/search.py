@@ -1,87 +1,143 @@
-"""Benchmark (i): does the capacity search find a knee that is known, in a fraction of a fixed ladder's time?
+"""Benchmark (i): is the capacity search right about a knee that is known, and its verdicts at the objective's edges?
 
-The target's capacity is its own design: one gthread worker of 2 threads, each request held ~19 ms (the runner
-app's `fast` delay, seeded by RUNNER_DELAY_SEED), so at most ~100 req/s; the load is an arrival rate (an open
-model), so that the queue, and the p99, climb with the rate whatever the answers. In one run:
-1. the reference: a fixed, fine ladder of arrival rates around the knee, each stage --reference-seconds long;
-   the knee is where its p99 crosses the objective (interpolated between the two stages around it);
-2. --runs searches (`search: {load: rps}`, stages that end once decided), each with its own seed: how often the
-   bracket contains the reference knee; how often it is right with the tolerance (slo.tolerance, 10%): the
-   reference's p99 at its pass end at most 1.1 x the objective and at its fail end at least 0.9 x (a Near load:
-   within both); and the search's load time against a fixed ladder's at the same resolution over the same range,
-   each stage at the searches' stageEnd.max;
-3. an A/A check of the verdicts: a low rate (next to no queueing) whose p99 is measured once over a long stage,
-   then --verdict-stages stages with the objective set so that this p99 sits at 0.8x it (every Fail is wrong),
-   and --verdict-stages with it at 1.25x (every Pass is wrong).
+Two targets whose capacity is their own design (the runner app's `fast` delay holds a thread ~19 ms, seeded by
+RUNNER_DELAY_SEED), each one gthread worker, loaded at an arrival rate (an open model, so the queue and the p99
+climb with the rate whatever the answers): KNEES, 2 threads (~100 req/s at most) and 4 threads. The objective is
+p99 <= 100 ms with slo.tolerance 10%. The benchmark runs in parts (benchmarks/parts.py), each appending its
+seeded records to benchmarks/results/search-runs.jsonl:
+- `truth`: long stages (30 s settled, then measured) at loads around a knee, in a random order, one repeat a
+  run; the truth of each load pools its repeats (benchmarks/truth.py);
+- `searches`: seeded searches (`search: {load: rps}`, stages that end once decided, `from` varied by the seed);
+  a search is right when the truth's p99 at its pass end is at most 1.1 L and at its fail end at least 0.9 L
+  (a Near load: within both), and its load time is against a fixed ladder's at the same resolution;
+- `verdicts`: stages at one load of the truth, with the objective set so that the truth's p99 sits at 0.9x, 1.1x,
+  0.8x or 1.25x it: at 0.9x and 0.8x a Fail is wrong, at 1.1x and 1.25x a Pass, at 0.8x and 1.25x a Near too;
+- `overload`: stages at a load past the target's capacity (utilisation >= 1): any Pass is wrong;
+- `report`: the figures over every record of one method, each count with its Clopper-Pearson interval.
 
-    python benchmarks/search.py [--runs 10] [--slo-ms 100] [--verdict-stages 10] [--smoke]
+    python benchmarks/search.py truth --knee two-threads --seeds 1-3
+    python benchmarks/search.py searches --knee two-threads --seeds 1-15
+    python benchmarks/search.py verdicts --knee two-threads --factor 0.9 --stages 30 --seeds 1
+    python benchmarks/search.py overload --knee two-threads --stages 20 --seeds 1
+    python benchmarks/search.py report
+    python benchmarks/search.py --smoke      # every part, tiny, into a directory of its own
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
+import random
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 
+import parts
+import truth
 from common import run_experiment, spread, write_result
 
-# from 20/s: at 10/s a 30 s stage has 300 requests, and none of them over the objective is compatible with 1.1%
-# over it at 95%: its p99 cannot pass (undecided twice, the search would fail at its floor)
-SEARCH = {"load": "rps", "from": 20, "max": 160, "resolution": "10%"}
+SLO_MS = 100.0
+KNEES = {
+    "two-threads": {"threads": 2, "loads": [84, 88, 92, 96, 100, 104], "verdictLoad": 92, "overload": 115,
+                    "search": {"load": "rps", "max": 160, "resolution": "10%"}, "from": [20, 25, 30, 35, 40]},
+    "four-threads": {"threads": 4, "loads": [182, 186, 190, 194, 198, 202], "verdictLoad": 186, "overload": 230,
+                     "search": {"load": "rps", "max": 320, "resolution": "10%"}, "from": [40, 50, 60, 70, 80]},
+}
 STAGE_END = {"when": "Decided", "min": "8s", "max": "30s"}
-LOW_RATE = 30
+TRUTH_SECONDS = 120
+RECORDS = "search-runs"
+WRONG = {0.8: ("Fail", "Near"), 0.9: ("Fail",), 1.1: ("Pass",), 1.25: ("Pass", "Near")}
 
 
-def experiment(name: str, seed: int, **spec) -> dict:
+def experiment(name: str, seed: int, threads: int, **spec) -> dict:
     return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": name},
-            "spec": {"target": {"pods": 1, "workers": 1, "threads": 2,
+            "spec": {"target": {"pods": 1, "workers": 1, "threads": threads,
                                 "env": {"RUNNER_DELAY": "fast", "RUNNER_DELAY_SEED": str(seed)}},
                      "injectors": {"scenario": "hello", "maxUsersPerInjector": 60, "maxRatePerInjector": 400},
                      "warmup": {"arrivalRate": 10, "duration": "3s"}, **spec}}
 
 
-def run(tmp: Path, doc: dict) -> dict:
-    return run_experiment(tmp, doc)["variants"][0]
+def seeds(text: str) -> list[int]:
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
 
 
-def crossing(stages: list[dict], slo_ms: float) -> float | None:
-    """The rate at which the ladder's p99 first crosses the objective, interpolated in log p99 between the
-    last stage under it and the first over it; None if it never does."""
-    ordered = sorted(stages, key=lambda s: s["arrivalRate"])
-    for below, above in itertools.pairwise(ordered):
-        lo, hi = below["latencyMs"]["p99"], above["latencyMs"]["p99"]
-        if lo <= slo_ms < hi:
-            share = (math.log(slo_ms) - math.log(lo)) / (math.log(hi) - math.log(lo))
-            return below["arrivalRate"] + share * (above["arrivalRate"] - below["arrivalRate"])
-    return None
+def slo(limit_ms: float = SLO_MS) -> dict:
+    return {"p99": f"{limit_ms:.3f}ms", "tolerance": "10%"}
 
 
-def reference_p99(stages: list[dict], rate: float) -> float:
-    """The reference ladder's p99 at a rate, interpolated in log p99 between the stages around it (beyond the
-    ladder, its nearest stage's)."""
-    ordered = sorted(stages, key=lambda s: s["arrivalRate"])
-    if rate <= ordered[0]["arrivalRate"]:
-        return float(ordered[0]["latencyMs"]["p99"])
-    for below, above in itertools.pairwise(ordered):
-        if below["arrivalRate"] <= rate <= above["arrivalRate"]:
-            share = (rate - below["arrivalRate"]) / (above["arrivalRate"] - below["arrivalRate"])
-            lo, hi = math.log(below["latencyMs"]["p99"]), math.log(above["latencyMs"]["p99"])
-            return math.exp(lo + share * (hi - lo))
-    return float(ordered[-1]["latencyMs"]["p99"])
+def run_truth(tmp: Path, knee: str, seed: int, loads: list[float], seconds: float, settle: float) -> list[dict]:
+    """One repeat: every load once, in an order drawn from the seed."""
+    order = list(loads)
+    random.Random(seed).shuffle(order)
+    name = f"truth-{knee}-{seed}"
+    status = run_experiment(tmp, experiment(name, seed, KNEES[knee]["threads"], stages=[
+        {"arrivalRate": load, "duration": f"{seconds:g}s"} for load in order]))
+    records = []
+    for number, (load, stage) in enumerate(zip(order, status["variants"][0]["stages"]), 1):
+        blocks = truth.settled(truth.stage_blocks(tmp / f"{name}-work", number), settle)
+        records.append({"part": "truth", "knee": knee, "seed": seed, "load": load, "stageSeconds": seconds,
+                        "settleSeconds": settle, "rps": stage["rps"], "p99Ms": truth.pooled([blocks])["p99Ms"],
+                        "blocks": blocks})
+        print(f"truth {knee} seed {seed}: {load}/s served {stage['rps']:.1f}/s, settled p99 "
+              f"{records[-1]['p99Ms']} ms", flush=True)
+    return records
 
 
-def right(result: dict, ladder: list[dict], slo_ms: float, tolerance: float = 0.1) -> bool:
-    """Right within the tolerance: a pass end the reference holds within 1.1 x the objective, a fail end it breaks
-    beyond 0.9 x, or a Near load within both."""
-    if result.get("near") is not None:
-        return (1 - tolerance) * slo_ms <= reference_p99(ladder, result["near"]) <= (1 + tolerance) * slo_ms
-    if result["pass"] is None or result["fail"] is None:
+def run_search(tmp: Path, knee: str, seed: int, search: dict, stage_end: dict | None) -> dict:
+    spec = KNEES[knee]
+    status = run_experiment(tmp, experiment(f"search-{knee}-{seed}", seed, spec["threads"], slo=slo(),
+                                            search=search, **({"stageEnd": stage_end} if stage_end else {})))
+    variant = status["variants"][0]
+    found = variant["search"]
+    record = {"part": "search", "knee": knee, "seed": seed, "search": search, "stageEnd": stage_end,
+              **{k: found.get(k) for k in ("pass", "fail", "near", "reason", "stages", "loadSeconds", "resolution",
+                                           "confirmed", "contradictions")},
+              "stagesRun": [stage_row(s) for s in variant["stages"]]}
+    print(f"search {knee} seed {seed} from {search['from']}: {found['pass']}-{found['fail']} rps "
+          f"({found['reason']}{', near ' + str(found['near']) if found.get('near') else ''}), {found['stages']} "
+          f"stages, {found['loadSeconds']:.0f} s of load, contradictions {found.get('contradictions') or []}",
+          flush=True)
+    return record
+
+
+def stage_row(stage: dict) -> dict:
+    verdict = stage["verdict"]
+    return {"load": stage["arrivalRate"], "endedBy": stage["endedBy"], "outcome": verdict["outcome"],
+            "seconds": stage["durationSeconds"], "settleSeconds": verdict.get("settleSeconds"),
+            "batches": verdict.get("batches"), "batchSeconds": verdict.get("batchSeconds"),
+            "p99Ms": stage["latencyMs"]["p99"]}
+
+
+def run_verdicts(tmp: Path, knee: str, seed: int, load: float, limit_ms: float, stages: int, stage_end: dict | None,
+                 seconds: str, factor: float | None) -> list[dict]:
+    name = f"verdicts-{knee}-{round(factor * 100) if factor else 'overload'}-{seed}"
+    status = run_experiment(tmp, experiment(name, seed, KNEES[knee]["threads"], slo=slo(limit_ms),
+                                            **({"stageEnd": stage_end} if stage_end else {}),
+                                            stages=[{"arrivalRate": load, "duration": seconds}] * stages))
+    rows = [stage_row(s) for s in status["variants"][0]["stages"]]
+    print(f"verdicts {knee} at {load}/s, objective {limit_ms:.1f} ms ({f'{factor}x' if factor else 'overload'}): "
+          + ", ".join(r["outcome"] for r in rows), flush=True)
+    return [{"part": "overload" if factor is None else "verdict", "knee": knee, "seed": seed, "factor": factor,
+             "limitMs": limit_ms, **row} for row in rows]
+
+
+def truths(records: list[dict], knee: str) -> dict[float, dict]:
+    by_load: dict[float, list[dict]] = {}
+    for r in records:
+        if r["part"] == "truth" and r["knee"] == knee:
+            by_load.setdefault(r["load"], []).append(r["blocks"])
+    return {load: truth.pooled(sections) for load, sections in sorted(by_load.items())}
+
+
+def right(record: dict, known: dict[float, dict], limit_ms: float = SLO_MS, tolerance: float = 0.1) -> bool:
+    if record.get("near") is not None:
+        return (1 - tolerance) * limit_ms <= truth.p99_at(known, record["near"]) <= (1 + tolerance) * limit_ms
+    if record["pass"] is None or record["fail"] is None:
         return False
-    return reference_p99(ladder, result["pass"]) <= (1 + tolerance) * slo_ms and \
-        reference_p99(ladder, result["fail"]) >= (1 - tolerance) * slo_ms
+    return truth.p99_at(known, record["pass"]) <= (1 + tolerance) * limit_ms and \
+        truth.p99_at(known, record["fail"]) >= (1 - tolerance) * limit_ms
 
 
 def fixed_ladder_seconds(search: dict, stage_seconds: float) -> float:
@@ -90,85 +146,143 @@ def fixed_ladder_seconds(search: dict, stage_seconds: float) -> float:
     return (math.ceil(math.log(search["max"] / search["from"]) / math.log(step)) + 1) * stage_seconds
 
 
-def verdicts(tmp: Path, name: str, seed: int, slo_ms: float, stages: int, stage_end: dict | None,
-             seconds: str) -> list[str]:
-    doc = experiment(name, seed, slo={"p99": f"{slo_ms:.3f}ms"}, **({"stageEnd": stage_end} if stage_end else {}),
-                     stages=[{"arrivalRate": LOW_RATE, "duration": seconds}] * stages)
-    return [s["verdict"]["outcome"] for s in run(tmp, doc)["stages"]]
+def report(records: list[dict], method: str | None) -> dict:
+    measured = [r for r in records if r["part"] != "truth"]
+    method = method or (measured[-1]["method"] if measured else None)
+    measured = [r for r in measured if r["method"] == method]
+    result: dict = {"sloMs": SLO_MS, "tolerance": 0.1, "method": method, "knees": {}}
+    all_searches, all_right, shares = [], 0, []
+    for knee in KNEES:
+        known = truths(records, knee)
+        if not known:
+            continue
+        searches = [r for r in measured if r["part"] == "search" and r["knee"] == knee]
+        judged = [right(r, known) for r in searches]
+        stage_seconds = float(STAGE_END["max"].rstrip("s"))
+        share = [r["loadSeconds"] / fixed_ladder_seconds(r["search"], stage_seconds) for r in searches]
+        all_searches += searches
+        all_right += sum(judged)
+        shares += share
+        result["knees"][knee] = {
+            "truth": {str(load): {**t, "class": truth.classify(t, SLO_MS)} for load, t in known.items()},
+            "kneeRps": truth.knee(known, SLO_MS),
+            "searches": {"right": parts.rate(sum(judged), len(judged)),
+                         "brackets": sorted({(r["pass"], r["fail"], r["near"]) for r in searches}, key=str),
+                         "loadShare": spread(share) if share else None,
+                         "wrong": [{k: r[k] for k in ("seed", "pass", "fail", "near", "reason")}
+                                   for r, ok in zip(searches, judged) if not ok]},
+            "verdicts": verdict_figures([r for r in measured if r["part"] == "verdict" and r["knee"] == knee]),
+            "overload": overload_figures([r for r in measured if r["part"] == "overload" and r["knee"] == knee])}
+    result["searches"] = {"right": parts.rate(all_right, len(all_searches)),
+                          "loadShare": spread(shares) if shares else None}
+    return result
+
+
+def verdict_figures(rows: list[dict]) -> dict:
+    figures = {}
+    for factor, wrong in sorted(WRONG.items()):
+        at = [r["outcome"] for r in rows if r["factor"] == factor]
+        if at:
+            figures[f"{factor:g}x"] = {"wrong": parts.rate(sum(o in wrong for o in at), len(at)),
+                                       "near": parts.rate(at.count("Near"), len(at)),
+                                       "decided": parts.rate(sum(o != "Undecided" for o in at), len(at)),
+                                       "outcomes": {o: at.count(o) for o in sorted(set(at))}}
+    return figures
+
+
+def overload_figures(rows: list[dict]) -> dict | None:
+    if not rows:
+        return None
+    outcomes = [r["outcome"] for r in rows]
+    return {"passed": parts.rate(outcomes.count("Pass"), len(rows)),
+            "outcomes": {o: outcomes.count(o) for o in sorted(set(outcomes))},
+            "medianSeconds": statistics.median(r["seconds"] for r in rows)}
+
+
+def printed(result: dict) -> None:
+    for knee, figures in result["knees"].items():
+        print(f"{knee}: knee {figures['kneeRps'] and round(figures['kneeRps'], 1)}/s; truth " + ", ".join(
+            f"{load}/s p99 {t['p99Ms']} ms [{t['interval'][0]}, {t['interval'][1]}] {t['class']}"
+            for load, t in figures["truth"].items()))
+        s = figures["searches"]
+        if s["right"]["of"]:
+            print(f"{knee}: searches right {parts.said(s['right'])}; load share {s['loadShare']['median']:.1%} "
+                  f"(median); brackets {s['brackets']}")
+        for factor, v in figures["verdicts"].items():
+            print(f"{knee}: at {factor} wrong {parts.said(v['wrong'])}, near {parts.said(v['near'])}, decided "
+                  f"{parts.said(v['decided'])}")
+        if figures["overload"]:
+            print(f"{knee}: overload passed {parts.said(figures['overload']['passed'])}")
+    if result["searches"]["right"]["of"]:
+        print(f"searches right {parts.said(result['searches']['right'])}; load share "
+              f"{result['searches']['loadShare']['median']:.1%} of a fixed ladder (median)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--slo-ms", type=float, default=100.0)
-    parser.add_argument("--reference", default="60,64,68,72,76,80,84,88,92,96,100,104",
-                        help="the reference ladder's arrival rates")
-    parser.add_argument("--reference-seconds", default="30s")
-    parser.add_argument("--verdict-stages", type=int, default=10)
-    parser.add_argument("--smoke", action="store_true", help="1 search of 3 s stages, 2 reference stages, no looks")
+    parser.add_argument("part", nargs="?", choices=["truth", "searches", "verdicts", "overload", "report"])
+    parser.add_argument("--knee", choices=list(KNEES), default="two-threads")
+    parser.add_argument("--seeds", default="1")
+    parser.add_argument("--loads", help="the truth's loads (default: the knee's)")
+    parser.add_argument("--factor", type=float, choices=sorted(WRONG))
+    parser.add_argument("--stages", type=int, default=10)
+    parser.add_argument("--method", help="report this method's records (default: the latest part's)")
+    parser.add_argument("--smoke", action="store_true", help="every part, tiny, into a directory of its own")
     args = parser.parse_args()
-    search, stage_end = dict(SEARCH), dict(STAGE_END)
-    rates, reference_seconds = [int(r) for r in args.reference.split(",")], args.reference_seconds
-    stage_seconds = stage_end["max"]
     if args.smoke:
-        args.runs, args.verdict_stages, rates, reference_seconds = 1, 1, [40, 200], "3s"
-        search.update({"from": 40, "max": 80, "resolution": "50%", "duration": "3s"})
-        stage_end, stage_seconds = None, "3s"
-    slo = {"p99": f"{args.slo_ms:g}ms"}
+        return smoke()
+    if args.part is None:
+        parser.error("name a part, or --smoke")
+    knee = KNEES[args.knee]
     with tempfile.TemporaryDirectory(prefix="loadstage-search-") as tmp_dir:
         tmp = Path(tmp_dir)
-        ladder = run(tmp, experiment("reference", 1, slo=slo, stages=[
-            {"arrivalRate": r, "duration": reference_seconds} for r in rates]))["stages"]
-        knee = crossing(ladder, args.slo_ms)
-        print("reference ladder: " + ", ".join(f"{s['arrivalRate']}/s p99 {s['latencyMs']['p99']:.0f} ms"
-                                                 for s in ladder) + f"; knee {knee and round(knee, 1)}/s", flush=True)
-        searches = []
-        for seed in range(1, args.runs + 1):
-            found = run(tmp, experiment(f"search-{seed}", seed, slo=slo, search=search,
-                                        **({"stageEnd": stage_end} if stage_end else {})))
-            result = found["search"]
-            contains = knee is not None and result["pass"] is not None and result["fail"] is not None \
-                and result["pass"] <= knee <= result["fail"]
-            searches.append({"seed": seed, **{k: result.get(k) for k in (
-                                 "pass", "fail", "near", "reason", "stages", "loadSeconds", "resolution", "confirmed",
-                                 "contradictions")},
-                             "containsKnee": contains, "right": right(result, ladder, args.slo_ms),
-                             "stagesRun": [[s["arrivalRate"], s["endedBy"], s["verdict"]["outcome"],
-                                            s["durationSeconds"], s["verdict"].get("settleSeconds"),
-                                            s["verdict"].get("batches"), s["verdict"].get("batchSeconds")]
-                                           for s in found["stages"]]})
-            print(f"search {seed}: {result['pass']}-{result['fail']} rps ({result['reason']}"
-                  f"{', near ' + str(result['near']) if result.get('near') else ''}), {result['stages']} stages, "
-                  f"{result['loadSeconds']:.0f} s of load; contains the knee: {contains}; right within 10%: "
-                  f"{searches[-1]['right']}; contradictions: {result.get('contradictions', [])}", flush=True)
-        fixed = fixed_ladder_seconds(search, float(stage_seconds.rstrip("s")))
-        truth = run(tmp, experiment("truth", 1, stages=[{"arrivalRate": LOW_RATE, "duration": reference_seconds}]))
-        true_p99 = truth["stages"][0]["latencyMs"]["p99"]
-        # every Fail is wrong at 0.8x, every Pass at 1.25x
-        under = verdicts(tmp, "under", 2, true_p99 / 0.8, args.verdict_stages, stage_end, stage_seconds)
-        over = verdicts(tmp, "over", 3, true_p99 / 1.25, args.verdict_stages, stage_end, stage_seconds)
-    wrong = under.count("Fail") + over.count("Pass")
-    result = {
-        "sloMs": args.slo_ms, "search": search, "stageEnd": stage_end,
-        "reference": {"rates": rates, "stageSeconds": reference_seconds, "kneeRps": knee,
-                      "p99Ms": [s["latencyMs"]["p99"] for s in ladder]},
-        "searches": searches,
-        "bracketContainsKnee": sum(s["containsKnee"] for s in searches), "of": len(searches),
-        "rightWithinTolerance": sum(s["right"] for s in searches),
-        "loadSeconds": spread([s["loadSeconds"] for s in searches]),
-        "fixedLadderSeconds": fixed,
-        "loadShare": spread([s["loadSeconds"] / fixed for s in searches]),
-        "bracketWidth": spread([s["resolution"] for s in searches if s["resolution"] is not None] or [0.0]),
-        "verdicts": {"lowRate": LOW_RATE, "trueP99Ms": true_p99, "atPoint8": under, "at1Point25": over,
-                     "wrong": wrong, "of": len(under) + len(over)},
-    }
-    print(f"bracket contains the reference knee in {result['bracketContainsKnee']} of {result['of']} searches, "
-          f"right within 10% in {result['rightWithinTolerance']}; "
-          f"load time {result['loadSeconds']['median']:.0f} s (median) against {fixed:.0f} s for a fixed ladder "
-          f"({result['loadShare']['median']:.1%}); wrong verdicts {wrong} of {result['verdicts']['of']} "
-          f"(p99 {true_p99:.1f} ms at 0.8x: {under}; at 1.25x: {over})")
-    if not args.smoke:
-        print(f"written to {write_result('search', result)}")
+        records: list[dict] = []
+        for seed in seeds(args.seeds):
+            if args.part == "truth":
+                loads = [float(x) for x in args.loads.split(",")] if args.loads else knee["loads"]
+                records += run_truth(tmp, args.knee, seed, loads, TRUTH_SECONDS, truth.SETTLE_SECONDS)
+            elif args.part == "searches":
+                search = {**knee["search"], "from": knee["from"][seed % len(knee["from"])]}
+                records.append(run_search(tmp, args.knee, seed, search, STAGE_END))
+            elif args.part in ("verdicts", "overload"):
+                records += measured_verdicts(tmp, args, seed)
+        if args.part != "report":
+            print(f"appended to {parts.append(RECORDS, records)}")
+    result = report(parts.read(RECORDS), args.method)
+    printed(result)
+    print(f"written to {write_result('search', result)}")
+    return 0
+
+
+def measured_verdicts(tmp: Path, args: argparse.Namespace, seed: int) -> list[dict]:
+    knee = KNEES[args.knee]
+    if args.part == "overload":
+        return run_verdicts(tmp, args.knee, seed, knee["overload"], SLO_MS, args.stages, STAGE_END, STAGE_END["max"],
+                            None)
+    if args.factor is None:
+        raise SystemExit("verdicts needs --factor")
+    known = truths(parts.read(RECORDS), args.knee)
+    if knee["verdictLoad"] not in known:
+        raise SystemExit(f"no truth at {knee['verdictLoad']}/s for {args.knee}: run its truth part first")
+    limit = known[knee["verdictLoad"]]["p99Ms"] / args.factor
+    return run_verdicts(tmp, args.knee, seed, knee["verdictLoad"], limit, args.stages, STAGE_END, STAGE_END["max"],
+                        args.factor)
+
+
+def smoke() -> int:
+    """Every part, in seconds: the truth at two loads, one search, one verdict at 0.9x, one overload."""
+    with tempfile.TemporaryDirectory(prefix="loadstage-search-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        knee = "two-threads"
+        records = run_truth(tmp, knee, 1, [40, 200], 12, 2)
+        records.append(run_search(tmp, knee, 1, {"load": "rps", "from": 40, "max": 80, "resolution": "50%",
+                                                 "duration": "3s"}, None))
+        known = truths(records, knee)
+        records += run_verdicts(tmp, knee, 1, 40, known[40]["p99Ms"] / 0.9, 1, None, "3s", 0.9)
+        records += run_verdicts(tmp, knee, 1, 200, SLO_MS, 1, None, "3s", None)
+        parts.append(RECORDS, records, directory=tmp / "results")
+        result = report(parts.read(RECORDS, directory=tmp / "results"), None)
+    printed(result)
     return 0
 
 

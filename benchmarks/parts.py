@@ -1,0 +1,58 @@
+"""A benchmark that runs in parts: each part appends its seeded records to a file under benchmarks/results/, and
+the report is over every record of one commit of the method.
+
+The method is the tree of operator/loadstage at the commit the part ran on (`git rev-parse HEAD:operator/loadstage`):
+any change to the operator's code starts a new method. A part refuses to record from a checkout whose operator code
+is not committed, so that each record names what produced it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from common import RESULTS, ROOT, machine
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def method() -> str:
+    return _git("rev-parse", "HEAD:operator/loadstage")
+
+
+def uncommitted() -> bool:
+    return bool(_git("status", "--porcelain", "--", "operator/loadstage"))
+
+
+def append(name: str, records: list[dict], directory: Path = RESULTS) -> Path:
+    """Appends `records` to <directory>/<name>.jsonl, each with the part's method, commit, time and machine (a
+    smoke writes into a directory of its own, from any checkout)."""
+    if directory == RESULTS and uncommitted():
+        raise SystemExit("operator/loadstage has uncommitted changes: commit them first")
+    directory.mkdir(exist_ok=True)
+    path = directory / f"{name}.jsonl"
+    stamp = {"method": method(), "commit": _git("rev-parse", "--short", "HEAD"),
+             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()}
+    with path.open("a") as out:
+        for record in records:
+            out.write(json.dumps({**stamp, **record}, separators=(",", ":")) + "\n")
+    return path
+
+
+def read(name: str, directory: Path = RESULTS) -> list[dict]:
+    path = directory / f"{name}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
+
+
+def rate(events: int, of: int) -> dict:
+    """A count with its Clopper-Pearson 95% interval."""
+    from loadstage.results.proportions import clopper_pearson
+    low, high = clopper_pearson(events, of, 0.95) if of else (0.0, 1.0)
+    return {"count": events, "of": of, "low": round(low, 4), "high": round(high, 4)}
+
+
+def said(figure: dict) -> str:
+    return f"{figure['count']} of {figure['of']} (95%: {figure['low']:.0%}-{figure['high']:.0%})"
