@@ -1,16 +1,21 @@
 """Benchmark (j): does spec.goal pick the cheapest variant that meets the objective, in a fraction of the grid's time?
 
 The grid: workers {1, 2} x threads {1, 2, 4} x CPU {100m, 250m} of the runner app with its `fast` delay (each
-request holds a thread ~18 ms, seeded by RUNNER_DELAY_SEED) and a CPU limit that binds near the goal's rate. In
-one run:
-1. the reference: every variant of the grid, one --reference-seconds stage at the goal's rate, judged by the
-   same objective over the whole stage; the reference optimum is the cheapest variant that passed (a tie: the
-   most headroom under the objective);
-2. --runs picks (`goal: {rps: ...}`, stages that end once decided), each with its own seed: a pick is right
-   when its winner costs what the reference optimum costs and passed in the reference too (a variant of the
-   same cost that the reference also passed is within the noise); its load time against the grid's.
+request holds a thread ~18 ms, seeded by RUNNER_DELAY_SEED) and a CPU limit that binds near the goal's rate. The
+goal is 80 req/s with p99 <= 100 ms and slo.tolerance 10%. Every variant, in the truth and in each pick, first
+warms up for 10 s at the goal's rate. The benchmark runs in parts (benchmarks/parts.py), each appending its
+seeded records to benchmarks/results/goal-runs.jsonl:
+- `truth`: every variant, one long stage at the goal's rate (30 s settled, then measured), the variants in a
+  random order, one repeat a run; each variant's truth pools its repeats (benchmarks/truth.py);
+- `picks`: seeded picks (`goal: {rps: 80}`, stages that end once decided). A pick is right when its winner's
+  truth p99 is at most 1.1 L and its cost is at most the least cost among the variants whose truth meets the
+  objective; its load time is against the grid's, one 30 s stage and its warm-up a variant;
+- `report`: the figures over every record of one method, each count with its Clopper-Pearson interval.
 
-    python benchmarks/goal.py [--runs 10] [--rps 80] [--slo-ms 100] [--reference-seconds 30s] [--smoke]
+    python benchmarks/goal.py truth --seeds 1-3
+    python benchmarks/goal.py picks --seeds 1-15
+    python benchmarks/goal.py report
+    python benchmarks/goal.py --smoke      # every part, tiny, into a directory of its own
 """
 
 from __future__ import annotations
@@ -20,18 +25,24 @@ import sys
 import tempfile
 from pathlib import Path
 
+import parts
+import truth
 from common import run_experiment, spread, write_result
 
 MATRIX = {"workers": [1, 2], "threads": [1, 2, 4], "cpu": ["100m", "250m"]}
-STAGE_END = {"when": "Decided", "min": "8s", "max": "20s"}
+STAGE_END = {"when": "Decided", "min": "8s", "max": "30s"}
 CORES = {"100m": 0.1, "250m": 0.25}
+RPS, SLO_MS, WARMUP_SECONDS, GRID_STAGE_SECONDS = 80, 100.0, 10, 30
+TRUTH_SECONDS = 120
+RECORDS = "goal-runs"
 
 
-def experiment(name: str, seed: int, matrix: dict, warmup: dict, **spec) -> dict:
+def experiment(name: str, delay_seed: int, matrix: dict, warmup_seconds: float, **spec) -> dict:
     return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": name},
-            "spec": {"target": {"pods": 1, "env": {"RUNNER_DELAY": "fast", "RUNNER_DELAY_SEED": str(seed)}},
+            "spec": {"target": {"pods": 1, "env": {"RUNNER_DELAY": "fast", "RUNNER_DELAY_SEED": str(delay_seed)}},
                      "injectors": {"scenario": "hello", "maxUsersPerInjector": 60, "maxRatePerInjector": 200},
-                     "warmup": warmup, "matrix": matrix, **spec}}
+                     "warmup": {"arrivalRate": RPS, "duration": f"{warmup_seconds:g}s"}, "matrix": matrix,
+                     "slo": {"p99": f"{SLO_MS:g}ms", "tolerance": "10%"}, **spec}}
 
 
 def load_seconds(status: dict, warmup_seconds: float) -> float:
@@ -44,62 +55,112 @@ def label(settings: dict) -> str:
     return f"workers={settings['workers']} threads={settings['threads']} cpu={settings['cpu']}"
 
 
+def cores(settings: dict) -> float:
+    return CORES[settings["cpu"]]
+
+
+def run_truth(tmp: Path, seed: int, matrix: dict, seconds: float, settle: float, warmup_seconds: float) -> list[dict]:
+    name = f"truth-{seed}"
+    status = run_experiment(tmp, experiment(name, seed, matrix, warmup_seconds, order="Random", seed=seed,
+                                            stages=[{"arrivalRate": RPS, "duration": f"{seconds:g}s"}]))
+    records = []
+    for variant in status["variants"]:
+        blocks = truth.settled(truth.stage_blocks(tmp / f"{name}-work", 1, variant["index"] + 1), settle)
+        records.append({"part": "truth", "seed": seed, "variant": variant["index"],
+                        "label": label(variant["settings"]), "cores": cores(variant["settings"]),
+                        "p99Ms": truth.pooled([blocks])["p99Ms"], "blocks": blocks})
+        print(f"truth seed {seed}: {records[-1]['label']} settled p99 {records[-1]['p99Ms']} ms", flush=True)
+    return records
+
+
+def run_pick(tmp: Path, seed: int, matrix: dict, stage_end: dict | None, warmup_seconds: float) -> dict:
+    status = run_experiment(tmp, experiment(f"pick-{seed}", seed, matrix, warmup_seconds, goal={"rps": RPS},
+                                            **({"stageEnd": stage_end} if stage_end else {})))
+    found = status["recommendation"]
+    record = {"part": "pick", "seed": seed, "winner": found.get("variant"), "sentence": found["sentence"],
+              "confirmed": (found.get("winner") or {}).get("confirmed"), "equivalent": found.get("equivalent"),
+              "loadSeconds": round(load_seconds(status, warmup_seconds), 1), "order": found.get("order"),
+              "stagesRun": {v["index"]: [parts.stage_row(s) for s in v["stages"]] for v in status["variants"]
+                            if v["stages"]}}
+    print(f"pick {seed}: {found['sentence']}; {record['loadSeconds']:.0f} s of load", flush=True)
+    return record
+
+
+def report(records: list[dict], method: str | None, variants: int) -> dict:
+    known = truth.pooled_by([r for r in records if r["part"] == "truth"], "variant")
+    labels = {r["variant"]: (r["label"], r["cores"]) for r in records if r["part"] == "truth"}
+    picks = [r for r in records if r["part"] == "pick"]
+    method = method or (picks[-1]["method"] if picks else None)
+    picks = [r for r in picks if r["method"] == method]
+    classes = {v: truth.classify(t, SLO_MS) for v, t in known.items()}
+    least = min((labels[v][1] for v, c in classes.items() if c == "meets"), default=None)
+
+    def right(pick: dict) -> bool:
+        winner = pick["winner"]
+        if winner is None or winner not in known:
+            return least is None and winner is None
+        return known[winner]["p99Ms"] <= 1.1 * SLO_MS and least is not None and labels[winner][1] <= least
+
+    judged = [right(p) for p in picks]
+    grid_seconds = variants * (GRID_STAGE_SECONDS + WARMUP_SECONDS)
+    share = [p["loadSeconds"] / grid_seconds for p in picks]
+    return {"rps": RPS, "sloMs": SLO_MS, "tolerance": 0.1, "method": method,
+            "truth": {labels[v][0]: {**t, "class": classes[v], "cores": labels[v][1]} for v, t in known.items()},
+            "leastCostThatMeets": least, "right": parts.rate(sum(judged), len(judged)),
+            "winners": {labels[w][0] if w in labels else str(w): sum(p["winner"] == w for p in picks)
+                        for w in sorted({p["winner"] for p in picks}, key=str)},
+            "wrong": [{"seed": p["seed"], "sentence": p["sentence"]} for p, ok in zip(picks, judged) if not ok],
+            "gridSeconds": grid_seconds, "loadShare": spread(share) if share else None}
+
+
+def printed(result: dict) -> None:
+    print("truth: " + "; ".join(f"{name} p99 {t['p99Ms']} ms [{t['interval'][0]}, {t['interval'][1]}] {t['class']}"
+                                for name, t in result["truth"].items()))
+    print(f"the least cost that meets the objective: {result['leastCostThatMeets']} cores")
+    if result["right"]["of"]:
+        print(f"picks right {parts.said(result['right'])}; winners {result['winners']}; load share "
+              f"{result['loadShare']['median']:.1%} of the grid (median)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--rps", type=int, default=80)
-    parser.add_argument("--slo-ms", type=float, default=100.0)
-    parser.add_argument("--reference-seconds", default="30s")
-    parser.add_argument("--warmup-seconds", type=int, default=10, help="each variant's warm-up, at the goal's rate")
-    parser.add_argument("--smoke", action="store_true", help="2 variants, 1 pick, 12 s stages")
+    parser.add_argument("part", nargs="?", choices=["truth", "picks", "report"])
+    parser.add_argument("--seeds", default="1")
+    parser.add_argument("--method", help="report this method's records (default: the latest part's)")
+    parser.add_argument("--smoke", action="store_true", help="every part, tiny, into a directory of its own")
     args = parser.parse_args()
-    slo = {"p99": f"{args.slo_ms:g}ms"}
-    matrix, stage_end = MATRIX, STAGE_END
     if args.smoke:
-        args.runs, args.reference_seconds, args.warmup_seconds = 1, "4s", 2
-        # 12 s: a stage needs 10 seconds with requests for an interval (a shorter one is undecided, and runs again)
-        matrix, stage_end = {"threads": [1, 4], "cpu": ["250m"]}, {**STAGE_END, "max": "12s"}
+        return smoke()
+    if args.part is None:
+        parser.error("name a part, or --smoke")
     with tempfile.TemporaryDirectory(prefix="loadstage-goal-") as tmp_dir:
         tmp = Path(tmp_dir)
-        warmup = {"arrivalRate": args.rps, "duration": f"{args.warmup_seconds}s"}
-        grid = run_experiment(tmp, experiment("grid", 1, matrix, warmup, slo=slo, stages=[{"arrivalRate": args.rps,
-                                                                 "duration": args.reference_seconds}]))
-        reference = []
-        for variant in grid["variants"]:
-            (stage,) = variant["stages"]
-            reference.append({"variant": variant["index"], "label": label(variant["settings"]),
-                              "cores": CORES[variant["settings"]["cpu"]], "p99Ms": stage["latencyMs"]["p99"],
-                              "outcome": stage["verdict"]["outcome"]})
-        passed = [r for r in reference if r["outcome"] == "Pass"]
-        optimum = min(passed, key=lambda r: (r["cores"], r["p99Ms"], r["variant"])) if passed else None
-        grid_seconds = load_seconds(grid, args.warmup_seconds)
-        print("reference: " + "; ".join(f"{r['label']} p99 {r['p99Ms']:.0f} ms {r['outcome']}" for r in reference)
-              + f"; optimum {optimum and optimum['label']}", flush=True)
-        picks = []
-        for seed in range(1, args.runs + 1):
-            status = run_experiment(tmp, experiment(f"pick-{seed}", seed, matrix, warmup, slo=slo,
-                                                    goal={"rps": args.rps}, stageEnd=stage_end))
-            found = status["recommendation"]
-            winner = found["variant"]
-            seconds = load_seconds(status, args.warmup_seconds)
-            right = optimum is not None and winner is not None and \
-                reference[winner]["cores"] == optimum["cores"] and reference[winner]["outcome"] == "Pass"
-            picks.append({"seed": seed, "winner": winner, "label": reference[winner]["label"] if winner is not None
-                          else None, "right": right, "loadSeconds": round(seconds, 1),
-                          "stages": sum(len(v["stages"]) for v in status["variants"]),
-                          "variantsRun": len(found["order"]), "sentence": found["sentence"]})
-            print(f"pick {seed}: {found['sentence']}; {seconds:.0f} s of load, {picks[-1]['stages']} stages; "
-                  f"right: {right}", flush=True)
-    result = {"rps": args.rps, "sloMs": args.slo_ms, "matrix": matrix, "stageEnd": stage_end, "warmup": warmup,
-              "reference": {"stageSeconds": args.reference_seconds, "variants": reference,
-                            "optimum": optimum, "loadSeconds": grid_seconds},
-              "picks": picks, "right": sum(p["right"] for p in picks), "of": len(picks),
-              "loadSeconds": spread([p["loadSeconds"] for p in picks]),
-              "loadShare": spread([p["loadSeconds"] / grid_seconds for p in picks])}
-    print(f"right in {result['right']} of {result['of']} picks; load time {result['loadSeconds']['median']:.0f} s "
-          f"(median) against {grid_seconds:.0f} s for the grid ({result['loadShare']['median']:.1%})")
-    if not args.smoke:
-        print(f"written to {write_result('goal', result)}")
+        records: list[dict] = []
+        for seed in parts.seeds(args.seeds):
+            if args.part == "truth":
+                records += run_truth(tmp, seed, MATRIX, TRUTH_SECONDS, truth.SETTLE_SECONDS, WARMUP_SECONDS)
+            elif args.part == "picks":
+                records.append(run_pick(tmp, seed, MATRIX, STAGE_END, WARMUP_SECONDS))
+        if args.part != "report":
+            print(f"appended to {parts.append(RECORDS, records)}")
+    variants = len(MATRIX["workers"]) * len(MATRIX["threads"]) * len(MATRIX["cpu"])
+    result = report(parts.read(RECORDS), args.method, variants)
+    printed(result)
+    print(f"written to {write_result('goal', result)}")
+    return 0
+
+
+def smoke() -> int:
+    """Every part, in seconds: two variants' truth from 12 s stages, and one pick of stages that end at 12 s."""
+    matrix = {"threads": [1, 4], "cpu": ["250m"]}
+    with tempfile.TemporaryDirectory(prefix="loadstage-goal-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        records = run_truth(tmp, 1, matrix, 12, 0, 2)
+        # 12 s: a stage needs 10 seconds with requests for an interval (a shorter one is undecided, and runs again)
+        records.append(run_pick(tmp, 1, matrix, {**STAGE_END, "max": "12s"}, 2))
+        parts.append(RECORDS, records, directory=tmp / "results")
+        result = report(parts.read(RECORDS, directory=tmp / "results"), None, 2)
+    printed(result)
     return 0
 
 

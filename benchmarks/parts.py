@@ -56,3 +56,18 @@ def rate(events: int, of: int) -> dict:
 
 def said(figure: dict) -> str:
     return f"{figure['count']} of {figure['of']} (95%: {figure['low']:.0%}-{figure['high']:.0%})"
+
+
+def seeds(text: str) -> list[int]:
+    """`3` or `1-15`."""
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+def stage_row(stage: dict) -> dict:
+    """What a benchmark keeps of a decided stage: its load, how it ended, its verdict and what the verdict saw."""
+    verdict = stage["verdict"]
+    return {"load": stage.get("arrivalRate"), "endedBy": stage["endedBy"], "outcome": verdict["outcome"],
+            "seconds": stage["durationSeconds"], "settleSeconds": verdict.get("settleSeconds"),
+            "batches": verdict.get("batches"), "batchSeconds": verdict.get("batchSeconds"),
+            "p99Ms": stage["latencyMs"]["p99"]}

@@ -58,11 +58,6 @@ def experiment(name: str, seed: int, threads: int, **spec) -> dict:
                      "warmup": {"arrivalRate": 10, "duration": "3s"}, **spec}}
 
 
-def seeds(text: str) -> list[int]:
-    first, _, last = text.partition("-")
-    return list(range(int(first), int(last or first) + 1))
-
-
 def slo(limit_ms: float = SLO_MS) -> dict:
     return {"p99": f"{limit_ms:.3f}ms", "tolerance": "10%"}
 
@@ -94,20 +89,12 @@ def run_search(tmp: Path, knee: str, seed: int, search: dict, stage_end: dict | 
     record = {"part": "search", "knee": knee, "seed": seed, "search": search, "stageEnd": stage_end,
               **{k: found.get(k) for k in ("pass", "fail", "near", "reason", "stages", "loadSeconds", "resolution",
                                            "confirmed", "contradictions")},
-              "stagesRun": [stage_row(s) for s in variant["stages"]]}
+              "stagesRun": [parts.stage_row(s) for s in variant["stages"]]}
     print(f"search {knee} seed {seed} from {search['from']}: {found['pass']}-{found['fail']} rps "
           f"({found['reason']}{', near ' + str(found['near']) if found.get('near') else ''}), {found['stages']} "
           f"stages, {found['loadSeconds']:.0f} s of load, contradictions {found.get('contradictions') or []}",
           flush=True)
     return record
-
-
-def stage_row(stage: dict) -> dict:
-    verdict = stage["verdict"]
-    return {"load": stage["arrivalRate"], "endedBy": stage["endedBy"], "outcome": verdict["outcome"],
-            "seconds": stage["durationSeconds"], "settleSeconds": verdict.get("settleSeconds"),
-            "batches": verdict.get("batches"), "batchSeconds": verdict.get("batchSeconds"),
-            "p99Ms": stage["latencyMs"]["p99"]}
 
 
 def run_verdicts(tmp: Path, knee: str, seed: int, load: float, limit_ms: float, stages: int, stage_end: dict | None,
@@ -116,7 +103,7 @@ def run_verdicts(tmp: Path, knee: str, seed: int, load: float, limit_ms: float, 
     status = run_experiment(tmp, experiment(name, seed, KNEES[knee]["threads"], slo=slo(limit_ms),
                                             **({"stageEnd": stage_end} if stage_end else {}),
                                             stages=[{"arrivalRate": load, "duration": seconds}] * stages))
-    rows = [stage_row(s) for s in status["variants"][0]["stages"]]
+    rows = [parts.stage_row(s) for s in status["variants"][0]["stages"]]
     print(f"verdicts {knee} at {load}/s, objective {limit_ms:.1f} ms ({f'{factor}x' if factor else 'overload'}): "
           + ", ".join(r["outcome"] for r in rows), flush=True)
     return [{"part": "overload" if factor is None else "verdict", "knee": knee, "seed": seed, "factor": factor,
@@ -124,11 +111,7 @@ def run_verdicts(tmp: Path, knee: str, seed: int, load: float, limit_ms: float, 
 
 
 def truths(records: list[dict], knee: str) -> dict[float, dict]:
-    by_load: dict[float, list[dict]] = {}
-    for r in records:
-        if r["part"] == "truth" and r["knee"] == knee:
-            by_load.setdefault(r["load"], []).append(r["blocks"])
-    return {load: truth.pooled(sections) for load, sections in sorted(by_load.items())}
+    return truth.pooled_by([r for r in records if r["part"] == "truth" and r["knee"] == knee], "load")
 
 
 def right(record: dict, known: dict[float, dict], limit_ms: float = SLO_MS, tolerance: float = 0.1) -> bool:
@@ -237,7 +220,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="loadstage-search-") as tmp_dir:
         tmp = Path(tmp_dir)
         records: list[dict] = []
-        for seed in seeds(args.seeds):
+        for seed in parts.seeds(args.seeds):
             if args.part == "truth":
                 loads = [float(x) for x in args.loads.split(",")] if args.loads else knee["loads"]
                 records += run_truth(tmp, args.knee, seed, loads, TRUTH_SECONDS, truth.SETTLE_SECONDS)

@@ -29,9 +29,10 @@ def settled(section: dict[str, Any], settle: float) -> dict[str, Any]:
             "failures": [section["failures"][i] for i in keep], "durations": [section["durations"][i] for i in keep]}
 
 
-def stage_blocks(workdir: Path, number: int) -> dict[str, Any]:
+def stage_blocks(workdir: Path, number: int, variant: int = 1) -> dict[str, Any]:
+    """The blocks of stage `number` of variant `variant` (from 1) of a local run's working directory."""
     import json
-    artifact = json.loads((workdir / "variant-1" / f"stage-{number}" / "artifact.json").read_text())
+    artifact = json.loads((workdir / f"variant-{variant}" / f"stage-{number}" / "artifact.json").read_text())
     return artifact["blocks"]
 
 
@@ -53,6 +54,14 @@ def pooled(sections: list[dict[str, Any]], confidence: float = 0.95) -> dict[str
     low, high = (found or {}).get("p99") or (0.0, math.inf)
     return {"p99Ms": round(p99 / 1e6, 2) if p99 else None, "interval": [low, None if math.isinf(high) else high],
             "requests": merged.get_total_count(), "batches": len(batches), "repeats": len(sections)}
+
+
+def pooled_by(records: list[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
+    """The truth records (each with its settled `blocks`) pooled by `key` (a load, a variant)."""
+    grouped: dict[Any, list[dict[str, Any]]] = {}
+    for r in records:
+        grouped.setdefault(r[key], []).append(r["blocks"])
+    return {k: pooled(sections) for k, sections in sorted(grouped.items())}
 
 
 def classify(truth: dict[str, Any], limit_ms: float, tolerance: float = TOLERANCE) -> str:

@@ -90,19 +90,21 @@ def test_operator_scale_smoke_runs():
 
 
 @pytest.mark.long
-def test_goal_smoke_runs_the_grid_and_a_pick():
+def test_goal_smoke_runs_the_truth_a_pick_and_its_report():
     result = run("goal.py")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.startswith("reference: workers=2 threads=1 cpu=250m p99 ")
+    assert "truth seed 1: workers=" in result.stdout and "truth: workers=" in result.stdout, result.stdout
+    assert "the least cost that meets the objective: " in result.stdout
     last = result.stdout.strip().splitlines()[-1]
-    assert last.startswith("right in ") and " of 1 picks; load time " in last, result.stdout
+    assert last.startswith("picks right ") and " of 1 (95%: " in last and " of the grid (median)" in last, last
 
 
 @pytest.mark.long
-def test_search_smoke_runs_a_reference_ladder_a_search_and_the_verdict_check():
+def test_search_smoke_runs_every_part_and_its_report():
     result = run("search.py")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.startswith("reference ladder: 40/s p99 ")
-    last = result.stdout.strip().splitlines()[-1]
-    assert last.startswith("bracket contains the reference knee in ") and " of 1 searches, right within 10% in " in last
-    assert "wrong verdicts " in last and " of 2 " in last
+    out = result.stdout
+    assert "truth two-threads seed 1: 40/s served " in out and "two-threads: knee " in out, out
+    assert "two-threads: at 0.9x wrong " in out and "two-threads: overload passed " in out, out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("searches right ") and " of 1 (95%: " in last and "of a fixed ladder (median)" in last

@@ -87,10 +87,10 @@ class KneeBackend:
             headline["injectorBound"] = True
         if self.ended_by:   # as the master writes it with --slo: the look that ended the stage is its verdict
             looks = Looks.schedule(step.stage.duration)
-            found = intervals.of_artifacts([artifact["blocks"]], seed="look", confidence=looks.confidence)
+            found = intervals.of_artifacts([artifact["blocks"]], seed="look", confidence=looks.confidences[1])
             objectives = held(Slo(None, None, None, SLO_MS / 1000, None, None), figures_of(artifact["blocks"]), found)
             headline.update(endedBy=self.ended_by, looks=2, elapsedSeconds=float(SECONDS),
-                            decision={"atSeconds": 12.0, "confidence": looks.confidence,
+                            decision={"atSeconds": 12.0, "confidence": looks.confidences[1],
                                       "objectives": [o.to_status() for o in objectives]})
             self.decisions.append(headline["decision"])
         return StageMeasurement(summary=headline, artifact=artifact, started_at="t0", finished_at="t1")

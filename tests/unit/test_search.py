@@ -18,7 +18,7 @@ from loadstage.reports.pivot import pivot_table
 from loadstage.reports.significance import between_variants
 from loadstage.reports.terminal import render_capacity
 from loadstage.results import histograms, intervals
-from loadstage.results.sequential import Looks
+from loadstage.results.sequential import Looks, spent
 from loadstage.results.thresholds import slo_verdict
 from support.played import SECONDS, SLO_MS, KneeBackend, run, stages_run
 
@@ -252,11 +252,16 @@ def test_a_stage_too_short_for_an_interval_is_undecided_and_says_why():
                                  "errorRate 0.00% (no interval) undecided against <= 1.00%")
 
 
-def test_looks_follow_a_fixed_schedule_and_split_the_stages_error_between_them():
+def test_looks_follow_a_fixed_schedule_and_spend_the_stages_error_strictest_first():
     looks = Looks.schedule(60.0)
     assert looks.times == (10.0, 15.0, 22.5, 33.75, 50.625, 60.0)
-    assert looks.confidence == round(1 - 0.05 / 6, 6)
-    assert Looks.schedule(10.0).times == (10.0,) and Looks.schedule(10.0).confidence == 0.95
+    errors = [1 - c for c in looks.confidences]
+    assert sum(errors) == pytest.approx(0.05)   # the whole 5%, however the stage ends
+    assert errors[:5] == sorted(errors[:5]) and errors[0] < 1e-5 < errors[1]
+    # O'Brien-Fleming-type: a look at a third of a 30 s stage spends 2 - 2 Phi(1.96 x sqrt(3)), 0.069%
+    assert 1 - Looks.schedule(30.0).confidences[0] == pytest.approx(0.000687, abs=1e-6)
+    assert Looks.schedule(30.0).last == pytest.approx(1 - (0.05 - spent(22.5 / 30)))
+    assert Looks.schedule(10.0).times == (10.0,) and Looks.schedule(10.0).confidences == (0.95,)
 
 
 def test_a_look_whose_seconds_are_too_few_tries_each_second_after_until_the_next_looks_time():

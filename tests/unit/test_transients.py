@@ -20,13 +20,13 @@ def verdict(queue, seed, slo, seconds=SECONDS, looks_only=False):
     first look that decided, else its end (with `looks_only`, Undecided)."""
     closed = recorded_seconds(queue.stage(seconds, seed=seed))
     looks = Looks.schedule(seconds)
-    for at in looks.times[:-1]:
-        found = judge(slo, blocks_of(closed[:int(at)], at), looks.confidence, final=False)
+    for at, confidence in zip(looks.times[:-1], looks.confidences):
+        found = judge(slo, blocks_of(closed[:int(at)], at), confidence, final=False)
         if found.outcome != "Undecided":
             return found.outcome
     if looks_only:
         return "Undecided"
-    return judge(slo, blocks_of(closed, seconds), looks.confidence, final=True).outcome
+    return judge(slo, blocks_of(closed, seconds), looks.last, final=True).outcome
 
 
 def p99(ms):

@@ -32,11 +32,11 @@ def p99(ms):
 def looked(closed, slo):
     """The outcome of a stage that ends once decided: its first look that decided, else its end."""
     looks = Looks.schedule(SECONDS)
-    for at in looks.times[:-1]:
-        found = judge(slo, blocks_of(closed[:int(at)], at), looks.confidence, final=False)
+    for at, confidence in zip(looks.times[:-1], looks.confidences):
+        found = judge(slo, blocks_of(closed[:int(at)], at), confidence, final=False)
         if found.outcome != "Undecided":
             return found.outcome
-    return judge(slo, blocks_of(closed, SECONDS), looks.confidence, final=True).outcome
+    return judge(slo, blocks_of(closed, SECONDS), looks.last, final=True).outcome
 
 
 def test_the_models_run_where_they_are_said_to():

@@ -40,7 +40,7 @@ def _goal(experiment: Experiment, out) -> None:
               f"{format_duration(spec.stage_end.shortest(spec.stage_end.max))} to "
               f"{format_duration(spec.stage_end.max)}, ending once decided; "
               + ("cheapest first, by their CPU limits or requests" if declared else
-                 "every variant, each costed by its measured peak CPU (not all set a CPU limit or request)")
+                 "every variant, each costed by its measured CPU (not all set a CPU limit or request)")
               + f"; at most {format_duration(int(len(order) * (spec.stage_end.max + warmup)))} of load, "
                 f"undecided stages aside\n")
     for v in order:

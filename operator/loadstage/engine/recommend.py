@@ -6,7 +6,7 @@ Each variant runs one stage at the goal's load, ended once decided (spec.stageEn
 search's (engine.search.outcome): undecided, it runs once more, twice as long; undecided again, or failed, or
 injector-bound, the variant is dropped. Where every variant declares its CPU (a limit, or a request), the
 variants run cheapest first (ties in matrix order): once one passes and a second one does, every dearer variant
-left is not run. Otherwise every variant runs, and its cost is the peak CPU its target measured; costs within
+left is not run. Otherwise every variant runs, and its cost is the CPU its target measured (measured_cost); costs within
 MEASURED_TIE of each other are a tie. The winner is the cheapest pass, a tie going to the most headroom, except
 among variants whose figures lie within slo.tolerance of each other (equivalent: the difference is noise), where
 goal.prefer chooses; the runner-up is the next by the same order. Before Found, the winner (and a runner-up
@@ -108,8 +108,9 @@ def warmup_note(experiment: Experiment) -> str | None:
 
 
 def measured_cost(stage: StageResult) -> Cost:
-    return Cost(None if stage.target.peak_cpu_cores is None else round(stage.target.peak_cpu_cores, 3), "measured",
-                stage.target.peak_memory_bytes)
+    """The target's mean CPU over the stage's settled seconds; its peak where no mean was measured (in a cluster)."""
+    cores = stage.target.mean_cpu_cores if stage.target.mean_cpu_cores is not None else stage.target.peak_cpu_cores
+    return Cost(None if cores is None else round(cores, 3), "measured", stage.target.peak_memory_bytes)
 
 
 def varying_labels(variants: list[Variant]) -> dict[int, str]:

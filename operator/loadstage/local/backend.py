@@ -223,7 +223,7 @@ class LocalBackend:
             redis_peak_connections=redis.peak,
             redis_connections_received=redis.received,
             redis_peak_covers=redis.covers(),
-            target_peak_cpu_cores=resources.peak_cpu_cores,
+            target_peak_cpu_cores=resources.peak_cpu_cores, target_cpu_readings=resources.cpu_readings,
             target_peak_memory_bytes=resources.peak_memory_bytes,
             target_processes=resources.processes,
             target_peak_process_rss_bytes=resources.peak_process_rss_bytes,

@@ -6,7 +6,7 @@ import gevent
 
 from loadstage.api.status import Verdict
 from loadstage.api.wire import Decision, read_slo_argument
-from loadstage.results.judgement import judge
+from loadstage.results.judgement import judge, with_in_flight
 from loadstage.results.sequential import LOOK_DELAY_SECONDS, Looks, breached
 
 
@@ -23,21 +23,22 @@ def decide(environment, options, end_stage):
                 return
             section = recorder.blocks_before(started + at, started)
             if section:
+                section = with_in_flight(slo, section, recorder.in_flight.at(started + at))
                 break
         # the intervals take a share of a second on a long stage: in a thread, so that the master keeps merging
         verdict = gevent.get_hub().threadpool.apply(
-            judge, (slo, section, looks.confidence), {"raised": sum(recorder.exceptions.values()),
+            judge, (slo, section, looks.confidences[number - 1]), {"raised": sum(recorder.exceptions.values()),
                                                       "requests": environment.stats.total.num_requests,
                                                       "final": False})
         environment.loadstage_looks = number
         if breached(verdict.objectives):
             environment.loadstage_ended_by = "Breached"
-        elif time.time() - started >= options.decide_min and verdict.outcome != "Undecided":
+        elif at >= options.decide_min and verdict.outcome != "Undecided":   # the seconds judged, not the wall's
             environment.loadstage_ended_by = "Decided"
         else:
             continue
         # the verdict of record is this look's: the seconds after it (the stop) are not what it decided on
-        environment.loadstage_decision = Decision(atSeconds=at, confidence=looks.confidence,
+        environment.loadstage_decision = Decision(atSeconds=at, confidence=looks.confidences[number - 1],
                                                   objectives=list(verdict.objectives),
                                                   settleSeconds=verdict.settle_seconds or 0,
                                                   **_batches(verdict))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from hdrh.histogram import HdrHistogram
 
+from loadstage.locust.in_flight import InFlight
 from loadstage.results import histograms, intervals
 
 REPORT_KEY = "loadstage"
@@ -61,6 +62,7 @@ class StageRecorder:
     exceptions: dict[str, int] = field(default_factory=dict)   # raised by tasks: count by "Type: message"
     arrivals: dict[str, tuple[int, int]] = field(default_factory=dict)   # on the master: (arrived, dropped) by worker
     own_arrivals: tuple[int, int] | None = None   # on an injector with an arrival rate: (arrived, dropped) so far
+    in_flight: InFlight = field(default_factory=InFlight)   # an open model's requests in flight
     _windows: dict[int, HdrHistogram] = field(default_factory=dict)
     _window_failures: dict[int, int] = field(default_factory=dict)
     _closed: list[list] = field(default_factory=list)   # per closed second: [encoded or None, mean ns, n, failed]
@@ -90,6 +92,8 @@ class StageRecorder:
                    start_time: float | None = None, exception: BaseException | None = None, **_) -> None:
         """Locust's request event. With pacing, the context carries the task's intended start."""
         intended = context.get("loadstage_intended") if context else None
+        if context and "loadstage_user" in context:
+            self.in_flight.completed(context["loadstage_user"], time.time())
         corrected = None
         if intended is not None and start_time is not None:
             corrected = max(response_time, (start_time - intended) * 1000 + response_time)
@@ -107,14 +111,17 @@ class StageRecorder:
 
     def report(self) -> dict:
         """What a worker adds to its report to the master: everything recorded since the last one."""
+        sent = time.time()
         data = {"raw": {f"{m} {n}": histograms.flat(t) for (m, n), t in self._unsent_raw.items()},
                 "corrected": {f"{m} {n}": histograms.flat(t) for (m, n), t in self._unsent_corrected.items()},
                 "windows": {str(w): histograms.flat(t) for w, t in self._unsent_windows.items()},
                 "windowFailures": {str(w): n for w, n in self._unsent_failures.items()},
                 "exceptions": self._unsent_exceptions,
-                "cpuPeakPercent": self.cpu_peak_percent, "cpuPercent": self.cpu_percent, "sentAt": time.time()}
+                "cpuPeakPercent": self.cpu_peak_percent, "cpuPercent": self.cpu_percent, "sentAt": sent}
         if self.own_arrivals is not None:
             data["arrivals"] = list(self.own_arrivals)
+        if self.in_flight.busy:
+            data["inFlight"] = self.in_flight.ages(sent)
         self._unsent_raw, self._unsent_corrected, self._unsent_windows, self._unsent_failures = {}, {}, {}, {}
         self._unsent_exceptions = {}
         return data
@@ -143,6 +150,8 @@ class StageRecorder:
             self.arrivals[worker] = (int(arrived), int(dropped))
         if data.get("sentAt") is not None:
             self.merge_lag_peak = max(self.merge_lag_peak or 0.0, time.time() - data["sentAt"])
+        if worker is not None and data.get("sentAt") is not None:
+            self.in_flight.note(worker, data["sentAt"], data.get("inFlight"))
 
     def arrival_totals(self) -> tuple[int, int] | None:
         """(arrived, dropped) over every injector: the workers' latest counts, or a standalone injector's own."""

@@ -74,6 +74,24 @@ def judge(slo: Slo, section: dict[str, Any] | None, confidence: float, *, raised
     return verdict
 
 
+def with_in_flight(slo: Slo, section: dict[str, Any] | None, in_flight: HdrHistogram) -> dict[str, Any] | None:
+    """A look's blocks with the requests still in flight that are already slower than every latency objective,
+    each as slow as its age, in the last block: a queue that grows cannot hide its slowest requests. A younger
+    one is left out: its latency is unknown, and counted at its age it would flatter the stage."""
+    limits = slo.latency_limits_ms().values()
+    if not section or not section["histograms"] or not limits or in_flight.get_total_count() == 0:
+        return section
+    floor, older = histograms.to_ns(max(limits)), histograms.new()
+    for item in in_flight.get_recorded_iterator():
+        if (age := in_flight.get_lowest_equivalent_value(item.value_iterated_to)) >= floor:
+            older.record_value(age, item.count_added_in_this_iter_step)
+    if older.get_total_count() == 0:
+        return section
+    last = histograms.merge([histograms.decode(section["histograms"][-1]), older])
+    return {**section, "histograms": [*section["histograms"][:-1], histograms.encode(last)],
+            "inFlight": older.get_total_count()}
+
+
 def _near(objectives: list[Objective] | tuple[Objective, ...]) -> bool:
     return any(o.value is not None and NEAR[0] * o.limit <= o.value <= NEAR[1] * o.limit
                for o in objectives if o.name in PERCENTILES)

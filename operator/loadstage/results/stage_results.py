@@ -25,7 +25,7 @@ from loadstage.api.status import (
 )
 from loadstage.api.types import Experiment, Stage
 from loadstage.api.wire import Decision, read_headline
-from loadstage.results import histograms, intervals
+from loadstage.results import cpu_use, histograms, intervals
 from loadstage.results.artifact import Artifact
 from loadstage.results.intervals import CONFIDENCE
 from loadstage.results.judgement import judge
@@ -67,8 +67,23 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         master_lag_seconds=s.get("masterLagSeconds"), master_bound=bool(s.get("masterBound")), exceptions=raised,
         ended_by=ended_by, looks=s.get("looks"), arrival_rate=stage.arrival_rate, arrivals=s.get("arrivals"),
         dropped_arrivals=s.get("droppedArrivals"), injector_cpu_bound=s.get("injectorCpuBound"))
-    return replace(result, verdict=_judged(experiment, stage, result, m.artifact.get("blocks"), found,
-                                           s.get("decision")))
+    judged = replace(result, verdict=_judged(experiment, stage, result, m.artifact.get("blocks"), found,
+                                             s.get("decision")))
+    return replace(judged, target=_with_mean_cpu(judged.target, m, judged.verdict))
+
+
+def _with_mean_cpu(target: TargetFigures, m: StageMeasurement, verdict: Verdict | None) -> TargetFigures:
+    """The target's mean CPU from its settle cut (the verdict's; none without one) to the stage's last second."""
+    rows = m.artifact.get("series") or []
+    if not m.target_cpu_readings or not rows:
+        return target
+    start = rows[0]["start"] + ((verdict.settle_seconds or 0) if verdict else 0)
+    found = cpu_use.settled_mean(m.target_cpu_readings, start, rows[-1]["start"] + rows[-1]["seconds"], CONFIDENCE)
+    if found is None:
+        return target
+    mean, interval = found
+    return replace(target, mean_cpu_cores=round(mean, 3),
+                   mean_cpu_interval=None if interval is None else (round(interval[0], 3), round(interval[1], 3)))
 
 
 EARLY = ("Decided", "Breached")   # a stage that ended before its duration
@@ -88,7 +103,7 @@ def _judged(experiment: Experiment, stage: Stage, result: StageResult, blocks: d
                              confidence=decision["confidence"], batch_seconds=decision.get("batchSeconds"),
                              batches=decision.get("batches"))
     elif blocks:
-        confidence = Looks.schedule(stage.duration).confidence if spec.stage_end.decided else CONFIDENCE
+        confidence = Looks.schedule(stage.duration).last if spec.stage_end.decided else CONFIDENCE
         verdict = judge(spec.slo, blocks, confidence, raised=raised, requests=result.requests, final=True)
     else:
         verdict = slo_verdict(result, spec.slo, intervals.with_exceptions(found, raised, result.requests) or {})

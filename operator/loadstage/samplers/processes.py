@@ -1,5 +1,6 @@
-"""Peak CPU and memory of local process trees (the target's instances, one tree per pod). CPU comes from their
-cgroups where they run in some (exact), else from the processes' own times (clock ticks, 10 ms). Also: the most
+"""Peak CPU and memory of local process trees (the target's instances, one tree per pod), and every CPU reading
+(for the mean over a stage's settled seconds). CPU comes from their cgroups where they run in some (exact), else
+from the processes' own times (clock ticks, 10 ms). Also: the most
 processes one tree had at once, the largest resident set of any one process, and the machine's CPU per core
 over the sampled time (the EC2 study's "CPU usage of each core")."""
 
@@ -23,6 +24,7 @@ class ResourceSample:
     processes: int = 0       # the most processes one tree (pod) had at once, its server's master included
     peak_process_rss_bytes: int = 0   # the largest resident set of one process (its shared pages in full)
     cpu_per_core: tuple[float, ...] = ()   # the machine's mean CPU use per core over the sampled time, percent
+    cpu_readings: tuple[tuple[float, float], ...] = ()   # (epoch seconds, cores since the reading before)
 
 
 class ProcessTreeSampler:
@@ -38,6 +40,7 @@ class ProcessTreeSampler:
         self._processes_peak = 0
         self._process_rss = 0
         self._cores_at_start: list | None = None
+        self._readings: list[tuple[float, float]] = []
         self.result: ResourceSample | None = None
         self.now: tuple[float, int] | None = None   # the latest sample: (CPU cores, memory bytes)
 
@@ -77,6 +80,7 @@ class ProcessTreeSampler:
         self.now = (round(cpu, 3), mem)
         if record:
             self._cpu, self._mem = max(self._cpu, cpu), max(self._mem, mem)
+            self._readings.append((round(time.time(), 3), round(cpu, 4)))
 
     def __enter__(self) -> ProcessTreeSampler:
         self._sample(record=False)  # primes cpu_percent, whose first call has no interval
@@ -87,7 +91,8 @@ class ProcessTreeSampler:
     def __exit__(self, *exc) -> None:
         self._loop.stop()
         self.result = ResourceSample(round(self._cpu, 3), self._mem, self._processes_peak, self._process_rss,
-                                     cpu_per_core(self._cores_at_start or [], psutil.cpu_times(percpu=True)))
+                                     cpu_per_core(self._cores_at_start or [], psutil.cpu_times(percpu=True)),
+                                     tuple(self._readings))
 
 
 def cpu_per_core(before: list, after: list) -> tuple[float, ...]:

@@ -58,8 +58,8 @@ DROPPED = Obj(Dropped, "With spec.goal: why the variant is out of the running.",
 
 @dataclass(frozen=True)
 class Cost(Written):
-    """What a variant reserves: its pods x each one's CPU limit (or request), or its measured peak CPU where
-    neither is set (`source`: limit, request or measured); its memory beside, not folded in."""
+    """What a variant reserves: its pods x each one's CPU limit (or request), or its measured CPU where neither is
+    set (`source`: limit, request or measured); its memory beside, not folded in."""
     cores: float | None
     source: str
     memory_bytes: int | None = None
@@ -71,7 +71,8 @@ class Cost(Written):
 
 
 COST = Obj(Cost, "With spec.goal: what the variant reserves.", {
-    "cores": Num("Its pods x each one's CPU limit (or request, or measured peak), cores.", nullable=True),
+    "cores": Num("Its pods x each one's CPU limit (or request), cores; measured: its mean CPU over the stage's "
+                 "settled seconds (locally), or its peak (in a cluster).", nullable=True),
     "from": Field(Str("Where the cores come from: limit, request or measured.", enum=COST_SOURCES),
                   attr="source"),
     "memoryBytes": Int("Its pods x each one's memory limit (or request), bytes; beside the cores, not folded in.",
