@@ -560,7 +560,7 @@ def test_a_stage_of_hundreds_of_injectors_starts_every_worker_and_is_recorded(cl
     assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
 
 
-AT_ONCE = 60   # benchmarks/operator_scale.py runs 300
+AT_ONCE = 40   # benchmarks/operator_scale.py runs 300
 
 
 def test_many_experiments_at_once_all_progress_without_a_thread_each(cluster, namespace, operator, real_stage):

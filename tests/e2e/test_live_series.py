@@ -68,6 +68,7 @@ def query(api: str, path: str, **params) -> list:
     return body["data"]["result"] if isinstance(body["data"], dict) else body["data"]
 
 
+@pytest.mark.long
 def test_prometheus_scrapes_a_local_run_every_dashboard_query_has_data_and_the_counters_end_at_the_totals(
         prometheus, write_experiment, tmp_path):
     api, port = prometheus

@@ -72,6 +72,7 @@ def finish(proc, timeout):
     return proc.returncode, out, err, list(seen.values())
 
 
+@pytest.mark.long   # half a minute or more: started early, so that the short tests fill the end
 def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
     path = write_experiment(spec_doc(
         target={"pods": 1, "workers": 2},
@@ -182,6 +183,7 @@ def run_servers(write_experiment, tmp_path, servers, target, scratch=None, **mat
     return out, started, status
 
 
+@pytest.mark.long   # half a minute or more: started early, so that the short tests fill the end
 def test_every_server_runs_a_real_stage(write_experiment, tmp_path):
     servers = ["gunicorn", "uwsgi", "waitress", "cheroot", "granian"]
     out, started, status = run_servers(write_experiment, tmp_path, servers, {"threads": 4})
@@ -222,6 +224,7 @@ def test_the_studies_other_servers_run_a_real_stage_and_a_single_threaded_one_re
             "threads must be 1, got 4; use workers or pods instead") in err
 
 
+@pytest.mark.long   # half a minute or more: started early, so that the short tests fill the end
 def test_each_proxy_over_each_socket_serves_flup_in_fastcgi_and_is_measured_apart(write_experiment, tmp_path,
                                                                                   scratch):
     """gunicorn and uWSGI behind both proxies over both sockets, in HTTP, run in test_studies

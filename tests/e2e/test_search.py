@@ -29,9 +29,9 @@ def run(write_experiment, tmp_path, spec, timeout):
 def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_breaks(write_experiment, tmp_path):
     variant, out, err = run(write_experiment, tmp_path, {
         "slo": {"p99": f"{SLO_MS}ms", "errorRate": "1%"},
-        "search": {"load": "users", "from": 2, "max": 64, "resolution": "50%"},
+        "search": {"load": "users", "from": 2, "max": 64, "resolution": "100%"},
         "stageEnd": {"when": "Decided", "min": "8s", "max": "20s"}}, 600)
-    assert "a capacity search each: users from 2 up to 64, to 50%, 8s to 20s a stage, ending once decided" in err
+    assert "a capacity search each: users from 2 up to 64, to 100%, 8s to 20s a stage, ending once decided" in err
     search, stages = variant["search"], variant["stages"]
     assert search["reason"] in ("Found", "Near"), search
     assert search["stages"] == len(stages) and [s["stage"] for s in stages] == list(range(1, len(stages) + 1))
@@ -58,7 +58,7 @@ def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_b
     if search["reason"] == "Near":   # a load at the objective: the knee is about there
         assert outcome[search["near"]] == "Near" and search["pass"] < search["near"] <= 40
     else:
-        assert outcome[search["fail"]] != "Pass" and (search["fail"] - search["pass"]) / search["pass"] <= 0.5
+        assert outcome[search["fail"]] != "Pass" and (search["fail"] - search["pass"]) / search["pass"] <= 1.0
         assert 2 <= search["pass"] < search["fail"] <= 40
     assert search["loadSeconds"] == pytest.approx(sum(s["durationSeconds"] for s in stages))
     # a stage whose p99 is far from the objective is decided at a look; one near it (within [L/2, 2L]) passes no

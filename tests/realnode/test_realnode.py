@@ -320,7 +320,7 @@ def test_a_capacity_search_at_an_arrival_rate_runs_in_real_pods_each_stage_endin
                     "slo": {"p99": "100ms"},
                     # 40/s: a p99 at a look's confidence needs some 500 requests (none of 400 over it is compatible
                     # with 1.3% over it), which a 20 s stage at 20/s never has
-                    "search": {"load": "rps", "from": 40, "max": 320, "resolution": "50%"},
+                    "search": {"load": "rps", "from": 40, "max": 320, "resolution": "100%"},
                     "stageEnd": {"when": "Decided", "min": "8s", "max": "20s"}}}
     (final,) = run_to_success(node, namespace, doc)
     variant = final["variants"][0]
