@@ -222,7 +222,7 @@ def main() -> int:
         records: list[dict] = []
         for seed in parts.seeds(args.seeds):
             if args.part == "truth":
-                loads = [float(x) for x in args.loads.split(",")] if args.loads else knee["loads"]
+                loads = [int(x) for x in args.loads.split(",")] if args.loads else knee["loads"]
                 records += run_truth(tmp, args.knee, seed, loads, TRUTH_SECONDS, truth.SETTLE_SECONDS)
             elif args.part == "searches":
                 search = {**knee["search"], "from": knee["from"][seed % len(knee["from"])]}
