@@ -5,8 +5,11 @@ os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
 import locust  # noqa: F401  isort: skip
 del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
 
+import atexit
 import copy
+import shutil
 import signal
+import tempfile
 
 import pytest
 import yaml
@@ -22,6 +25,12 @@ pytest_plugins = ["support.timing", "support.scheduling"]   # how scripts/test t
 # Every status loadstage writes in a test (the engine's, `loadstage run`'s, the operator's, in this process or a
 # child) is checked against the CRD's status schema before it is written: a field it lacks fails the run.
 os.environ[AUDIT_ENV] = "1"
+
+# Every run a test makes records into the history by default ($XDG_DATA_HOME/loadstage): a directory of this
+# process's (each xdist worker's own), never the user's.
+os.environ.pop("LOADSTAGE_HISTORY", None)
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="loadstage-data-")
+atexit.register(shutil.rmtree, os.environ["XDG_DATA_HOME"], ignore_errors=True)
 
 
 @pytest.fixture

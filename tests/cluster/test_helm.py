@@ -69,7 +69,9 @@ VALUE_SETS = {
     "monitoring": ["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.namespace=mon"],
     "custom-images": ["--set", "image.repository=registry.example/ls/operator", "--set", "image.tag=1.2.3",
                       "--set-string", "runnerImage.tag=9", "--set", "resources.limits.memory=1Gi",
-                      "--set", "experimentResources.target.limits.cpu=2"],
+                      "--set", "experimentResources.target.limits.cpu=2", "--set", "rbac.nodeMetrics=true",
+                      "--set", "history.url=postgresql://ci@db.internal:5432/loadstage?sslmode=require",
+                      "--set", "history.passwordSecret.name=history-db"],
 }
 
 
@@ -120,6 +122,11 @@ def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, 
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert json.loads(env["LOADSTAGE_EXPERIMENT_RESOURCES"])["target"] == {
             "requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": 2}}
+        assert env["LOADSTAGE_HISTORY_URL"] == "postgresql://ci@db.internal:5432/loadstage?sslmode=require"
+        assert {"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": {"name": "history-db", "key": "password"}}} in \
+            container["env"]   # the password from a Secret, never in the values
+        node_metrics = next(d for d in docs if d["metadata"]["name"] == f"t-{values}-loadstage-node-metrics")
+        assert node_metrics["rules"] == [{"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}]
 
 
 @pytest.mark.parametrize("bad,message", [
@@ -135,6 +142,8 @@ def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, 
      "experimentResources.locustWorker: Additional property limit is not allowed"),
     (["--set", "generatedRedisPasswords=true"], "generatedRedisPasswords: Invalid type. Expected: object"),
     (["--set", "metrics.serviceMonitor.namespace=Mon_1"], "metrics.serviceMonitor.namespace: Does not match pattern"),
+    (["--set", "history.url=postgresql://ci:secret@db/h"], "history.url: Does not match pattern"),   # a password
+    (["--set", "history.url=mysql://db/h"], "history.url: Does not match pattern"),
 ])
 def test_wrong_values_fail_at_install_naming_the_value(cluster, namespace, bad, message):
     result = cluster.helm("install", "bad", CHART, "-n", namespace, *bad)
@@ -253,6 +262,12 @@ def test_rbac_grants_nothing_it_does_not_need(cluster, namespace):
     experiments = cluster.api_rbac().read_cluster_role("lsr-loadstage-experiments").to_dict()["rules"]
     assert {r["resources"][0] for r in framework} == {"loadexperiments", "events"}
     assert "*" not in json.dumps(framework + experiments)
+    # the kubelets' cAdvisor metrics (a target's CPU throttling) only where rbac.nodeMetrics grants them
+    assert not can("get", "nodes", "--subresource=proxy")
+    assert cluster.helm("upgrade", "lsr", CHART, "-n", namespace, "--reuse-values", "--set",
+                        "rbac.nodeMetrics=true").returncode == 0
+    wait_for(lambda: can("get", "nodes", "--subresource=proxy"), timeout=10)   # a new binding: seen a moment later
+    assert not can("create", "nodes", "--subresource=proxy") and not can("get", "nodes")
     cluster.helm("uninstall", "lsr", "-n", namespace)
 
 

@@ -15,8 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from loadstage.history.locations import default_location
+from loadstage.history.store import Store
 from loadstage.local.ports import free_port
 from loadstage.local.target import closed_to_apache_workers
+from loadstage.results import histograms
 from support.documents import BASE
 from support.processes import alive, descendants, start_redis
 from support.processes import listening as listening_on
@@ -113,7 +116,6 @@ def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
     assert (second_stage["injectors"], second_stage["users"]) == (2, 30)
     assert "stage 2: 2 injector(s), 30 users, 5s" in err
     # every stage's histograms are kept in the result file, and recompute the status's figures
-    from loadstage.results import histograms
     for variant, kept in zip(status["variants"], doc["artifacts"]):
         assert len(kept["stages"]) == 2
         for stage, artifact in zip(variant["stages"], kept["stages"]):
@@ -130,6 +132,14 @@ def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
     assert len(exported.stdout.splitlines()) == 4
     hgrm = (tmp_path / "exported" / "variant-2" / "stage-2.hgrm").read_text()
     assert "Percentile" in hgrm and "1/(1-Percentile)" in hgrm
+    # recorded in the default history ($XDG_DATA_HOME/loadstage/history.sqlite), with every stage's histogram
+    said = next(line for line in err.splitlines() if line.startswith("history: recorded run "))
+    assert f"in sqlite:{os.environ['XDG_DATA_HOME']}/loadstage/history.sqlite" in said, said
+    with Store(default_location()) as store:
+        (kept,) = [r for r in store.runs("demo", histograms=True) if r.run.uid.startswith(said.split()[3])]
+    assert [v.label for v in kept.variants] == ["threads=1", "threads=4"] and kept.run.phase == "Succeeded"
+    assert [histograms.decode(s.histogram).get_total_count() for s in kept.stages] == [
+        s["requests"] for v in status["variants"] for s in v["stages"]]
     # the stage the kwok tests play as a finished master (tests/data) has the shape a real master writes
     for name in ("summary", "artifact"):
         fresh = json.loads((tmp_path / "w" / "variant-1" / "stage-1" / f"{name}.json").read_text())
@@ -637,8 +647,11 @@ def test_an_injector_that_saturates_its_cpu_marks_the_stage_and_gets_no_capacity
     variant = json.loads(out_file.read_text())["status"]["variants"][0]
     stage = variant["stages"][0]
     assert stage["injectorPeakCpuPercent"] > 90 and stage["injectorBound"] is True, stage
+    assert stage["saturation"]["injectorCpuShare"] > 0.9 and stage["saturation"]["crossed"][0] == "Injectors", \
+        stage["saturation"]
     assert stage["verdict"]["passed"] is True and variant["capacity"] is None
     assert "pass (injector-bound)" in out and "its injectors were CPU-bound" in out
+    print("\n" + "\n".join(line for line in out.splitlines() if "Injectors" in line or "injector-bound" in line))
 
 
 def test_interleaved_repeats_restart_each_variants_target_and_merge_the_repeats(write_experiment, tmp_path):

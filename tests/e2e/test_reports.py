@@ -14,6 +14,7 @@ from loadstage.api.load import parse_experiment
 from loadstage.reports import tables as report
 from support.browser import CHROMIUM, Browser
 from support.documents import BASE
+from support.histories import keep, played_documents
 from support.played import SLO_MS, RateBackend, run
 from support.waiting import ROOT, wait_for
 
@@ -162,6 +163,27 @@ def test_the_front_of_capacity_against_cost_is_drawn_in_a_real_browser(tmp_path)
     front = next(c for c in visit.result if c["id"] == "chart-front")
     assert front["width"] > 300 and front["height"] > 200 and front["drawn"] >= 1, front   # the front's line
     assert "Capacity against cost" in page.read_text()
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup --browser)")
+def test_a_history_page_draws_each_figure_over_the_runs_in_a_real_browser(tmp_path):
+    url, page = f"sqlite:{tmp_path}/h.sqlite", tmp_path / "history.html"
+    keep(url, played_documents(), [30] * 6 + [20] * 2)   # the p99 at 40 users climbs from 23.7 to 80 ms
+    done = cli("history", "shop", "--history", url, "--format", "html", "-o", page)
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert "<script" not in text and "WORSE: p99 at 40 users" in text and "version=1.7" in text
+    browser = Browser()
+    try:
+        visit = browser.visit(page.as_uri(), CHART_PROBE)
+    finally:
+        browser.close()
+    assert visit.requests == [page.as_uri()] and not [m for m in visit.console if m["level"] == "error"]
+    charts = {c["id"]: c for c in visit.result}
+    assert len(charts) == 4, charts   # capacity (the last two runs found a knee), p99 at 10, 20 and 40 users
+    for chart in charts.values():
+        assert chart["width"] > 300 and chart["height"] > 150 and chart["drawn"] >= 1, chart
 
 
 CHART_PROBE = """(() => Array.from(document.querySelectorAll('figure.chart')).map(f => {

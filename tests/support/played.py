@@ -121,5 +121,14 @@ def run(exp, backend, status=None):
     return writes
 
 
+def without_wall_clock(value):
+    """A status without what the played stages time on the real clock: their rates, and Little's law and the
+    evidence sentences that are drawn from them."""
+    if isinstance(value, dict):
+        return {k: without_wall_clock(v) for k, v in value.items()
+                if not k.endswith(("Rps", "rps")) and k not in ("inFlight", "evidence")}
+    return [without_wall_clock(v) for v in value] if isinstance(value, list) else value
+
+
 def stages_run(backend):
     return [(c[3], c[4]) for c in backend.calls if c[0] == "stage"]

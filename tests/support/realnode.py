@@ -35,13 +35,15 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
 
 
 def chart_values() -> list[str]:
-    """The chart with this run's images; Redis is Debian's redis-server."""
+    """The chart with this run's images, and the kubelet's cAdvisor metrics granted (a target's CPU throttling);
+    Redis is Debian's redis-server."""
     prefix = node_setting("IMAGE_PREFIX")
     redis_repository, redis_tag = node_setting("REDIS_IMAGE").rsplit(":", 1)
     return ["--set", f"image.repository={prefix}/loadstage/operator",
             "--set", f"runnerImage.repository={prefix}/loadstage/runner-app",
             "--set", f"injectorImage.repository={prefix}/loadstage/injector",
-            "--set", f"redisImage.repository={redis_repository}", "--set-string", f"redisImage.tag={redis_tag}"]
+            "--set", f"redisImage.repository={redis_repository}", "--set-string", f"redisImage.tag={redis_tag}",
+            "--set", "rbac.nodeMetrics=true"]
 
 
 class RealNode(Cluster):

@@ -135,7 +135,8 @@ def test_runner_deployment():
     (c,) = pod["spec"]["containers"]
     assert c["image"] == "r:1"
     assert c["args"] == ["gunicorn", "--config", "python:runner_app.gunicorn_conf", "--bind", "0.0.0.0:8000",
-                         "--workers", "7", "--threads", "3", "--worker-class", "gthread", "--no-control-socket",
+                         "--workers", "7", "--threads", "3", "--worker-class", "gthread", "--backlog", "2048",
+                         "--no-control-socket",
                          "runner_app.app:app"]
     env = {x["name"]: x["value"] for x in c["env"]}
     assert env["REDIS_URL"] == "redis://demo-redis:6379/0" and env["X"] == "1"

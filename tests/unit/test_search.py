@@ -20,7 +20,7 @@ from loadstage.reports.terminal import render_capacity
 from loadstage.results import histograms, intervals
 from loadstage.results.sequential import Looks, spent
 from loadstage.results.thresholds import slo_verdict
-from support.played import SECONDS, SLO_MS, KneeBackend, run, stages_run
+from support.played import SECONDS, SLO_MS, KneeBackend, run, stages_run, without_wall_clock
 
 
 def search_experiment(base_doc, search, slo=None, matrix=None, **spec):
@@ -67,9 +67,8 @@ def test_a_search_resumed_after_a_restart_runs_none_of_its_decided_stages_again(
     resumed = KneeBackend(knee=100)
     again = run(exp, resumed, in_flight)
     assert stages_run(resumed) == stages_run(whole)[5:]
-    def bracket(status):   # its req/s are the played stages' own, timed on the real clock
-        return {k: v for k, v in status["variants"][0]["search"].items() if not k.endswith("Rps")}
-    assert bracket(again[-1]) == bracket(writes[-1])
+    assert without_wall_clock(again[-1]["variants"][0]["search"]) == \
+        without_wall_clock(writes[-1]["variants"][0]["search"])
 
 
 def test_an_undecided_stage_runs_once_more_twice_as_long_and_undecided_twice_counts_as_a_fail(base_doc):
@@ -103,6 +102,8 @@ def test_the_ends_of_a_search_say_why_it_stopped(base_doc):
     bound = KneeBackend(knee=100, load="injectors", bound_at=8)
     found = run(search_experiment(base_doc, search), bound)[-1]["variants"][0]["search"]
     assert (found["reason"], found["pass"], found["stages"]) == ("InjectorBound", 4, 3)
+    assert found["limitedBy"]["resource"] == "Injectors" and " at 8 injectors" in found["limitedBy"]["evidence"]
+    assert "limitedBy" not in run(search_experiment(base_doc, search), ceiling)[-1]["variants"][0]["search"]
     cpu_bound_fail = KneeBackend(knee=1, load="injectors", bound_at=2)   # its latencies were the injectors' too
     found = run(search_experiment(base_doc, search), cpu_bound_fail)[-1]["variants"][0]["search"]
     assert (found["reason"], found["pass"], found["fail"]) == ("InjectorBound", None, None)
@@ -382,8 +383,9 @@ def test_a_search_whose_injectors_drop_arrivals_ends_injector_bound_with_the_bra
     assert (search["reason"], search["pass"], search["fail"]) == ("InjectorBound", 200, None)
     # before: "the injectors, not the target, ran out of CPU", though their CPU was idle and their pools too small
     (line,) = render_capacity(RunStatus.read(final))
-    assert line.endswith("; stopped at 400 rps: its injectors' pools of users ran out (2% of arrivals dropped, "
-                         "injector CPU not bound): raise injectors.maxUsersPerInjector, 4 stages, 1m20s of load"), line
+    assert "; stopped at 400 rps: its injectors' pools of users ran out (2% of arrivals dropped, injector CPU not " \
+           "bound): raise injectors.maxUsersPerInjector, 4 stages, 1m20s of load; limited by Injectors: 2.0% of " \
+           "arrivals dropped (no free user)" in line, line
 
 
 def test_a_stage_that_drops_arrivals_while_it_fails_the_objective_is_a_fail_not_injector_bound(base_doc):

@@ -19,6 +19,7 @@ from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_capacity, render_report, render_status, render_table
 from loadstage.results.artifact import Artifact
 from loadstage.results.measurement import StageMeasurement
+from loadstage.results.saturation import REMEDIES
 from loadstage.results.stage_results import p99_pivot, stage_result, variant_aggregate
 from loadstage.results.thresholds import capacity, verdict
 from support.documents import BASE
@@ -77,8 +78,11 @@ def run_of(variants):
 
 def test_capacity_is_the_knee_the_last_stage_before_the_first_failure():
     stages = _ladder((10, True, False), (15, True, False), (20, False, False), (25, True, False), (30, False, False))
-    assert capacity(stages).to_status() == {"stage": 2, "injectors": 15, "users": 150, "rps": 1500.0,
-                                            "firstFailedStage": 3}
+    assert capacity(stages).to_status() == {
+        "stage": 2, "injectors": 15, "users": 150, "rps": 1500.0, "firstFailedStage": 3,
+        "limitedBy": {"resource": "Unknown", "cliff": False, "remedy": REMEDIES["Unknown"],
+                      "evidence": "nothing crossed its threshold at stage 3 (20 injectors, 200 users): no signal was "
+                                  "measured"}}
     assert capacity(_ladder((10, True, False), (15, True, False))).first_failed_stage is None
     assert capacity(_ladder((10, False, False), (15, True, False))) is None
 

@@ -29,6 +29,7 @@ PRINTER_COLUMNS = [
     {"name": "Verdict", "type": "string", "jsonPath": ".status.latest.verdict"},
     {"name": "Bracket", "type": "string", "jsonPath": ".status.latest.bracket"},
     {"name": "Leader", "type": "string", "jsonPath": ".status.latest.leader"},
+    {"name": "Trend", "type": "string", "jsonPath": ".status.history.trend"},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-LISTEN_BACKLOG = 2048   # gunicorn's default; every server gets it, so none refuses what another would queue
+LISTEN_BACKLOG = 2048   # gunicorn's default, spec.target.backlog's: every server gets the same
 WAITRESS_CONNECTION_LIMIT = 10_000   # waitress stops accepting at 100 open connections by default
 UNIX = "unix:"
 SOCKET_PERMISSIONS = "666"              # the proxy may run as another user (a local run as root)
@@ -35,6 +35,7 @@ class Launch:
     reuse_port: bool = False
     runner_app: bool = False     # the bundled runner app: its own server hooks
     interface: str = WSGI        # the app's, where the server serves more than one
+    backlog: int = LISTEN_BACKLOG   # its listen queue's length (spec.target.backlog)
 
     @property
     def chosen_class(self) -> str:
@@ -58,6 +59,7 @@ class WorkerClass:
     one_at_a_time: bool = False   # serves one request at a time per process: threads must be 1
     argument: str | None = None   # what the server is given for it, where not its name
     kind: str | None = None       # the interface of the app it serves, where not its server's
+    green: bool = False           # green threads: no bound on the requests a process serves at once
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,9 @@ class Server:
     def one_at_a_time(self, worker_class: str | None) -> bool:
         return not self.threads or worker_class in self.one_at_a_time_classes
 
+    def green(self, worker_class: str | None) -> bool:
+        return any(c.green and c.name == worker_class for c in self.worker_classes)
+
     def kind_of(self, worker_class: str | None, interface: str | None = None) -> str:
         """The interface of the app it serves with this class (an ASGI class makes gunicorn an ASGI server), or
         the one chosen (spec.target.interface) where it serves several."""
@@ -137,7 +142,7 @@ def _gunicorn(run: Launch) -> list[str]:
     config = ["--config", RUNNER_GUNICORN_CONFIG] if run.runner_app else []
     return ["gunicorn", *config, *_each("--bind", run.binds),
             "--workers", str(run.workers), "--threads", str(run.threads),
-            "--worker-class", run.chosen_class, "--no-control-socket",
+            "--worker-class", run.chosen_class, "--backlog", str(run.backlog), "--no-control-socket",
             *(["--reuse-port"] if run.reuse_port else []), run.app]
 
 
@@ -146,7 +151,7 @@ def _uwsgi(run: Launch) -> list[str]:
     # stops uWSGI (by default it reloads)
     return ["uwsgi", "--master", *_each("--http-socket", [unix_path(b) or b for b in run.binds]), "--module", run.app,
             "--processes", str(run.workers), "--threads", str(run.threads), "--enable-threads",
-            "--lazy-apps", "--die-on-term", "--need-app", "--disable-logging", "--listen", str(LISTEN_BACKLOG),
+            "--lazy-apps", "--die-on-term", "--need-app", "--disable-logging", "--listen", str(run.backlog),
             "--add-header", "Connection: close",
             *(["--chmod-socket=" + SOCKET_PERMISSIONS] if any(map(unix_path, run.binds)) else []),
             *(["--reuse-port"] if run.reuse_port else [])]
@@ -156,12 +161,12 @@ def _waitress(run: Launch) -> list[str]:
     listen = [f"--unix-socket={path}" if (path := unix_path(b)) else f"--listen={b}" for b in run.binds]
     listen += [f"--unix-socket-perms={SOCKET_PERMISSIONS}"] if any(map(unix_path, run.binds)) else []
     return ["waitress-serve", *listen, f"--threads={run.threads}",
-            f"--backlog={LISTEN_BACKLOG}", f"--connection-limit={WAITRESS_CONNECTION_LIMIT}", run.app]
+            f"--backlog={run.backlog}", f"--connection-limit={WAITRESS_CONNECTION_LIMIT}", run.app]
 
 
 def _cheroot(run: Launch) -> list[str]:
     return ["cheroot", "--bind", unix_path(run.bind) or run.bind, "--threads", str(run.threads),
-            "--max-threads", str(run.threads), "--request-queue-size", str(LISTEN_BACKLOG), run.app]
+            "--max-threads", str(run.threads), "--request-queue-size", str(run.backlog), run.app]
 
 
 def _granian(run: Launch) -> list[str]:
@@ -171,7 +176,7 @@ def _granian(run: Launch) -> list[str]:
     # its ASGI interface takes one blocking thread (the event loop's); threads are then the app's sync pool
     blocking = run.threads if run.interface == WSGI else 1
     return ["granian", "--interface", run.interface, *listen, "--workers", str(run.workers),
-            "--blocking-threads", str(blocking), "--backlog", str(LISTEN_BACKLOG), run.app]
+            "--blocking-threads", str(blocking), "--backlog", str(run.backlog), run.app]
 
 
 def _uvicorn(run: Launch) -> list[str]:
@@ -179,13 +184,13 @@ def _uvicorn(run: Launch) -> list[str]:
     path = unix_path(run.bind)
     host, port = split_bind(run.bind)
     listen = ["--uds", path] if path else ["--host", host, "--port", port]
-    return ["uvicorn", *listen, "--workers", str(run.workers), "--backlog", str(LISTEN_BACKLOG),
+    return ["uvicorn", *listen, "--workers", str(run.workers), "--backlog", str(run.backlog),
             "--no-access-log", "--timeout-graceful-shutdown", "5", run.app]
 
 
 def _hypercorn(run: Launch) -> list[str]:
     return ["hypercorn", "--bind", run.bind, "--workers", str(run.workers), "--worker-class", run.chosen_class,
-            "--backlog", str(LISTEN_BACKLOG), "--graceful-timeout", "5", run.app]
+            "--backlog", str(run.backlog), "--graceful-timeout", "5", run.app]
 
 
 def _mod_wsgi(run: Launch) -> list[str]:
@@ -196,7 +201,7 @@ def _mod_wsgi(run: Launch) -> list[str]:
     return ["mod_wsgi-express", "start-server", "--application-type", "module", module,
             "--callable-object", callable_object or "application", "--host", host, "--port", port,
             "--processes", str(run.workers), "--threads", str(run.threads),
-            "--server-backlog", str(LISTEN_BACKLOG), "--max-clients", str(MOD_WSGI_MAX_CLIENTS),
+            "--server-backlog", str(run.backlog), "--max-clients", str(MOD_WSGI_MAX_CLIENTS),
             "--log-to-terminal", "--locale", "C.UTF-8", "--user", MOD_WSGI_USER[0], "--group", MOD_WSGI_USER[1]]
 
 
@@ -208,13 +213,13 @@ def _prefork(server: str) -> Callable[[Launch], list[str]]:
     def command(run: Launch) -> list[str]:
         classed = ["--worker-class", run.worker_class, "--threads", str(run.threads)] if run.worker_class else []
         return [PREFORK_PROGRAM, server, run.app, "--bind", run.bind, "--workers", str(run.workers),
-                "--backlog", str(LISTEN_BACKLOG), *classed]
+                "--backlog", str(run.backlog), *classed]
     return command
 
 
 ENTRIES = (
     Server("gunicorn", "gunicorn", "the default", _gunicorn,
-           worker_classes=(WorkerClass("gthread"), WorkerClass("sync"), WorkerClass("gevent"),
+           worker_classes=(WorkerClass("gthread"), WorkerClass("sync"), WorkerClass("gevent", green=True),
                            WorkerClass("uvicorn", argument="uvicorn_worker.UvicornWorker", kind=ASGI)),
            shares_port=True,
            settings={"workers": Setting(("-w", "--workers")), "threads": Setting(("--threads",)),

@@ -17,6 +17,7 @@ from loadstage.api.servers import (
     CHOOSE_INTERFACE,
     DEFAULT_SERVER,
     INTERFACES,
+    LISTEN_BACKLOG,
     ONE_AT_A_TIME_CLASSES,
     ONE_PROCESS,
     ONE_THREAD,
@@ -70,6 +71,7 @@ from loadstage.api.types import (
     DeploymentTarget,
     Exec,
     Goal,
+    History,
     HttpGet,
     Injectors,
     IpBlock,
@@ -79,6 +81,7 @@ from loadstage.api.types import (
     Metadata,
     Peer,
     PodResources,
+    Predict,
     Probe,
     Proxy,
     Redis,
@@ -255,6 +258,8 @@ def resources(what: str, *, cpu_limit_minimum: str | None = None, default: Any =
         **({} if default is None else {"default": default}))
 
 
+SERIES_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+HISTORY_LABEL_KEY = r"[A-Za-z0-9][A-Za-z0-9._/-]{0,62}"
 _LABELS = MapOf("Labels the selected objects carry, all of them.", Str("Value.", max_length=63),
                 key_pattern=r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", key_hint="a label key",
@@ -306,6 +311,9 @@ TARGET = Obj(Target, "The system under test: a WSGI or ASGI app, served by the s
                         "literal brace.", Str("One argument.", max_length=256), min_items=1, max_items=50),
     "env": MapOf("Extra environment variables for the target.", Str("Value."),
                  key_pattern=r"[A-Za-z_][A-Za-z0-9_]*", key_hint="an environment variable name", default={}),
+    "backlog": Int("The server's listen backlog: connections the kernel queues for it to accept, at most "
+                   "net.core.somaxconn (a front proxy keeps its own 2048). A short one drops connections once every "
+                   "worker is busy: saturation.backlogPeak.", minimum=1, maximum=65535, default=LISTEN_BACKLOG),
     "readyTimeout": Duration("How long the target may take to become ready before the experiment fails.",
                              minimum="1s", maximum="1h", default="5m"),
     "readinessProbe": _probe("readiness", "Defaults to the runner app's httpGet /readyz, and for any other app "
@@ -692,6 +700,24 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     "thresholds": THRESHOLDS,
     "slo": SLO,
     "stageEnd": STAGE_END,
+    "predict": Obj(Predict, "Where a matrix measures one setting's capacity at 3 or more pod counts (or worker "
+                            "counts), the capacity the scale-out law fitted to them predicts at this size "
+                            "(status.scaleOut): pods or workers, one of them.", {
+        "pods": Int("Pods.", minimum=1, maximum=100000),
+        "workers": Int("Worker processes a pod.", minimum=1, maximum=1024),
+    }, rules=[Rule(lambda p: (p.pods is None) != (p.workers is None), "give pods or workers, one of them",
+                   cel="has(self.pods) != has(self.workers)")]),
+    "history": Obj(History, "How the history keeps this experiment's runs (`loadstage run` records each run; the "
+                            "operator, where the chart gives it a database): the series its runs are compared in, "
+                            "and labels of your choosing.", {
+        "series": Str("The series: runs of one series are listed and checked together (default: the experiment's "
+                      "name; give one to share a series across names).", pattern=SERIES_PATTERN,
+                      pattern_hint="letters, digits, '.', '_' or '-', starting with a letter or digit",
+                      max_length=128),
+        "labels": MapOf("Labels each run is kept with, e.g. the app's version or commit (`loadstage run --label` "
+                        "adds more).", Str("Value.", max_length=200), key_pattern=HISTORY_LABEL_KEY,
+                        key_hint="a label key: letters, digits, '.', '_', '/' or '-', at most 63", default={}),
+    }, default={}),
     "cleanup": Str("What happens to the target and the injector Jobs when the experiment ends: Delete them, "
                    "Keep them, or KeepOnFailure.", enum=CLEANUP_POLICIES, default="Delete"),
     "repeats": Int("How many times each variant's ladder runs. With 3 or more, every figure's interval comes from "

@@ -16,7 +16,7 @@ from loadstage.api.quantities import format_duration, format_percent
 
 if TYPE_CHECKING:
     from loadstage.api.status.pick import Settings
-from loadstage.api.servers import BY_NAME, CUSTOM_SERVER, DEFAULT_SERVER
+from loadstage.api.servers import BY_NAME, CUSTOM_SERVER, DEFAULT_SERVER, LISTEN_BACKLOG
 
 PROXIES = ("nginx", "httpd")
 NO_PROXY = "none"                                   # spec.matrix.proxy's value for a target without one
@@ -218,6 +218,7 @@ class Target:
     allow_from: list[Peer] = field(default_factory=list)
     proxy: Proxy | None = None
     interface: str | None = None   # None: wsgi where the server serves several (granian)
+    backlog: int = LISTEN_BACKLOG  # the server's listen queue
 
     @property
     def existing(self) -> DeploymentTarget:
@@ -487,6 +488,23 @@ class StageEnd:
 
 
 @dataclass(frozen=True)
+class Predict:
+    """spec.predict: the size at which a scale-out law (results.scale_out) gives the capacity."""
+    pods: int | None = None
+    workers: int | None = None
+
+    def sizes(self) -> dict[str, int]:
+        return {k: v for k, v in (("pods", self.pods), ("workers", self.workers)) if v is not None}
+
+
+@dataclass(frozen=True)
+class History:
+    """spec.history: where a run is kept in the history, and with which labels."""
+    series: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Spec:
     target: Target
     redis: Redis
@@ -506,6 +524,8 @@ class Spec:
     search: Search | None = None
     stage_end: StageEnd = StageEnd()
     goal: Goal | None = None
+    predict: Predict | None = None
+    history: History = History()
 
     @property
     def objective(self) -> Thresholds | None:

@@ -15,6 +15,7 @@ from loadstage.api.reference import render_reference
 from loadstage.api.schema import ValidationError
 from loadstage.api.types import DEFAULT_POD_RESOURCES
 from loadstage.cli.parser import EXIT_OK
+from loadstage.history.locations import Location, location
 from loadstage.kube.manifests import Defaults
 from loadstage.kube.redis_auth import KEY_ENV, operator_key
 
@@ -34,7 +35,7 @@ def cmd_operator(args) -> int:
 
     import kopf
 
-    from loadstage.edge import handlers
+    from loadstage.edge import handlers, history  # noqa: F401  (history: its handler, registered on import)
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -46,7 +47,8 @@ def cmd_operator(args) -> int:
                           monitoring_peer=network_peer("--monitoring-peer", args.monitoring_peer),
                           redis_key=operator_key(os.environ.get(KEY_ENV))),
         namespaces=tuple(args.namespaces or ()), redis_sample_url=args.redis_sample_url,
-        metrics_port=args.metrics_port or None, listen_address=args.listen_address)
+        metrics_port=args.metrics_port or None, listen_address=args.listen_address,
+        history=history_location(args.history_url))
     liveness = f"http://{args.listen_address}:{args.liveness_port}/healthz" if args.liveness_port else None
     election = _lead(args) if args.leader_elect else None
     try:
@@ -56,6 +58,16 @@ def cmd_operator(args) -> int:
         if election is not None:
             election.release()
     return EXIT_OK
+
+
+def history_location(url: str | None) -> Location | None:
+    """The operator's history (the chart's history.url; its password in PGPASSWORD, from a Secret)."""
+    if not url:
+        return None
+    try:
+        return location(url)
+    except ValueError as e:
+        raise ValidationError([("--history-url", str(e))]) from None
 
 
 def network_peer(option: str, text: str | None) -> dict | None:

@@ -10,13 +10,17 @@ from typing import Any
 
 from loadstage.api.quantities import Duration
 from loadstage.api.schema import Node, Problems
-from loadstage.api.spec import STAGE
+from loadstage.api.spec import HISTORY_LABEL_KEY, STAGE
+from loadstage.history.trends import MIN_ERROR_CHANGE
 from loadstage.kube.manifests import Defaults
 from loadstage.reports import compare
 from loadstage.reports.pivot import FIGURES as PIVOT_FIGURES
+from loadstage.results.change_points import MIN_CHANGE, P_VALUE, RECENT
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS, EXIT_REGRESSION, EXIT_NOTHING_SUCCEEDED = 0, 1, 2, 3, 4, 5
 REPORT_FORMATS = ("table", "markdown", "csv", "html")
+HISTORY_FORMATS = ("table", "csv", "json", "html")
+LABEL_KEY = re.compile(HISTORY_LABEL_KEY)
 SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html",
                   ".txt": "table"}
 DEFAULT_IMAGES = Defaults(runner="loadstage/runner-app:0.1.0", injector="loadstage/injector:0.1.0",
@@ -68,6 +72,48 @@ def _confidence_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _label_arg(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not LABEL_KEY.fullmatch(key):
+        raise argparse.ArgumentTypeError(f"must be KEY=VALUE, KEY letters, digits, '.', '_', '/' or '-', got {text!r}")
+    return key, value
+
+
+def _positive_arg(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
+    return int(text)
+
+
+def _share_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1, got {text!r}")
+    return value
+
+
+def _percent_arg(text: str) -> float:
+    try:
+        value = float(text.removesuffix("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be a share from 0% to under 100% (e.g. 5%), got {text!r}")
+    return value
+
+
+def history_options(parser: argparse.ArgumentParser, recording: bool = True) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--history", metavar="URL",
+                       help="the history: sqlite:///PATH or postgresql://USER@HOST/DB (default: $LOADSTAGE_HISTORY, "
+                            "else $XDG_DATA_HOME/loadstage/history.sqlite)")
+    if recording:
+        where.add_argument("--no-history", action="store_true", help="do not record this run in the history")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loadstage",
                                      description="Load-stage experiments for Python web apps (WSGI and ASGI).")
@@ -95,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --metrics-port, keep serving the final series this long after the run, for a "
                           "last scrape (e.g. 30s)")
 
+    history_options(run)
+    run.add_argument("--label", action="append", default=[], type=_label_arg, metavar="KEY=VALUE",
+                     help="a label of this run in the history (added to spec.history.labels), e.g. commit=$SHA; "
+                          "repeatable")
     validate = sub.add_parser("validate", help="check an experiment file and show its plan")
     validate.add_argument("file")
 
@@ -118,8 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmp = sub.add_parser("compare", help="the matching stages of two runs side by side; exits "
                                          f"{EXIT_REGRESSION} if one regressed")
-    cmp.add_argument("base", help="the run to compare with: a result file or lx/NAME")
-    cmp.add_argument("new", help="the run to judge: a result file or lx/NAME")
+    cmp.add_argument("base", help="the run to compare with: a result file, lx/NAME, or history:SERIES~N (N runs "
+                                  "before the series' newest), history:SERIES (its newest) or history:UID")
+    cmp.add_argument("new", help="the run to judge: a result file, lx/NAME or history:...")
+    history_options(cmp, recording=False)
     cmp.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
     cmp.add_argument("--tolerance", default="10%", type=_tolerance_arg,
                      help="how much worse a figure may get before it counts (default 10%%): p99 and p99.9 up, "
@@ -137,6 +189,29 @@ def build_parser() -> argparse.ArgumentParser:
     art.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
     art.add_argument("-o", "--output", default="artifacts", help="directory to write to (default: artifacts)")
 
+    hist = sub.add_parser("history", help="the runs kept in the history: `history [SERIES]` lists a series' runs, "
+                                          f"`history check [SERIES]` exits {EXIT_REGRESSION} where the newest run "
+                                          "is past a change that made a figure worse")
+    hist.add_argument("words", nargs="*", metavar="[check] [SERIES]",
+                      help="a series (an experiment's name, or its spec.history.series); none: the only one, or a "
+                           "list of them (check: every one)")
+    history_options(hist, recording=False)
+    hist.add_argument("--format", choices=HISTORY_FORMATS, default="table",
+                      help="the runs as a table, CSV, JSON, or one offline HTML page with each figure drawn over "
+                           "the runs")
+    hist.add_argument("-o", "--output", help="write to this file instead of standard output")
+    hist.add_argument("--last", type=_positive_arg, metavar="N", help="only the newest N runs")
+    hist.add_argument("--p-value", type=_share_arg, default=P_VALUE, metavar="P",
+                      help=f"check: a change point is kept where Student's t-test between its sides is under P "
+                           f"(default {P_VALUE:g})")
+    hist.add_argument("--min-change", type=_percent_arg, default=MIN_CHANGE, metavar="PERCENT",
+                      help=f"check: a latency or capacity change smaller than this is not reported (default "
+                           f"{MIN_CHANGE:.0%})")
+    hist.add_argument("--min-error-change", type=_percent_arg, default=MIN_ERROR_CHANGE, metavar="PERCENT",
+                      help=f"check: an error rate's, in percentage points (default {MIN_ERROR_CHANGE:.1%})")
+    hist.add_argument("--recent", type=_positive_arg, default=RECENT, metavar="RUNS",
+                      help=f"check: a change with more runs after it than this is history, not news (default "
+                           f"{RECENT})")
     sub.add_parser("crd", help="print the LoadExperiment CustomResourceDefinition")
     sub.add_parser("reference", help="print the experiment field reference (Markdown), from the same schema")
 
@@ -169,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "(for an operator outside the cluster, e.g. through kubectl port-forward)")
     op.add_argument("--metrics-port", type=int, default=0,
                     help="serve the operator's Prometheus metrics on this port (0: off)")
+    op.add_argument("--history-url", default=os.environ.get("LOADSTAGE_HISTORY_URL"), metavar="URL",
+                    help="record each finished experiment into this history (postgresql://USER@HOST/DB; its password "
+                         "in PGPASSWORD); default $LOADSTAGE_HISTORY_URL, else none")
     op.add_argument("--leader-elect", action="store_true",
                     help="run as one of several replicas: only the holder of a Lease runs experiments, the others "
                          "stand by and take over when it is gone")

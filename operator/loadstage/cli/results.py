@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from loadstage.api.schema import ValidationError
+from loadstage.cli.history import HISTORY_PREFIX, kept_document
 from loadstage.cli.parser import EXIT_FAILED, EXIT_OK, EXIT_REGRESSION, SUFFIX_FORMATS
 from loadstage.cli.run import replace_file
 from loadstage.reports import compare, pivot, sources
@@ -110,7 +111,8 @@ def _follow(args) -> int:
 def cmd_compare(args) -> int:
     runs = []
     for source in (args.base, args.new):
-        document = sources.load_document(source, args.namespace)
+        document = kept_document(source, args) if source.startswith(HISTORY_PREFIX) else \
+            sources.load_document(source, args.namespace)
         runs.append((sources.experiment_of(source, document), sources.results_of(source, document)))
     comparison = compare.compare(runs[0], runs[1], args.tolerance, names=(args.base, args.new),
                                  confidence=args.confidence)

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from loadstage.api.names import API_GROUP, API_VERSION, KIND
 from loadstage.api.schema import ValidationError
 from loadstage.api.status import RunStatus, VariantRecord
 from loadstage.api.types import Experiment
+from loadstage.cli.history import prepared, record
 from loadstage.cli.parser import EXIT_FAILED, EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_THRESHOLDS
 from loadstage.cli.plan import print_plan
 from loadstage.engine.backend import BlockingBackend
@@ -164,6 +166,7 @@ def cmd_run(args) -> int:
     if problems:
         raise ValidationError(problems)
     experiment = scaled(experiment, args)
+    history = prepared(args)
     printer = ProgressPrinter(quiet=args.quiet)
     series = LocalSeries(experiment)
     server = None
@@ -239,6 +242,9 @@ def cmd_run(args) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     if output:
         printer.say(f"result written to {output}")
+    if history is not None and status.has_stages():
+        printer.say(record(history, _document(experiment, status, engine.artifacts), uid=str(uuid.uuid4()),
+                           labels=dict(args.label)))
     if code == EXIT_OK and any(s.nothing_succeeded() for v in run.variants for s in v.stages):
         code = EXIT_NOTHING_SUCCEEDED
     if code == EXIT_OK and args.fail_on_threshold and any(failed_objective(run, v) for v in run.variants):

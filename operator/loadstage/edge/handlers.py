@@ -25,6 +25,7 @@ from loadstage.api.status import Cleanup, RunStatus
 from loadstage.engine.clock import now
 from loadstage.engine.errors import Cancelled, ExperimentFailed
 from loadstage.engine.stages import StageEngine, new_status
+from loadstage.history.locations import Location
 from loadstage.kube import in_place, metrics
 from loadstage.kube.backend import KubernetesBackend
 from loadstage.kube.children import delete_children
@@ -57,6 +58,7 @@ class OperatorConfig:
     redis_sample_url: str | None = None
     metrics_port: int | None = None
     listen_address: str = "0.0.0.0"
+    history: Location | None = None      # where each finished experiment is recorded (edge.history)
 
 
 def wait_for_the_api(api: kubernetes.client.ApiClient, namespaces: tuple[str, ...], logger: kopf.Logger,

@@ -11,6 +11,7 @@ from loadstage.api.status import (
     Candidate,
     Cost,
     Dropped,
+    LimitedBy,
     Margin,
     Recommendation,
     SearchResult,
@@ -75,24 +76,26 @@ def halving(experiment: Experiment, records: list[VariantRecord]) -> Halving:
             return Halving(_maximized(experiment, records, labels, dropped, first_round, done=False), variant,
                            first_round)
     bounds: dict[int, tuple[int, tuple[float, float | None]]] = {}   # by index: (its stages, its bounds)
+    limits: dict[int, LimitedBy | None] = {}   # by index: what limited its coarse search
     for variant in variants:
         if variant.index in dropped:
             continue
         first = _first_round(first_round, records[variant.index].stages) or []
         result = search.progress(first_round, first)[0]
+        limits[variant.index] = result.limited_by
         found = per_core(result, _cost(variant, first, result, first_round))
         if found is None:
             bound = last_injector_bound(first)
             why = bound.injectors_ran_out() if result.reason == "InjectorBound" and bound else \
                 f"it failed the objective already at search.from ({fine.from_:,} {fine.load})"
-            dropped[variant.index] = Dropped(len(first), why)
+            dropped[variant.index] = Dropped(len(first), why, result.limited_by)
         else:
             bounds[variant.index] = len(first), found
     best = max((low for _, (low, _) in bounds.values()), default=0.0)
     for index, (ran, (_, high)) in bounds.items():
         if high is not None and high < best:
             dropped[index] = Dropped(ran, f"at most {high:,.1f} req/s per core, under the best's {best:,.1f} at "
-                                          f"least, after its coarse search")
+                                          f"least, after its coarse search", limits[index])
     for variant in variants:
         if variant.index not in dropped and search.progress(fine, records[variant.index].stages)[1] is not None:
             return Halving(_maximized(experiment, records, labels, dropped, fine, done=False), variant, fine)
@@ -132,7 +135,7 @@ def _maximized(experiment: Experiment, records: list[VariantRecord], labels: dic
         passed = _passes(searched, stages, result)
         objectives = passed[-1].verdict.objectives if passed and passed[-1].verdict else ()
         bracketed.append(Candidate(variant.index, variant.settings(), labels[variant.index], cost, 0.0,
-                                   tuple(objectives), bounds))
+                                   tuple(objectives), bounds, limited_by=result.limited_by))
         if variant.index not in dropped:
             met[variant.index] = bracketed[-1]
     best = sorted(met.values(), key=lambda c: (-c.bounds[0], c.variant))

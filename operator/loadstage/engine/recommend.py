@@ -10,7 +10,8 @@ left is not run. Otherwise every variant runs, and its cost is the CPU its targe
 MEASURED_TIE of each other are a tie. The winner is the cheapest pass, a tie going to the most headroom, except
 among variants whose figures lie within slo.tolerance of each other (equivalent: the difference is noise), where
 goal.prefer chooses; the runner-up is the next by the same order. Before Found, the winner (and a runner-up
-equivalent to it) runs a second, fresh stage: failing it, it is dropped and the next one is confirmed."""
+equivalent to it) runs a second, fresh stage: failing it, it is dropped and the next one is confirmed.
+It is over 300 lines: the pick, its confirmation, its costs and its sentence read together."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from loadstage.api.types import DEFAULT_PREFER, PERCENTILES, Experiment, Goal, S
 from loadstage.engine.ranking import alike, headroom, ranked
 from loadstage.engine.search import outcome
 from loadstage.results.differences import difference
+from loadstage.results.saturation import limited_by
 
 MEASURED_TIE = 0.10    # measured costs this close (relative) are the same cost: headroom decides
 
@@ -158,6 +160,7 @@ def _decided(stages: list[StageResult]) -> tuple[list[tuple[StageResult, str]], 
 
 
 MEETS = ("Pass", "Near")   # Near: at the objective, within slo.tolerance
+GOAL_LOAD = "the goal's load"
 
 
 def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
@@ -197,9 +200,11 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
         cost = costs.setdefault(i, measured_cost(first_stage))
         if found in MEETS:
             passes.append(Candidate(i, variant.settings(), labels[i], cost, headroom(first_stage),
-                                    first_stage.verdict.objectives if first_stage.verdict else ()))
+                                    first_stage.verdict.objectives if first_stage.verdict else (),
+                                    limited_by=limited_by(first_stage, None, GOAL_LOAD)))
         else:
-            dropped[i] = Dropped(len(record.stages), _failure(first_stage, found))
+            dropped[i] = Dropped(len(record.stages), _failure(first_stage, found),
+                                 limited_by(first_stage, None, GOAL_LOAD))
     prefer = tuple(goal.prefer or DEFAULT_PREFER)
     best = ranked(passes, 0.0 if by_cost else MEASURED_TIE, slo.tolerance, prefer)
     if following is None:
@@ -237,7 +242,8 @@ def _confirmed(best: list[Candidate], records: list[VariantRecord], dropped: dic
         stage, found = decided[1]
         if found not in MEETS:
             dropped[candidate.variant] = Dropped(len(record.stages), "met the objective at its first stage, then "
-                                                                      f"{_failure(stage, found)} at its second")
+                                                                      f"{_failure(stage, found)} at its second",
+                                                 limited_by(stage, None, GOAL_LOAD))
             order.pop(position)
             continue
         order[position] = replace(candidate, confirmed=True)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadstage.api.status import Contradiction, SearchResult, StageResult
+from loadstage.api.status import Contradiction, LimitedBy, SearchResult, StageResult
 from loadstage.api.types import Search
+from loadstage.results.saturation import limited_by
 
 
 @dataclass(frozen=True)
@@ -150,5 +151,19 @@ def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 
         round((failed - passed) / passed, 4) if passed is not None and failed is not None else None,
         len(stages), round(warmup_seconds + sum(s.duration_seconds for s in stages), 3), reason,
         None if near is None else load_of(search, near), None if near is None else near.rps, confirmed,
-        _contradictions(decided, failed))
+        _contradictions(decided, failed), _limited(search, stages, near, failed, passed, decided.bound))
     return result, following
+
+
+def _limited(search: Search, stages: list[StageResult], near: StageResult | None, failed: int | None,
+             passed: int | None, bound: bool) -> LimitedBy | None:
+    """What limited the stage at the objective: the injector-bound stage that ended the search, the Near stage, or
+    the latest stage at the fail end that did not pass; its figure's jump from the latest pass at the pass end."""
+    def latest(load: int | None, outcomes: tuple[str, ...]) -> StageResult | None:
+        return max((s for s in stages if (load is None or load_of(search, s) == load) and outcome(s) in outcomes),
+                   key=lambda s: s.stage, default=None)
+    broke = latest(None, ("InjectorBound",)) if bound else \
+        near or (latest(failed, ("Fail", "Undecided")) if failed is not None else None)
+    if broke is None:
+        return None
+    return limited_by(broke, latest(passed, ("Pass",)), f"{load_of(search, broke):,} {search.load}")

@@ -28,6 +28,7 @@ from loadstage.engine.planners.search import searched
 from loadstage.engine.steps import Step, warmup_before
 from loadstage.results.artifact import Artifact
 from loadstage.results.measurement import StageMeasurement
+from loadstage.results.scale_out import asked, scale_outs
 from loadstage.results.stage_results import ladder_headline, merged_repeats, p99_pivot, stage_result, variant_aggregate
 from loadstage.results.thresholds import capacity
 
@@ -89,6 +90,7 @@ class StageEngine:
         self.backend = backend
         self.on_update = on_update or _ignore
         self.artifacts: dict[tuple[int, int, int | None], dict[str, Any]] = {}   # by Step.key
+        self.variants = experiment.variants()
 
     async def _set(self, status: RunStatus, **fields: Any) -> None:
         for name, value in fields.items():
@@ -165,6 +167,9 @@ class StageEngine:
         result = await self._record(step, record, measurement, retries)
         if last():
             await self._headline(record, variant)
+            predict = self.experiment.spec.predict.sizes() if self.experiment.spec.predict else None
+            if asked(self.variants, predict):   # a fit takes a second: off the event loop, and only where asked
+                status.scale_out = await asyncio.to_thread(scale_outs, self.variants, records, predict)
         if not step.searching:   # a search's stage numbers are of its own order, at loads of its own
             status.p99_by_stage = p99_pivot(records)
         p99 = result.latency.p99
@@ -204,7 +209,7 @@ class StageEngine:
         the repeat's headline, and the variant's aggregate over everything; returns the step's own result."""
         # the intervals' bootstrap takes a second or two of CPU: off the event loop
         result = replace(await asyncio.to_thread(stage_result, self.experiment, step.stage_number, step.stage,
-                                                 measurement), retries=retries)
+                                                 measurement, step.variant), retries=retries)
         if result.requests and result.latency.n == 0:   # never again quietly: see compat.runner_of
             raise ExperimentFailed("ResultsLost", f"{step.label()}: Locust counted {result.requests:,} requests, but "
                                                   f"no injector's histograms reached its master")

@@ -13,11 +13,13 @@ import contextlib
 from typing import Any
 
 from loadstage.api.names import LABEL_EXPERIMENT, LABEL_ROLE
+from loadstage.api.status import Saturation
 from loadstage.api.types import Variant
 from loadstage.engine.clock import now
 from loadstage.engine.errors import StageDisrupted
 from loadstage.engine.steps import Step, series_labels
 from loadstage.kube import manifests, metrics
+from loadstage.kube.cadvisor import NodeCounters
 from loadstage.kube.children import Children
 from loadstage.kube.context import ExperimentContext
 from loadstage.kube.manifests import Defaults
@@ -30,6 +32,7 @@ from loadstage.kube.target_health import TargetHealth
 from loadstage.launch.argv import REDIS_PORT
 from loadstage.results.live_series import target_samples
 from loadstage.results.measurement import StageMeasurement
+from loadstage.results.saturation import redis_cpu_share, share, since_each
 from loadstage.samplers.redis import AsyncRedisSampler
 
 
@@ -49,6 +52,8 @@ class KubernetesBackend:
         self.redis_sample_url = redis_sample_url or self._in_cluster_redis_url()
         self.redis_password: str | None = None
         self.runner_ips: list[str] = []   # of the current variant's ready runner pods
+        self.node_counters = NodeCounters(context,
+                                          lambda: pods.snapshot(context.experiment.name, {LABEL_ROLE: "runner"}))
 
     def _in_cluster_redis_url(self) -> str | None:
         experiment = self.context.experiment
@@ -93,6 +98,7 @@ class KubernetesBackend:
         async with TargetHealth(c, self.pods, since=began) as target_health, \
                 (TargetHealth(c, self.pods, since=began, role="redis") if exp.spec.redis.deployed
                  else contextlib.nullcontext()) as redis_health:
+            counted = await self.node_counters.read()
             created = await self.children.create(manifests.master_service(exp, step))
             created = await self.children.create(manifests.master_job(
                 exp, step, self.defaults, self.runner_ips, self.target.server_port)) or created
@@ -108,6 +114,7 @@ class KubernetesBackend:
                 with metrics.LIVE.stage(series_labels(exp, step),
                                         lambda: target_samples(pod_metrics.now, redis_sampler.now)):
                     pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)
+            counts = await self.node_counters.read()
         if redis_health is not None and (redis_lost := await redis_health.pods()):
             raise StageDisrupted("; ".join(f"the Redis pod {p.describe()}" for p in redis_lost), reason="RedisLost")
         await self.children.delete("PodDisruptionBudget", budget["metadata"]["name"])
@@ -115,6 +122,7 @@ class KubernetesBackend:
         artifact = {} if step.warmup else await self.stored.keep_artifact(step, pod, stored_before=not created)
         sample = redis_sampler.result
         assert sample is not None, "set as its sampler ended"
+        throttled = since_each(counted, counts) if created else None
         return StageMeasurement(
             summary=summary, artifact=artifact,
             started_at=terminated.get("startedAt") or now(), finished_at=terminated.get("finishedAt") or now(),
@@ -124,4 +132,12 @@ class KubernetesBackend:
                                             f"(it restarted, or lost the API server)"),
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory,
             proxy_peak_cpu_cores=pod_metrics.proxy_peak_cpu, proxy_peak_memory_bytes=pod_metrics.proxy_peak_memory,
-            lost_injectors=lost, target_pods=await target_health.pods())
+            lost_injectors=lost, target_pods=(unsteady := await target_health.pods()),
+            saturation=Saturation(
+                throttled_share=share(throttled.throttled, throttled.periods) if throttled else None,
+                oom_kills=max(throttled.oom_kills if throttled else 0,
+                              sum(1 for p in unsteady or () for cause in p.causes if "OOMKilled" in cause)),
+                redis_cpu_share=redis_cpu_share(sample.cpu_cores, exp.spec.redis.resources.limits.cpu
+                                                if exp.spec.redis.deployed else None),
+                redis_max_clients=sample.max_clients, redis_rejected=sample.rejected,
+                redis_usec_per_call=sample.usec_per_call))

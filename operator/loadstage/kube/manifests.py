@@ -386,7 +386,11 @@ def master_job(experiment: Experiment, step: Step, defaults: Defaults, runner_ip
 
 def results_name(experiment: Experiment, step: Step) -> str:
     """Of the stage, whichever attempt of it ran: <experiment>-v1-s2-results, -v1-r2-s2-results in repeat 2."""
-    return f"{experiment.name}-{replace(step, attempt=1).run_id}-results"
+    return results_name_of(experiment.name, replace(step, attempt=1).run_id)
+
+
+def results_name_of(experiment: str, run_id: str) -> str:
+    return f"{experiment}-{run_id}-results"
 
 
 def results_configmap(experiment: Experiment, step: Step, artifact_json: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from loadstage.api.names import ANNOTATION_LOST_INJECTORS, ARTIFACT_KEY
+from loadstage.api.names import ANNOTATION_LOST_INJECTORS, ARTIFACT_KEY, LABEL_COMPONENT, LABEL_EXPERIMENT, LABEL_RUN
 from loadstage.engine.errors import ExperimentFailed, StageDisrupted
 from loadstage.engine.steps import Step
 from loadstage.kube import manifests
@@ -19,6 +19,34 @@ from loadstage.kube.context import ExperimentContext
 from loadstage.results.artifact import UnreadableArtifact, artifact_from_log, fit_artifact
 
 LOG_READS, LOG_READ_INTERVAL_SECONDS = 3, 2.0
+
+
+def first_repeat_artifacts(core: Any, namespace: str, name: str,
+                           stages: list[tuple[int, int]]) -> list[tuple[int, int, int, dict[str, Any]]]:
+    """(variant, 1, stage, artifact) of each (variant, stage) numbered from 1, each ConfigMap read by its name (the
+    operator may get ConfigMaps, not list them); one that is gone is left out. A synchronous CoreV1Api."""
+    found = []
+    for variant, stage in stages:
+        try:
+            kept = core.read_namespaced_config_map(manifests.results_name_of(name, f"v{variant}-s{stage}"), namespace)
+        except ApiException as e:
+            if e.status == 404:
+                continue
+            raise
+        found.append((variant, 1, stage, json.loads((kept.data or {}).get(ARTIFACT_KEY, "{}"))))
+    return found
+
+
+def stored_artifacts(core: Any, namespace: str, name: str) -> list[tuple[int, int, int, dict[str, Any]]]:
+    """(variant, repeat, stage, artifact) of every stage an experiment kept in its ConfigMaps, each numbered
+    from 1, in order (a synchronous CoreV1Api; its ApiException is the caller's)."""
+    maps = core.list_namespaced_config_map(namespace,
+                                           label_selector=f"{LABEL_EXPERIMENT}={name},{LABEL_COMPONENT}=results").items
+    found = []
+    for cm in maps:
+        parts = {part[0]: int(part[1:]) for part in cm.metadata.labels[LABEL_RUN].split("-")}   # v1-r2-s3
+        found.append((parts["v"], parts.get("r", 1), parts["s"], json.loads((cm.data or {}).get(ARTIFACT_KEY, "{}"))))
+    return sorted(found, key=lambda item: item[:3])
 
 
 class StoredResults:

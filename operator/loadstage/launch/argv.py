@@ -66,7 +66,8 @@ def runner_command(experiment: Experiment, variant: Variant, *, binds: list[str]
     return entry.command(Launch(
         app_of(experiment, variant), variant.workers or 1, variant.threads or 1,
         entry.class_argument(variant.worker_class),
-        tuple(binds), reuse_port, runner_app=target.runner_app, interface=kind_of(experiment, variant)))
+        tuple(binds), reuse_port, runner_app=target.runner_app, interface=kind_of(experiment, variant),
+        backlog=target.backlog))
 
 
 def kind_of(experiment: Experiment, variant: Variant) -> str:

@@ -28,9 +28,10 @@ from loadstage.local.cgroups import Cgroups, CgroupsUnavailable
 from loadstage.local.ports import LOOPBACK, free_port
 from loadstage.local.processes import Child, Supervisor
 from loadstage.local.readiness import LocalRunError, check_alive
-from loadstage.local.target import LocalTarget, limit_fields, pod_cgroup, project_root
+from loadstage.local.target import LocalTarget, limit_fields, pod_cgroup, project_root, signals
 from loadstage.results.live_series import target_samples
 from loadstage.results.measurement import StageMeasurement
+from loadstage.samplers.listen_queue import ListenQueueSampler
 from loadstage.samplers.processes import ProcessTreeSampler
 from loadstage.samplers.redis import RedisSampler
 from loadstage.samplers.worker_log import interface_mismatch, log_size, worker_restarts
@@ -181,7 +182,9 @@ class LocalBackend:
         started_at = now()
         proxies = ProcessTreeSampler([p.pid for p in target.proxies]) if target.proxies else nullcontext()
         log_offsets = [log_size(pod.log_path) for pod in target.pods]
+        counted = target.counters()
         with RedisSampler(target.redis_url) as redis_sampler, proxies as proxy_sampler, \
+                ListenQueueSampler(target.ports) as queue_sampler, \
                 ProcessTreeSampler([p.pid for p in target.pods], cpu_seconds=target.cpu_seconds) as resource_sampler:
             launched.start_file.touch()
             try:
@@ -203,6 +206,8 @@ class LocalBackend:
                                     f"end of {child.log_path}:\n{child.tail()}")
         finished_at = now()
         restarted = worker_restarts(step.variant.server, target.pods, log_offsets)   # before the target stops
+        counts = target.counters()
+        counters = counts.since(counted) if counts is not None and counted is not None else None
         if not summary_file.is_file():
             raise LocalRunError(f"the Locust master wrote no summary (exit code "
                                 f"{master.process.returncode}); end of {master.log_path}:\n{master.tail()}")
@@ -216,7 +221,9 @@ class LocalBackend:
             self._stop_retired(at_once=True)
         redis, resources = redis_sampler.result, resource_sampler.result   # set as their samplers ended
         proxied = proxy_sampler.result if isinstance(proxy_sampler, ProcessTreeSampler) else None
-        assert redis is not None and resources is not None
+        queues = queue_sampler.result
+        assert redis is not None and resources is not None and queues is not None
+        redis_limit = self.experiment.spec.redis.resources.limits.cpu if target.redis_process else None
         return StageMeasurement(
             summary=summary, started_at=started_at, finished_at=finished_at,
             artifact=json.loads(artifact_file.read_text()),
@@ -230,7 +237,8 @@ class LocalBackend:
             host_cpu_per_core=resources.cpu_per_core,
             proxy_peak_cpu_cores=proxied.peak_cpu_cores if proxied else None,
             proxy_peak_memory_bytes=proxied.peak_memory_bytes if proxied else None,
-            lost_injectors=lost, target_pods=restarted)
+            lost_injectors=lost, target_pods=restarted,
+            saturation=signals(counters, queues, redis, self.experiment.spec.target.backlog, redis_limit))
 
     def _follow_stage(self, step: Step, master: Child, workers: list[Child], progress_file: Path,
                       summary_file: Path, target: LocalTarget, sampled: Callable[[], dict[str, Any]]) -> list[dict]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from loadstage.api.quantities import cpu_cores, memory_bytes
 from loadstage.api.types import Resources
+from loadstage.results.saturation import Counters
 
 CFS_PERIOD_US = 100_000
 V1_CONTROLLERS = ("cpu", "cpuacct", "memory")
@@ -60,6 +61,16 @@ def _inside(mount: tuple[Path, str], path: str) -> Path:
     return mount_point / relative.lstrip("/")
 
 
+def _keyed(text: str) -> dict[str, int]:
+    """'name value' lines (cpu.stat, memory.oom_control, memory.events)."""
+    found = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            found[key] = int(value)
+    return found
+
+
 @dataclass
 class PodCgroup:
     """One local pod's cgroup (a directory per v1 hierarchy, or one v2 directory)."""
@@ -67,6 +78,19 @@ class PodCgroup:
     directories: list[Path]
     usage_file: Path
     version: int
+    cpu_stat_file: Path | None = None
+    oom_file: Path | None = None      # v1 memory.oom_control, v2 memory.events: both count oom_kill
+
+    def counters(self) -> Counters | None:
+        """Its throttling and OOM kills so far; None where the kernel does not say."""
+        try:
+            cpu = _keyed(self.cpu_stat_file.read_text()) if self.cpu_stat_file else {}
+            memory = _keyed(self.oom_file.read_text()) if self.oom_file else {}
+        except OSError:
+            return None
+        if "nr_periods" not in cpu or "oom_kill" not in memory:
+            return None
+        return Counters(cpu["nr_periods"], cpu.get("nr_throttled", 0), memory["oom_kill"])
 
     def join_argv(self) -> list[str]:
         """The command prefix that runs a command inside this cgroup."""
@@ -157,7 +181,7 @@ class Cgroups:
                 (directories["memory"] / "memory.limit_in_bytes").write_text(str(memory))
                 _write_if_present(directories["memory"] / "memory.memsw.limit_in_bytes", str(memory))   # no swap
             pod = PodCgroup(name, list(dict.fromkeys(directories.values())), directories["cpuacct"] / "cpuacct.usage",
-                            1)
+                            1, cpu / "cpu.stat", directories["memory"] / "memory.oom_control")
         else:
             directory = self.bases[""] / name
             directory.mkdir()
@@ -168,7 +192,8 @@ class Cgroups:
             if memory is not None:
                 (directory / "memory.max").write_text(str(memory))
                 _write_if_present(directory / "memory.swap.max", "0")
-            pod = PodCgroup(name, [directory], directory / "cpu.stat", 2)
+            pod = PodCgroup(name, [directory], directory / "cpu.stat", 2, directory / "cpu.stat",
+                            directory / "memory.events")
         self.pods.append(pod)
         return pod
 

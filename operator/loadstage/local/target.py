@@ -21,13 +21,17 @@ from pathlib import Path
 import redis
 
 from loadstage.api import servers
+from loadstage.api.status import Saturation
 from loadstage.api.types import Experiment, Resources, Variant
 from loadstage.launch import argv
 from loadstage.local import cgroups
-from loadstage.local.cgroups import Cgroups, PodCgroup
+from loadstage.local.cgroups import Cgroups, Counters, PodCgroup
 from loadstage.local.ports import LOOPBACK, PORTS_ENV, free_port, range_problem
 from loadstage.local.processes import Child, Supervisor
 from loadstage.local.readiness import READY_POLL_SECONDS, LocalRunError, check_alive, wait_until_ready
+from loadstage.results.saturation import machine_cores, redis_cpu_share, share
+from loadstage.samplers.listen_queue import ListenQueues, backlog_limit
+from loadstage.samplers.redis import RedisSample
 
 REDIS_READY_SECONDS = 30
 
@@ -176,6 +180,17 @@ class LocalTarget:
             return None
         return sum(cgroup.cpu_seconds() for cgroup in cgroups)
 
+    def counters(self) -> Counters | None:
+        """Throttling and OOM kills of every instance so far, from their cgroups; None where one runs in none."""
+        found = [pod.cgroup.counters() if pod.cgroup is not None else None for pod in self.pods]
+        each = [c for c in found if c is not None]
+        return Counters.summed(each) if each and len(each) == len(found) else None
+
+    @property
+    def ports(self) -> list[int]:
+        """The ports its instances listen on: the shared one and each admin one."""
+        return [self.shared_port, *(int(url.rpartition(":")[2]) for url in self.admin_urls)]
+
     @property
     def every_process(self) -> list[Child]:
         return [*self.proxies, *self.pods, *([self.redis_process] if self.redis_process else [])]
@@ -259,3 +274,16 @@ def _wait_for_redis(url: str, process: Child, check_cancel: Callable[[], None]) 
             time.sleep(READY_POLL_SECONDS)
     finally:
         client.close()
+
+
+def signals(counters: Counters | None, queues: ListenQueues, redis: RedisSample, backlog: int,
+            redis_limit: str | None) -> Saturation:
+    """What the local backend measured of the target's saturation (results.saturation completes it): its pods
+    share this machine's cores."""
+    return Saturation(
+        cpu_capacity_cores=machine_cores(),
+        throttled_share=None if counters is None else share(counters.throttled, counters.periods),
+        oom_kills=None if counters is None else counters.oom_kills,
+        backlog_peak=queues.peak, backlog_limit=backlog_limit(backlog), listen_overflows=queues.overflows,
+        redis_cpu_share=redis_cpu_share(redis.cpu_cores, redis_limit), redis_max_clients=redis.max_clients,
+        redis_rejected=redis.rejected, redis_usec_per_call=redis.usec_per_call)

@@ -213,3 +213,25 @@ def charts(run: RunStatus, artifacts: dict[tuple[int, int], Artifact], by_users:
             index = variant.index + 1
             found.append(series_chart(run, variant, {stage: a for (v, stage), a in artifacts.items() if v == index}))
     return found
+
+
+Line = tuple[str, list[float | None], list[tuple[float | None, float | None]]]   # label, values, intervals
+
+
+def over_runs_chart(chart_id: str, title: str, ylabel: str, runs: list[str], lines: list[Line]) -> Chart:
+    """A figure over a series of runs (`runs`: each one's label, oldest first): one line per variant, each value
+    with its interval as a bar; a run without the figure is a gap."""
+    figure, (axes,) = _figure(10, 4)
+    xs = list(range(1, len(runs) + 1))
+    for i, (label, values, bounds) in enumerate(lines):
+        colour = COLOURS[i % len(COLOURS)]
+        axes.plot(xs, [_number(v) for v in values], marker="o", color=colour, label=label,
+                  gid=f"{chart_id}-data-{i + 1}")
+        bars = [(x, low, high) for x, (low, high) in zip(xs, bounds) if low is not None and high is not None]
+        if bars:
+            axes.vlines([x for x, _, _ in bars], [low for _, low, _ in bars], [high for _, _, high in bars],
+                        color=colour, linewidth=2, alpha=0.45, gid=f"{chart_id}-interval-{i + 1}")
+    axes.set_xticks(xs, runs, rotation=30, ha="right", fontsize=8)
+    _style(axes, "run", ylabel)
+    _legend(figure, axes)
+    return chart_id, title, _svg(figure, chart_id)

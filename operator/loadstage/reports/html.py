@@ -25,7 +25,7 @@ figcaption { font-weight: 600; margin-bottom: 0.3em; }
 """
 
 
-def _table(header: list[str], rows: list[list[str]], text_columns: int = 0) -> str:
+def table(header: list[str], rows: list[list[str]], text_columns: int = 0) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td{'' if i < text_columns else ' class=n'}>{html.escape(c)}</td>"
                                     for i, c in enumerate(row)) + "</tr>" for row in rows)
@@ -43,28 +43,36 @@ def render_html(experiment: Experiment, run: RunStatus, artifacts: dict[tuple[in
     sections = ons_layout.page_sections(experiment, run)
 
     def shown(section: ons_layout.Section) -> list[str]:
-        return [f"<h2>{html.escape(section.title)}</h2>", _table(section.header, section.rows, section.text_columns)]
+        return [f"<h2>{html.escape(section.title)}</h2>", table(section.header, section.rows, section.text_columns)]
     for section in sections:
         if not section.per_variant:
             parts += shown(section)
     header, rows = tables.repeat_rows(run)
     if rows:
-        parts += [f"<h2>{html.escape(tables.REPEATS_TITLE)}</h2>", _table(header, rows, 2)]
+        parts += [f"<h2>{html.escape(tables.REPEATS_TITLE)}</h2>", table(header, rows, 2)]
     decided = between_variants(run, [tables.variant_label(run, v) for v in run.variants])
     if decided:
         parts += ["<h2>Between variants</h2>", "<ul>", *(f"<li>{html.escape(line)}</li>" for line in decided),
                   "</ul>"]
     header, rows = tables.interval_rows(run)
     if rows:
-        parts += ["<h2>95% confidence intervals per variant, over all its stages</h2>", _table(header, rows, 1)]
-    for chart_id, title, svg in charts.charts(run, artifacts, by_users=ons_layout.by_users(experiment)):
-        parts.append(f"<figure class=chart id=chart-{chart_id}><figcaption>{html.escape(title)}</figcaption>"
-                     f"{svg}</figure>")
+        parts += ["<h2>95% confidence intervals per variant, over all its stages</h2>", table(header, rows, 1)]
+    parts += [chart_figure(chart) for chart in charts.charts(run, artifacts, by_users=ons_layout.by_users(experiment))]
     for section in sections:
         if section.per_variant:
             parts += shown(section)
     lines = terminal.render_capacity(run) + ons_layout.page_footnotes(sections)
     parts += [f"<p class=note>{html.escape(line)}</p>" for line in lines]
+    return page(name, parts)
+
+
+def chart_figure(chart: charts.Chart) -> str:
+    chart_id, title, svg = chart
+    return f"<figure class=chart id=chart-{chart_id}><figcaption>{html.escape(title)}</figcaption>{svg}</figure>"
+
+
+def page(name: str, parts: list[str]) -> str:
+    """One offline page: its parts (HTML), the style inline."""
     return ("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content='width=device-width, initial-scale=1'>"
             "<link rel=icon href='data:,'>"

@@ -11,20 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from loadstage.api.load import parse_experiment
-from loadstage.api.names import (
-    API_GROUP,
-    API_VERSION,
-    ARTIFACT_KEY,
-    FINISHED,
-    LABEL_COMPONENT,
-    LABEL_EXPERIMENT,
-    LABEL_RUN,
-    PLURAL,
-)
+from loadstage.api.names import API_GROUP, API_VERSION, FINISHED, PLURAL
 from loadstage.api.schema import Int, Json, ListOf, Obj, ShapeError, ValidationError
 from loadstage.api.status import RunStatus
 from loadstage.api.types import Experiment
 from loadstage.api.yaml_files import load_documents, read_utf8
+from loadstage.kube.stored_results import stored_artifacts
 from loadstage.results.artifact import Artifact
 
 RESOURCE_PREFIXES = ("lx/", "loadexperiment/", "loadexperiments/")
@@ -136,17 +128,10 @@ def load_artifacts(source: str, namespace: str | None = None,
         return [(v["variant"], v.get("repeat", 1), number, artifact) for v in entries
                 for number, artifact in enumerate(v["stages"], 1) if artifact]
     client, namespace = _cluster(source, namespace)
-    name = source.split("/", 1)[1]
     try:
-        maps = client.CoreV1Api().list_namespaced_config_map(
-            namespace, label_selector=f"{LABEL_EXPERIMENT}={name},{LABEL_COMPONENT}=results").items
+        return stored_artifacts(client.CoreV1Api(), namespace, source.split("/", 1)[1])
     except client.ApiException as e:
         raise _api_error(source, namespace, e) from None
-    found = []
-    for cm in maps:
-        parts = {part[0]: int(part[1:]) for part in cm.metadata.labels[LABEL_RUN].split("-")}   # v1-r2-s3
-        found.append((parts["v"], parts.get("r", 1), parts["s"], json.loads((cm.data or {}).get(ARTIFACT_KEY, "{}"))))
-    return sorted(found, key=lambda item: item[:3])
 
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 
 from loadstage.api.quantities import cpu_cores
-from loadstage.api.status import Intervals, Latency, MethodFigures, RunStatus, StageResult, VariantRecord
+from loadstage.api.status import Intervals, Latency, MethodFigures, RunStatus, Saturation, StageResult, VariantRecord
 from loadstage.api.status.figures import bounds_of
 from loadstage.reports import significance
 from loadstage.reports.significance import BEST
@@ -213,6 +213,7 @@ def resource_rows(run: RunStatus) -> Table:
     stages = [s for v in run.variants for s in v.stages]
     processes = any(s.target.processes is not None for s in stages)
     cores = any(s.host_cpu_per_core for s in stages)
+    saturated = any(s.saturation for s in stages)
     proxied = any(s.target.proxy_peak_cpu_cores is not None or s.target.proxy_peak_memory_bytes is not None
                   for s in stages)
 
@@ -225,13 +226,31 @@ def resource_rows(run: RunStatus) -> Table:
                 *([number(s.target.proxy_peak_cpu_cores, ".2f"), number(mib(s.target.proxy_peak_memory_bytes), ",.0f")]
                   if proxied else []),
                 *([" ".join(f"{c:.0f}" for c in s.host_cpu_per_core or ()) or "-"] if cores else []),
-                count(s.redis_peak_connections), *(_target_health(s) if health else [])]
+                count(s.redis_peak_connections), *([saturation_cell(s.saturation)] if saturated else []),
+                *(_target_health(s) if health else [])]
     limited = any(cpu_limit_cores(v) is not None for v in run.variants)
     columns = [c.replace("(cores)", "(cores, % of limit)") if limited else c for c in RESOURCE_COLUMNS]
     at = columns.index("Redis peak")
     columns[at:at] = (["Processes", "RSS/process (MiB)"] if processes else []) + \
         (["Proxy CPU (cores)", "Proxy memory (MiB)"] if proxied else []) + (["CPU per core (%)"] if cores else [])
-    return _per_stage(run, columns + (["Target"] if health else []), cells)
+    return _per_stage(run, columns + (["Saturation"] if saturated else []) + (["Target"] if health else []), cells)
+
+
+def saturation_cell(s: Saturation | None) -> str:
+    """'Cpu: CPU 98% (64% throttled), 9.2 of 2 busy, queue 5 of 4, Redis CPU 12%': the first resource past its
+    threshold, then each signal measured against its limit (docs/measurement.md)."""
+    if s is None:
+        return "-"
+    said = [f"CPU {s.cpu_share:.0%}" if s.cpu_share is not None else "",
+            f"({s.throttled_share:.0%} throttled)" if s.throttled_share else "",
+            f"{s.in_flight:.1f} of {s.concurrency} busy" if s.in_flight is not None and s.concurrency else "",
+            f"queue {s.backlog_peak} of {s.backlog_limit}" if s.backlog_peak and s.backlog_limit else "",
+            f"memory {s.memory_share:.0%}" if s.memory_share is not None else "",
+            f"{s.oom_kills} OOM kill(s)" if s.oom_kills else "",
+            f"Redis CPU {s.redis_cpu_share:.0%}" if s.redis_cpu_share is not None else "",
+            f"Redis refused {s.redis_rejected:,}" if s.redis_rejected else ""]
+    signals = ", ".join(x for x in said if x).replace("%, (", "% (") or "-"
+    return f"{s.crossed[0]}: {signals}" if s.crossed else signals
 
 
 def headline_rows(run: RunStatus) -> Table:

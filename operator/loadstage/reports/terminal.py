@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadstage.api.quantities import format_duration
-from loadstage.api.status import RunStatus, VariantRecord, last_injector_bound
+from loadstage.api.status import LimitedBy, RunStatus, VariantRecord, last_injector_bound
 from loadstage.api.types import Stage
 from loadstage.reports.significance import between_variants
 from loadstage.reports.tables import (
@@ -87,9 +87,12 @@ def render_recommendation(run: RunStatus) -> list[str]:
     lines = [f"Recommendation: {pick.sentence}"]
     if pick.margin is not None:
         lines.append(f"  margin: {pick.margin.describe()}")
+    if pick.winner is not None and pick.winner.limited_by is not None:
+        lines.append(f"  its limit: {limited(pick.winner.limited_by).removeprefix('; limited by ')}")
     ran = [(v, v.dropped) for v in run.variants if v.dropped is not None and v.dropped.after]
     for variant, dropped in ran[:DROPPED_SHOWN]:
-        lines.append(f"  dropped variant {variant.index + 1} after {dropped.after} stage(s): {dropped.reason}")
+        lines.append(f"  dropped variant {variant.index + 1} after {dropped.after} stage(s): {dropped.reason}"
+                     + limited(dropped.limited_by))
     if len(ran) > DROPPED_SHOWN:
         lines.append(f"  and {len(ran) - DROPPED_SHOWN} more dropped (status.variants[].dropped)")
     if pick.front:
@@ -115,7 +118,7 @@ def render_capacity(run: RunStatus) -> list[str]:
                                      for c in search.contradictions)
             lines.append(f"Capacity ({settings}): {search.bracket()}; {search_end(variant)}{width}, "
                          f"{search.stages} stages, {format_duration(int(search.load_seconds))} of load"
-                         + (f"; contradictions: {contradicted}" if contradicted else ""))
+                         + (f"; contradictions: {contradicted}" if contradicted else "") + limited(search.limited_by))
             continue
         if not variant.judged:
             continue
@@ -134,8 +137,33 @@ def render_capacity(run: RunStatus) -> list[str]:
             continue
         knee = f"; stage {cap.first_failed_stage} was the first to fail" if cap.first_failed_stage else ""
         lines.append(f"Capacity ({settings}): {cap.injectors} injectors, {cap.users} users, "
-                     f"{number(cap.rps, '.0f')} req/s (stage {cap.stage}{knee})")
+                     f"{number(cap.rps, '.0f')} req/s (stage {cap.stage}{knee})" + limited(cap.limited_by))
     return lines
+
+
+def render_scale_out(run: RunStatus) -> list[str]:
+    """'Scale-out over pods (threads=2): C(N) = ...; contention 5%, coherency 0.12%, peak at 28 pods; at 50 pods
+    1,530 req/s [1,210, 1,800]'; or the note why there is no law."""
+    lines = []
+    for s in run.scale_out:
+        measured = ", ".join(f"{p.size}: {p.rps:,.0f}" for p in s.points)
+        head = f"Scale-out over {s.axis} ({s.settings}; req/s at {measured})"
+        if s.per_unit is None or s.contention is None or s.coherency is None:
+            lines.append(f"{head}: {s.note}")
+            continue
+        peak = f", peak at {s.peak_size:,.0f} {s.axis}" if s.peak_size is not None else ""
+        at = f"; at {s.prediction.size:,} {s.axis} {s.prediction.rps:,.0f} req/s [{s.prediction.interval[0]:,.0f}, " \
+             f"{s.prediction.interval[1]:,.0f}]" if s.prediction else ""
+        lines.append(f"{head}: {s.law()}; contention {s.contention:.2%}, coherency {s.coherency:.3%}{peak}{at}"
+                     + (f"; {s.note}" if s.note else ""))
+    return lines
+
+
+def limited(by: LimitedBy | None) -> str:
+    """'; limited by Cpu, a cliff: CPU 0.98 of 1 core (98%) at 97 rps; ...; to move it: more CPU ...'."""
+    if by is None:
+        return ""
+    return f"; limited by {by.resource}{', a cliff' if by.cliff else ''}: {by.evidence}; to move it: {by.remedy}"
 
 
 def render_cross_check(run: RunStatus) -> list[str]:
@@ -192,7 +220,7 @@ def render_status(run: RunStatus, with_phase: bool = True) -> str:
     lines = []
     if run.has_stages():
         lines.append(render_report(run))
-    lines += render_capacity(run) + render_cross_check(run) + render_alarms(run)
+    lines += render_capacity(run) + render_scale_out(run) + render_cross_check(run) + render_alarms(run)
     if with_phase and run.phase != "Succeeded":
         lines.append(f"{run.phase}: {run.message}")
     return "".join(line + "\n" for line in lines)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadstage.api.status import TargetPodHealth
+from loadstage.api.status import Saturation, TargetPodHealth
 
 
 @dataclass(frozen=True)
@@ -28,3 +28,4 @@ class StageMeasurement:
     proxy_peak_memory_bytes: int | None = None
     lost_injectors: list[dict[str, Any]] = field(default_factory=list)   # {"injector", "at", "cause"}
     target_pods: tuple[TargetPodHealth, ...] | None = None   # the unsteady ones; None: not watched
+    saturation: Saturation | None = None   # the signals the backend measured (results.saturation completes them)

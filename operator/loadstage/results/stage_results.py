@@ -23,9 +23,10 @@ from loadstage.api.status import (
     VariantRecord,
     Verdict,
 )
-from loadstage.api.types import Experiment, Stage
+from loadstage.api.status.saturation import Saturation
+from loadstage.api.types import Experiment, Stage, Variant
 from loadstage.api.wire import Decision, read_headline
-from loadstage.results import cpu_use, histograms, intervals
+from loadstage.results import cpu_use, histograms, intervals, saturation
 from loadstage.results.artifact import Artifact
 from loadstage.results.intervals import CONFIDENCE
 from loadstage.results.judgement import judge
@@ -37,7 +38,9 @@ from loadstage.results.thresholds import judged, slo_verdict, verdict_of
 Number = int | float
 
 
-def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeasurement) -> StageResult:
+def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeasurement,
+                 variant: Variant | None = None) -> StageResult:
+    """The stage's figures, its verdict, and (given its variant) its saturation."""
     s = read_headline(m.summary)
     requests = s["requests"]
     raised = s.get("exceptions") or None
@@ -69,7 +72,11 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
         dropped_arrivals=s.get("droppedArrivals"), injector_cpu_bound=s.get("injectorCpuBound"))
     judged = replace(result, verdict=_judged(experiment, stage, result, m.artifact.get("blocks"), found,
                                              s.get("decision")))
-    return replace(judged, target=_with_mean_cpu(judged.target, m, judged.verdict))
+    result = replace(judged, target=_with_mean_cpu(judged.target, m, judged.verdict))
+    if variant is None:
+        return result
+    return replace(result, saturation=saturation.completed(m.saturation or Saturation(),
+                                                           saturation.capacities(variant), result))
 
 
 def _with_mean_cpu(target: TargetFigures, m: StageMeasurement, verdict: Verdict | None) -> TargetFigures:

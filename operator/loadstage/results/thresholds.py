@@ -11,6 +11,7 @@ from loadstage.api.status.figures import Bounds, bounds_of
 from loadstage.api.types import PERCENTILES, Slo, Spec, Thresholds
 from loadstage.results.intervals import CONFIDENCE
 from loadstage.results.proportions import clopper_pearson
+from loadstage.results.saturation import limited_by
 
 
 def verdict(stage: StageResult, thresholds: Thresholds) -> Verdict:
@@ -126,4 +127,7 @@ def capacity(stages: list[StageResult]) -> Capacity | None:
             best = stage
     if best is None:
         return None
-    return Capacity(best.stage, best.injectors, best.users, best.rps, first_failed)
+    broke = next((s for s in stages if s.stage == first_failed), None)
+    limit = None if broke is None else limited_by(broke, best, f"stage {broke.stage} ({broke.injectors} injectors"
+                                                               + (f", {broke.users:,} users)" if broke.users else ")"))
+    return Capacity(best.stage, best.injectors, best.users, best.rps, first_failed, limit)

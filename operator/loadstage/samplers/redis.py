@@ -1,8 +1,12 @@
-"""Peak Redis connections during a stage: INFO polled several times a second. RedisSampler runs
-in a thread (the local engine); AsyncRedisSampler runs in the operator's event loop."""
+"""Peak Redis connections during a stage: INFO polled several times a second; and from its first and last INFO,
+Redis's CPU (INFO cpu), its refused connections and its maxclients, and from INFO commandstats at the stage's
+start and end, its mean command time (the sampler's own INFO left out). RedisSampler runs in a thread (the local
+engine); AsyncRedisSampler runs in the operator's event loop."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +28,10 @@ class RedisSample:
     samples: int
     errors: int
     error: str | None = None     # the first error, e.g. an ACL that refuses INFO
+    cpu_cores: float | None = None       # its CPU from the first INFO to the last, cores
+    max_clients: int | None = None
+    rejected: int | None = None          # connections refused during the stage
+    usec_per_call: float | None = None   # its mean command time over the stage, microseconds
 
     def covers(self, whole: str = "stage") -> str:
         """What the peak covers: `whole`, or why there is none although a Redis was named."""
@@ -48,6 +56,9 @@ class _Peaks:
         self.received_last: int | None = None
         self.error: str | None = None
         self.now: int | None = None   # the latest sample's connections
+        self.first: dict[str, Any] | None = None
+        self.last: dict[str, Any] | None = None
+        self.commands: list[tuple[int, int]] = []   # (calls, usec) of INFO commandstats, at the start and end
 
     def add(self, info: dict[str, Any] | None, error: Exception | None = None) -> None:
         if info is None:
@@ -55,6 +66,8 @@ class _Peaks:
             self.error = self.error or f"{type(error).__name__}: {error}"
             return
         self.samples += 1
+        info = {**info, "at": time.monotonic()}
+        self.first, self.last = self.first or info, info
         self.now = int(info["connected_clients"]) - 1
         self.peak = max(self.peak, self.now)
         received = int(info["total_connections_received"])
@@ -62,9 +75,27 @@ class _Peaks:
             self.received_start = received
         self.received_last = received
 
+    def add_commands(self, stats: dict[str, Any]) -> None:
+        """INFO commandstats: every command's calls and time, the sampler's own INFO left out."""
+        counted = [v for k, v in stats.items() if k != "cmdstat_info" and isinstance(v, dict)]
+        self.commands.append((sum(int(v.get("calls", 0)) for v in counted),
+                              sum(int(v.get("usec", 0)) for v in counted)))
+
     def result(self) -> RedisSample:
         received = (self.received_last or 0) - (self.received_start or 0)
-        return RedisSample(self.peak, received, self.samples, self.errors, self.error)
+        first, last = self.first, self.last
+        cpu = rejected = max_clients = usec = None
+        if first is not None and last is not None:
+            rejected = int(last.get("rejected_connections", 0)) - int(first.get("rejected_connections", 0))
+            max_clients = int(last["maxclients"]) if "maxclients" in last else None
+            if last["at"] > first["at"] and "used_cpu_sys" in last:
+                used = (float(last["used_cpu_sys"]) + float(last["used_cpu_user"]) - float(first["used_cpu_sys"])
+                        - float(first["used_cpu_user"]))
+                cpu = round(used / (last["at"] - first["at"]), 3)
+        if len(self.commands) == 2 and self.commands[1][0] > self.commands[0][0]:
+            usec = round((self.commands[1][1] - self.commands[0][1]) / (self.commands[1][0] - self.commands[0][0]), 1)
+        return RedisSample(self.peak, received, self.samples, self.errors, self.error, cpu, max_clients, rejected,
+                           usec)
 
 
 class _Sampled:
@@ -93,8 +124,14 @@ class RedisSampler(_Sampled):
         except redis.RedisError as e:
             self._peaks.add(None, e)
 
+    def _commands(self) -> None:
+        assert self._client is not None
+        with contextlib.suppress(redis.RedisError):
+            self._peaks.add_commands(self._client.info("commandstats"))
+
     def __enter__(self) -> RedisSampler:
         if self._client is not None:
+            self._commands()
             self._sample()
             self._loop.start()
         return self
@@ -103,6 +140,7 @@ class RedisSampler(_Sampled):
         if self._client is not None:
             self._loop.stop()
             self._sample()
+            self._commands()
             self._client.close()
         self.result = self._peaks.result()
 
@@ -124,8 +162,14 @@ class AsyncRedisSampler(_Sampled):
         except (redis.RedisError, OSError) as e:
             self._peaks.add(None, e)
 
+    async def _commands(self) -> None:
+        assert self._client is not None
+        with contextlib.suppress(redis.RedisError, OSError):
+            self._peaks.add_commands(await self._client.info("commandstats"))
+
     async def __aenter__(self) -> AsyncRedisSampler:
         if self._client is not None:
+            await self._commands()
             await self._sample()
             self._loop.start()
         return self
@@ -134,5 +178,6 @@ class AsyncRedisSampler(_Sampled):
         if self._client is not None:
             await self._loop.stop()
             await self._sample()
+            await self._commands()
             await self._client.aclose()
         self.result = self._peaks.result()

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
-from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, OpenPair, Str, Written, omit_empty
+from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, OpenPair, Str, Written, omit_empty, omit_none
 from loadstage.api.status.figures import OBJECTIVE, Objective
+from loadstage.api.status.saturation import LIMITED_BY, LimitedBy
 
 PICK_REASONS = ("Searching", "Found", "NonePassed")
 COST_SOURCES = ("limit", "request", "measured")
@@ -48,11 +49,13 @@ class Dropped(Written):
     """Why a variant of spec.goal is out of the running, and after how many of its stages (0: never run)."""
     after: int
     reason: str
+    limited_by: LimitedBy | None = None   # at the stage that dropped it
 
 
 DROPPED = Obj(Dropped, "With spec.goal: why the variant is out of the running.", {
     "after": Int("After how many of its stages (0: it never ran)."),
     "reason": Str("Why, in words."),
+    "limitedBy": Field(LIMITED_BY, omit=omit_none),
 }, required=("after", "reason"), nullable=True)
 
 
@@ -94,6 +97,7 @@ class Candidate(Written):
     objectives: tuple[Objective, ...]
     per_core: tuple[float, float | None] | None = None
     confirmed: bool = False    # a second, fresh stage at the goal's load met the objective too
+    limited_by: LimitedBy | None = None   # what came nearest its limit at its deciding stage
 
     @property
     def bounds(self) -> tuple[float, float | None]:
@@ -120,6 +124,9 @@ CANDIDATE = Obj(Candidate, "A variant that met the objective at the goal's load 
     "confirmed": Field(Bool("With a load: a second, fresh stage at the goal's load met the objective too (the "
                             "winner's, and an equivalent runner-up's, before the pick is Found)."), absent=False,
                        omit=omit_empty),
+    "limitedBy": Field(LIMITED_BY, omit=omit_none, description="At its deciding stage, which met the objective: "
+                                                               "the resource past its threshold, if any (else "
+                                                               "Unknown, with its signals)."),
 }, required=("variant", "settings", "label", "cost", "headroom"), nullable=True)
 
 

@@ -14,6 +14,7 @@ from loadstage.api.conformance import audit
 from loadstage.api.names import CONDITION_TYPES, PHASES
 from loadstage.api.schema import Bool, Field, Int, ListOf, Num, Obj, ShapeError, Str, Written, omit_empty, omit_none
 from loadstage.api.status.pick import RECOMMENDATION, Recommendation
+from loadstage.api.status.scale_out import SCALE_OUT, ScaleOut
 from loadstage.api.status.stage import RETRY, Retry
 from loadstage.api.status.variant import PIVOT_ROW, VARIANT, PivotRow, VariantRecord
 
@@ -115,6 +116,23 @@ IN_PLACE = Obj(InPlace, "Whether an InPlace target (spec.target.deployment) is r
 }, nullable=True)
 
 
+class HistoryRecord(TypedDict, total=False):
+    recorded: bool
+    at: str
+    error: str
+    trend: str
+
+
+HISTORY = Obj(HistoryRecord, "Where the chart gives the operator a history (history.url): whether this run is "
+                             "recorded in it.", {
+    "recorded": Bool("The run is in the history, once, by its uid."),
+    "at": Str("When it was recorded."),
+    "error": Str("Why it is not recorded yet: the database's error. It is tried again until it is."),
+    "trend": Str("`loadstage history check` of its series once it is recorded (kubectl get lx): ok, worse (the "
+                 "first figure that got worse, e.g. worse p99 at 40 users +18%), undecided, or too few runs."),
+}, nullable=True)
+
+
 @dataclass
 class RunStatus(Written):
     """Everything the status says: the phase and its words, when it ran, where it is, and every variant with its
@@ -136,6 +154,8 @@ class RunStatus(Written):
     conditions: list[Condition] = field(default_factory=list)
     cleanup: Cleanup | None = None
     in_place: InPlace | None = None
+    history: HistoryRecord | None = None
+    scale_out: list[ScaleOut] = field(default_factory=list)   # with a matrix over pods or workers
 
     @classmethod
     def read(cls, status: Any) -> RunStatus:
@@ -215,8 +235,12 @@ STATUS = Obj(RunStatus, "What the operator observed; written by the operator onl
                         absent=[], omit=omit_empty),
     "cleanup": Field(CLEANUP, omit=omit_none),
     "inPlace": Field(IN_PLACE, attr="in_place", omit=omit_none),
+    "history": Field(HISTORY, omit=omit_none),
     "variants": Field(ListOf("One entry per variant, with its stage results.", VARIANT), absent=[],
                       omit=omit_empty),
     "p99ByStage": Field(ListOf("The p99 latency of every stage, per variant.", PIVOT_ROW), attr="p99_by_stage",
                         absent=[], omit=omit_empty),
+    "scaleOut": Field(ListOf("Where a matrix measures a setting's capacity at several pod (or worker) counts: the "
+                             "scale-out law fitted to them (loadstage.results.scale_out).", SCALE_OUT),
+                      attr="scale_out", absent=[], omit=omit_empty),
 }, on_read=_consistent)

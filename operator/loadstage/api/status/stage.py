@@ -21,6 +21,7 @@ from loadstage.api.status.figures import (
     TaskExceptions,
     Verdict,
 )
+from loadstage.api.status.saturation import SATURATION, Saturation
 from loadstage.api.status.target import TARGET, TargetFigures
 
 ENDED_BY = ("Decided", "Breached", "MaxDuration", "Duration", "Requests")
@@ -136,6 +137,7 @@ class StageResult(Written):
     arrivals: int | None = None          # ... the arrivals its injectors scheduled
     dropped_arrivals: int | None = None  # ... of which found no free user
     injector_cpu_bound: bool | None = None   # ... whether its injectors' CPU (not only their pools) bound it
+    saturation: Saturation | None = None     # how close each resource came to its limit
 
     @property
     def attempts(self) -> int:
@@ -245,6 +247,7 @@ STAGE = Obj(StageResult, "One finished stage: its figures from the merged distri
     "intervals": Field(INTERVALS, omit=omit_empty),
     "repeats": Field(Int("How many repeats of the stage these figures merge."), absent=1, omit=_one_repeat),
     "requestGoal": Field(Int("A stage given in requests: how many.", nullable=True), omit=omit_none),
+    "saturation": Field(SATURATION, omit=omit_none),
     "hostCpuPerCore": Field(ListOf("Locally: the machine's mean CPU per core, percent.", Num("Percent."),
                                    nullable=True), omit=omit_empty),
     "trimmedMean": Field(MapOf("Over the repeats, each figure's mean without the highest and the lowest.",

@@ -33,6 +33,7 @@ from loadstage.api.status.figures import (
     MethodFigures,
 )
 from loadstage.api.status.pick import CANDIDATE, COST, DROPPED, SETTINGS, Candidate, Cost, Dropped, Settings
+from loadstage.api.status.saturation import LIMITED_BY, LimitedBy
 from loadstage.api.status.stage import STAGE, StageResult
 from loadstage.api.types import SEARCH_LOADS
 
@@ -96,6 +97,7 @@ class Capacity(Written):
     users: int | None
     rps: float | None
     first_failed_stage: int | None
+    limited_by: LimitedBy | None = None   # at the first stage that failed
 
 
 CAPACITY = Obj(Capacity, "With thresholds or an SLO: the knee, the last stage before the first that failed "
@@ -105,6 +107,7 @@ CAPACITY = Obj(Capacity, "With thresholds or an SLO: the knee, the last stage be
     "users": Int("Its users.", nullable=True),
     "rps": Num("Its requests a second.", nullable=True),
     "firstFailedStage": Int("The first stage that failed (null: none did).", nullable=True),
+    "limitedBy": Field(LIMITED_BY, omit=omit_none),
 }, required=("stage", "injectors"), nullable=True)
 
 
@@ -139,6 +142,7 @@ class SearchResult(Written):
     near_rps: float | None = None
     confirmed: bool = False     # Found, each end of its bracket decided the same way by two stages or more
     contradictions: tuple[Contradiction, ...] = ()
+    limited_by: LimitedBy | None = None   # at its fail end (or its Near load)
 
     @property
     def done(self) -> bool:
@@ -190,6 +194,7 @@ SEARCH = Obj(SearchResult, "With spec.search: the variant's capacity search so f
     "contradictions": Field(ListOf("The loads whose stages disagreed, or that passed above a lower load that "
                                    "failed: where the bracket moved back.", CONTRADICTION), absent=(),
                             omit=omit_empty),
+    "limitedBy": Field(LIMITED_BY, omit=omit_none),
 }, required=("load", "stages", "loadSeconds", "reason"), nullable=True, on_read=_bracket_in_order)
 
 
