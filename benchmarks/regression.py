@@ -1,9 +1,10 @@
 """A real regression, caught end to end (docs/history.md): one experiment run BEFORE times with the runner app as it
-is, then AFTER times with every request's delay 20% longer (RUNNER_DELAY_SCALE=1.2), each run recorded into a
+is, then AFTER times with every request's delay SLOWER times longer (RUNNER_DELAY_SCALE), each run recorded into a
 fresh SQLite history, and `loadstage history check` after each run from the fourth on. Prints each check's exit
-code and lines, and appends a record to benchmarks/results/regression-runs.jsonl (benchmarks/parts.py).
+code and lines, and appends a record to benchmarks/results/regression-runs.jsonl (benchmarks/parts.py), with each
+run's p99 and merged histogram as the history kept them (benchmarks/regression_gate.py draws series from them).
 
-    python benchmarks/regression.py [--before 6] [--after 3] [--seconds 20] [--rate 120]
+    python benchmarks/regression.py [--before 6] [--after 3] [--slower 1.2] [--seconds 20] [--rate 120]
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import yaml
 
 import parts
 from common import loadstage
+from loadstage.history.locations import location
+from loadstage.history.store import Store
 
 RECORDS = "regression-runs"
-SLOWER = "1.2"
 
 
 def experiment(scale: str, seconds: int, rate: int) -> dict:
@@ -37,6 +39,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=int, default=6)
     parser.add_argument("--after", type=int, default=3)
+    parser.add_argument("--slower", default="1.2", help="RUNNER_DELAY_SCALE of the runs after the change")
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--rate", type=int, default=120)
     args = parser.parse_args()
@@ -47,9 +50,10 @@ def main() -> int:
         for number in range(1, args.before + args.after + 1):
             slower = number > args.before
             path = tmp / f"run-{number}.yaml"
-            path.write_text(yaml.safe_dump(experiment(SLOWER if slower else "1", args.seconds, args.rate)))
+            scale = args.slower if slower else "1"
+            path.write_text(yaml.safe_dump(experiment(scale, args.seconds, args.rate)))
             loadstage("run", str(path), "-q", "--workdir", str(tmp / f"work-{number}"), "--history", history,
-                      "--label", f"run={number:02d}", "--label", f"delay={SLOWER if slower else '1.0'}")
+                      "--label", f"run={number:02d}", "--label", f"delay={scale}")
             if number < 4:
                 continue
             done = loadstage("history", "check", "checkout", "--history", history, check=False)
@@ -58,8 +62,13 @@ def main() -> int:
             checks.append({"run": number, "slower": slower, "exit": done.returncode, "output": done.stdout})
         table = loadstage("history", "checkout", "--history", history).stdout
         print(table)
-    parts.append(RECORDS, [{"before": args.before, "after": args.after, "seconds": args.seconds, "rate": args.rate,
-                            "checks": checks, "table": table}])
+        with Store(location(history)) as store:
+            runs = [{"run": int(r.run.labels["run"]), "scale": r.run.labels["delay"], "requests": stage.requests,
+                     "p99": stage.latency_ms["p99"], "histogram": stage.histogram}
+                    for r in store.runs("checkout", histograms=True) for stage in r.stages]
+    parts.append(RECORDS, [{"before": args.before, "after": args.after, "slower": args.slower,
+                            "seconds": args.seconds, "rate": args.rate, "checks": checks, "table": table,
+                            "runs": sorted(runs, key=lambda r: r["run"])}])
     return 0
 
 

@@ -91,7 +91,8 @@ def test_rendered_manifests_are_accepted_by_the_api_server(cluster, namespaces, 
     assert dry.stdout.count("(server dry run)") == len(applied)
     dashboard = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard"))
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
-    assert json.loads(dashboard["data"]["loadstage.json"]) == json.loads(DASHBOARD.read_text())
+    for board in ("loadstage.json", "history.json"):
+        assert json.loads(dashboard["data"][board]) == json.loads((DASHBOARD.parent / board).read_text())
     if values == "monitoring":
         assert kinds.count("ServiceMonitor") == 1 and kinds.count("PodMonitor") == 1
         monitor = next(d for d in docs if d["kind"] == "PodMonitor")

@@ -1,10 +1,13 @@
 """The history in a real PostgreSQL server (Debian's, on a Unix socket of its own): a real local run recorded into
 it and read back, the same SQL as SQLite's; two processes recording at once into either, nothing lost or twice;
-a server killed mid-run loses no result; a server that refuses is named before any load runs."""
+a server killed mid-run loses no result; a server that refuses is named before any load runs; the chart's Grafana
+dashboard of the history, each query as Grafana expands it, returns the stored figures."""
 
 import json
+import re
 import subprocess
 import sys
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
@@ -12,9 +15,12 @@ from test_local_engine import finish, start_cli
 
 from loadstage.history.locations import location
 from loadstage.history.store import Store
+from loadstage.history.trends import trends
 from loadstage.results import histograms
 from support.documents import BASE
+from support.histories import keep, played_documents
 from support.postgres import Postgres
+from support.waiting import ROOT
 
 pytestmark = pytest.mark.e2e
 
@@ -66,6 +72,7 @@ import json, sys
 from loadstage.history.records import record_of
 from loadstage.history.locations import location
 from loadstage.history.store import Store
+from loadstage.history.trends import trends
 document = json.load(open(sys.argv[2]))
 with Store(location(sys.argv[1])) as store:
     for uid in sys.argv[3:]:
@@ -129,3 +136,44 @@ def test_a_server_killed_mid_run_loses_no_result_and_the_error_is_named(write_ex
     said = next(line for line in err.splitlines() if line.startswith("history: "))
     assert said.startswith("history: NOT recorded after 3 attempts: postgresql://loadstage@/history") and \
         said.endswith("; the result file keeps the run"), said
+
+
+BOARD = ROOT / "charts" / "loadstage" / "dashboards" / "history.json"
+
+
+def as_grafana_expands(sql, series, since, until):
+    """$__timeFilter(x) as `x BETWEEN` two instants, and a multi-valued variable as its quoted values."""
+    sql = re.sub(r"\$__timeFilter\(([^)]*)\)", rf"\1 BETWEEN '{since.isoformat()}' AND '{until.isoformat()}'", sql)
+    return sql.replace("$series", ", ".join(f"'{s}'" for s in series))
+
+
+def test_the_history_dashboards_queries_return_the_stored_figures(postgres):
+    url = postgres.url(create_database(postgres, "board"))
+    keep(url, played_documents(), [30, 30, 20])
+    with Store(location(url)) as store:
+        runs = store.runs("shop")
+    expected = {title: set() for title in ("Capacity at the objective", "Capacity per core", "p99 by load",
+                                           "Error rate by load")}
+    for trend in trends(runs):
+        title, load = next((t, trend.figure.name.removeprefix(prefix)) for t, prefix in (
+            ("Capacity at the objective", "capacity"), ("Capacity per core", "capacity per core"),
+            ("p99 by load", "p99"), ("Error rate by load", "error rate")) if trend.figure.name.startswith(prefix)
+            and (trend.figure.name == prefix or trend.figure.name.startswith(f"{prefix} at ")))
+        expected[title] |= {(datetime.fromisoformat(r.run.finished_at), f"shop {trend.variant}{load}", round(v, 9))
+                            for r, v in zip(trend.runs, trend.values)}
+    board = json.loads(BOARD.read_text())
+    times = [datetime.fromisoformat(r.run.finished_at) for r in runs]
+    window = (min(times) - timedelta(minutes=1), max(times) + timedelta(minutes=1))
+    with psycopg.connect(url) as connection:
+        (variable,) = [v for v in board["templating"]["list"] if v["name"] == "series"]
+        assert connection.execute(variable["query"]).fetchall() == [("shop",)]
+        for panel in board["panels"]:
+            (target,) = panel["targets"]
+            rows = connection.execute(as_grafana_expands(target["rawSql"], ["shop", "other"], *window)).fetchall()
+            if panel["type"] == "table":
+                assert [(row[2], row[4]) for row in rows] == [("shop", "Succeeded")] * 3, rows
+                outside = as_grafana_expands(target["rawSql"], ["shop"], window[1], window[1] + timedelta(days=1))
+                assert connection.execute(outside).fetchall() == []
+                continue
+            assert {(t, metric, round(value, 9)) for t, metric, value in rows} == expected[panel["title"]], panel
+    assert all(expected[t] for t in ("Capacity at the objective", "p99 by load", "Error rate by load")), expected

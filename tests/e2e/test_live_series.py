@@ -96,13 +96,15 @@ def test_prometheus_scrapes_a_local_run_every_dashboard_query_has_data_and_the_c
     assert max(float(v) for _, v in busiest) > 0
     assert "live" in query(api, "label/experiment/values", **{"match[]": "loadstage_experiment_info"})
 
-    # the final values, scraped while the run held them
-    at = ended - 1
+    # the final values, scraped while the run held them: the last sample of each (a scrape that timed out on a
+    # busy machine marks every series stale, and an instant query then finds none)
     for variant in status["variants"]:
         for stage in variant["stages"]:
             where = f'experiment="live", variant="{variant["index"] + 1}", stage="{stage["stage"]}"'
-            (requests,) = query(api, "query", query=f"sum(loadstage_stage_requests_total{{{where}}})", time=at)
-            (failures,) = query(api, "query", query=f"sum(loadstage_stage_failures_total{{{where}}})", time=at)
+            (requests,) = query(api, "query", query=f"sum(last_over_time(loadstage_stage_requests_total{{{where}}}"
+                                                      f"[15s]))", time=ended)
+            (failures,) = query(api, "query", query=f"sum(last_over_time(loadstage_stage_failures_total{{{where}}}"
+                                                      f"[15s]))", time=ended)
             assert int(float(requests["value"][1])) == stage["requests"] > 0
             assert int(float(failures["value"][1])) == stage["failures"]
     # the time left counted down to 0

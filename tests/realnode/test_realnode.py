@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadstage.api.names import ARTIFACT_KEY
 from loadstage.api.servers import ASGI, BY_NAME
 from loadstage.results import histograms
-from support.kube import policy_reach
+from support.kube import GROUP, PLURAL, VERSION, policy_reach
 from support.realnode import OPERATOR_NAMESPACE, FirstJob, LxWatch, RealNode, StatusRecorder, node_setting
 from support.waiting import ROOT, wait_for
 
@@ -136,6 +136,16 @@ def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_
     assert "throttled" in capacity["limitedBy"]["evidence"], capacity["limitedBy"]
     roomier = final["variants"][1]["capacity"]
     assert roomier["stage"] >= 1 and roomier.get("limitedBy", {}).get("resource", "Cpu") == "Cpu", roomier
+    # recorded once into the history's PostgreSQL (the chart's history.url), each stage with its histogram
+    wait_for(lambda: (status(node, namespace, "real-ladder").get("history") or {}).get("recorded"), timeout=60,
+             explain=lambda: status(node, namespace, "real-ladder").get("history"))
+    uid = node.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "real-ladder")["metadata"]["uid"]
+    assert node.history_sql(f"SELECT name, namespace, phase, source FROM runs WHERE uid = '{uid}'") == \
+        [["real-ladder", namespace, "Succeeded", "cluster"]]
+    kept = node.history_sql(f"SELECT variant, stage, requests, length(histogram) > 0 FROM stages WHERE run_uid = "
+                            f"'{uid}' ORDER BY 1, 2")
+    assert kept == [[str(v["index"] + 1), str(s["stage"]), str(s["requests"]), "t"]
+                    for v in final["variants"] for s in v["stages"]], kept
     # the live series of stage 1, scraped from its master pod and from the operator pod mid-stage
     master, operator = live
     where = {"experiment": "real-ladder", "namespace": namespace, "variant": "1", "stage": "1"}

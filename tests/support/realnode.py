@@ -5,6 +5,7 @@ user installs it. Pods run in namespaces that enforce Pod Security `restricted`.
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import threading
 import time
@@ -20,6 +21,7 @@ SCRIPT = ROOT / "scripts" / "realnode"
 LIB = ROOT / "tools" / "cluster" / "realnode" / "lib.sh"
 OPERATOR_NAMESPACE = "loadstage-system"
 RELEASE = "loadstage"
+HISTORY_DB = "history-db"   # a PostgreSQL Deployment, Service and Secret beside the operator: its history
 
 
 def node_setting(name: str) -> str:
@@ -44,6 +46,40 @@ def chart_values() -> list[str]:
             "--set", f"injectorImage.repository={prefix}/loadstage/injector",
             "--set", f"redisImage.repository={redis_repository}", "--set-string", f"redisImage.tag={redis_tag}",
             "--set", "rbac.nodeMetrics=true"]
+
+
+def history_database(image: str, uid: int) -> list[dict]:
+    """Debian's PostgreSQL in one restricted pod: a cluster made by initdb in an emptyDir at each start, its
+    superuser `loadstage` with the Secret's password over TCP (scram) and trusted on its own socket (psql in the
+    pod), and a Service in front of it."""
+    labels = {"app.kubernetes.io/name": HISTORY_DB}
+    start = ("set -e; initdb -D /data/pg -U loadstage --auth-local=trust --auth-host=scram-sha-256 "
+             "--pwfile=/secret/password -E UTF8 --no-sync >/dev/null; "
+             "echo 'host all all 0.0.0.0/0 scram-sha-256' >> /data/pg/pg_hba.conf; "
+             "exec postgres -D /data/pg -c listen_addresses=* -c unix_socket_directories=/tmp -c fsync=off")
+    container = {
+        "name": "postgres", "image": image, "command": ["sh", "-c", start],
+        "ports": [{"name": "postgres", "containerPort": 5432}],
+        "readinessProbe": {"exec": {"command": ["pg_isready", "-q", "-h", "/tmp", "-U", "loadstage"]},
+                           "periodSeconds": 2},
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [{"name": "data", "mountPath": "/data"},
+                         {"name": "password", "mountPath": "/secret", "readOnly": True}]}
+    return [
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": HISTORY_DB},
+         "stringData": {"password": secrets.token_hex(16)}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": HISTORY_DB, "labels": labels},
+         "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+             "metadata": {"labels": labels},
+             "spec": {"containers": [container], "securityContext": {"fsGroup": uid},
+                      "volumes": [{"name": "data", "emptyDir": {}},
+                                  {"name": "password", "secret": {"secretName": HISTORY_DB}}]}}}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": HISTORY_DB, "labels": labels},
+         "spec": {"selector": labels, "ports": [{"name": "postgres", "port": 5432, "targetPort": "postgres"}]}},
+    ]
 
 
 class RealNode(Cluster):
@@ -72,11 +108,25 @@ class RealNode(Cluster):
         return name
 
     def install_chart(self) -> None:
+        """The chart, recording every experiment into a PostgreSQL pod beside the operator (docs/history.md)."""
         self.kubectl("apply", "-f", str(ROOT / "crds"), check=True)
         self.restricted_namespace(OPERATOR_NAMESPACE)
+        database = history_database(node_setting("POSTGRES_IMAGE"), int(node_setting("POSTGRES_UID")))
+        self.kubectl("apply", "-n", OPERATOR_NAMESPACE, "-f", "-", input=json.dumps(
+            {"apiVersion": "v1", "kind": "List", "items": database}), check=True)
+        self.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, f"deploy/{HISTORY_DB}", "--timeout=180s",
+                     check=True)
+        history = ["--set", f"history.url=postgresql://loadstage@{HISTORY_DB}.{OPERATOR_NAMESPACE}.svc:5432/postgres",
+                   "--set", f"history.passwordSecret.name={HISTORY_DB}"]
         installed = self.helm("upgrade", "--install", RELEASE, ROOT / "charts" / "loadstage", "-n",
-                              OPERATOR_NAMESPACE, "--wait", "--timeout", "3m", *chart_values())
+                              OPERATOR_NAMESPACE, "--wait", "--timeout", "3m", *chart_values(), *history)
         assert installed.returncode == 0, installed.stderr
+
+    def history_sql(self, query: str) -> list[list[str]]:
+        """psql in the history's pod, on its own socket: the rows, each a list of fields."""
+        out = self.kubectl("exec", "-n", OPERATOR_NAMESPACE, f"deploy/{HISTORY_DB}", "--", "psql", "-h", "/tmp",
+                           "-U", "loadstage", "-d", "postgres", "-AtF", "\t", "-c", query, check=True).stdout
+        return [line.split("\t") for line in out.splitlines() if line]
 
     def operator_pods(self) -> list:
         return [p for p in self.core.list_namespaced_pod(

@@ -2,8 +2,8 @@
 # Builds the images the real node runs, as root, with no registry: docker-archive tarballs in
 # $NODE_IMAGES that up.sh imports into containerd (a running node imports them at once).
 #   images.sh [base|project|all]   (default: all)
-#     base:    pause, CoreDNS and metrics-server (static binaries, FROM scratch); a Python 3.11 base
-#              and a Redis image, both made from Debian's packages with mmdebstrap
+#     base:    pause, CoreDNS and metrics-server (static binaries, FROM scratch); a Python 3.11 base,
+#              a Redis and a PostgreSQL image, made from Debian's packages with mmdebstrap
 #     project: loadstage's operator, runner-app and injector from the project's own Dockerfile,
 #              built on that Python base (build argument PYTHON_IMAGE)
 # Cached: root filesystems by their package lists, base images by their references, the project's
@@ -53,15 +53,15 @@ mirrors() {
 }
 
 # debian_image REF NAME PACKAGES CONFIG...: a bookworm minbase root filesystem with PACKAGES,
-# then `buildah config CONFIG...`
+# then `buildah config CONFIG...`; ESSENTIAL_HOOK, if set, runs before PACKAGES are installed
 debian_image() {
-  local ref=$1 name=$2 packages=$3 rootfs container mount; shift 3
+  local ref=$1 name=$2 packages=$3 hook=${ESSENTIAL_HOOK:-} rootfs container mount; shift 3
   [ -s "$NODE_IMAGES/$name.tar" ] && return
-  rootfs=$ROOTFS/$name-$(echo "$packages" | sha256sum | cut -c1-12).tar
+  rootfs=$ROOTFS/$name-$(echo "$packages${hook:+ $hook}" | sha256sum | cut -c1-12).tar
   if [ ! -s "$rootfs" ]; then
     say "mmdebstrap $name: $packages"
     local sources=(); mapfile -t sources < <(mirrors)
-    mmdebstrap --quiet --variant=minbase --include="$packages" \
+    mmdebstrap --quiet --variant=minbase --include="$packages" --essential-hook="${hook:-true}" \
       --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
       --dpkgopt='path-exclude=/usr/share/locale/*' --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
       bookworm "${rootfs%.tar}.partial.tar" "${sources[@]}"   # the suffix tells mmdebstrap: a tarball
@@ -90,6 +90,11 @@ if [ "$what" != project ]; then
   debian_image "$PYTHON_BASE_IMAGE" python python3,python3-venv,ca-certificates,netbase --cmd '["python3"]'
   # no entrypoint: the operator's args (redis-server ...) are the command, as with the official image
   debian_image "$REDIS_IMAGE" redis redis-server --workingdir /data --entrypoint '[]' --cmd '["redis-server"]'
+  # the history's database in the real node's tests: its user made first, with a uid the pods name
+  pg_user="postgres:x:$POSTGRES_UID:$POSTGRES_UID:PostgreSQL:/var/lib/postgresql:/bin/sh"
+  ESSENTIAL_HOOK="echo '$pg_user' >> \"\$1/etc/passwd\"; echo 'postgres:x:$POSTGRES_UID:' >> \"\$1/etc/group\"" \
+    debian_image "$POSTGRES_IMAGE" postgres postgresql-15 --user "$POSTGRES_UID:$POSTGRES_UID" \
+    --env PATH=/usr/lib/postgresql/15/bin:/usr/sbin:/usr/bin:/sbin:/bin --entrypoint '[]' --cmd '["postgres"]'
 fi
 
 if [ "$what" != base ]; then

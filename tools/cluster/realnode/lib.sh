@@ -46,6 +46,8 @@ COREDNS_IMAGE=$IMAGE_PREFIX/loadstage-node/coredns:1.11.3
 METRICS_SERVER_IMAGE=$IMAGE_PREFIX/loadstage-node/metrics-server:0.7.2
 PYTHON_BASE_IMAGE=$IMAGE_PREFIX/loadstage-node/python:3.11-bookworm
 REDIS_IMAGE=$IMAGE_PREFIX/loadstage-node/redis:7.0-bookworm
+POSTGRES_IMAGE=$IMAGE_PREFIX/loadstage-node/postgres:15-bookworm
+POSTGRES_UID=999   # the image's postgres user, made before the package (numeric, for runAsNonRoot)
 PROJECT_TAG=${PROJECT_TAG:-$(awk '/^appVersion:/ {gsub(/"/, "", $2); print $2}' "$PROJECT_ROOT/charts/loadstage/Chart.yaml")}
 PROJECT_TARGETS="operator runner-app injector example-app"
 project_image() { echo "$IMAGE_PREFIX/loadstage/$1:$PROJECT_TAG"; }
