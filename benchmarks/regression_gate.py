@@ -7,7 +7,8 @@ or slower), so that runs vary as much as real runs of that many requests do. Cap
 real searches of benchmark (i) (the pass end of each bracket); one step down is / 1.10. Each figure is judged by
 the gate's own rule (results.change_points.newest_change), at each p-value given; the first is the default's.
 
-    python benchmarks/regression_gate.py [--series 1000] [--seed 1] [--p-values 0.0003,0.001,0.01] [--timing]
+    python benchmarks/regression_gate.py [--series 1000] [--seed 1] [--p-values P,...] [--timing RUNS]
+        [--otava /tmp/otava-venv/bin/python]
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from common import ROOT
 from loadstage.results import change_points, histograms
 
 RECORDS = "regression-gate"
-BEFORE = 10          # runs as they are before a change
+BEFORE = 27          # runs as they are before a change: with WITHIN, a series as long as LONG
 WITHIN = 3           # runs after it, the gate checked after each
 LONG = 30            # runs of a series that never changes, the gate checked after each from the fourth
 SHIFT = 1.10
@@ -73,15 +74,29 @@ def caught(values: list[float], higher_is_worse: bool, p_value: float, checks: r
     return False
 
 
-def rates(draw: Callable[[bool], list[float]], higher_is_worse: bool, p_values: list[float], series: int) -> dict:
-    """For each p-value: series caught within WITHIN runs of a change, and series of LONG unchanged runs alarmed."""
+AFTER_CHANGE = range(BEFORE + 1, BEFORE + WITHIN + 1)
+UNCHANGED = range(change_points.FEWEST_RUNS, LONG + 1)
+
+
+def rates(draw: Callable[[bool], list[float]], higher_is_worse: bool, p_values: list[float], series: int,
+          otava: str | None) -> dict:
+    """For each p-value (and Otava's defaults, given its venv's python): series caught within WITHIN runs of a
+    change, and series of LONG unchanged runs alarmed."""
     changed = [draw(True) for _ in range(series)]
     steady = [draw(False) for _ in range(series)]
     out = {}
     for p in p_values:
-        hits = sum(caught(v, higher_is_worse, p, range(BEFORE + 1, BEFORE + WITHIN + 1)) for v in changed)
-        alarms = sum(caught(v, higher_is_worse, p, range(change_points.FEWEST_RUNS, LONG + 1)) for v in steady)
+        hits = sum(caught(v, higher_is_worse, p, AFTER_CHANGE) for v in changed)
+        alarms = sum(caught(v, higher_is_worse, p, UNCHANGED) for v in steady)
         out[str(p)] = {"caught": parts.rate(hits, series), "falseAlarms": parts.rate(alarms, series)}
+    if otava:
+        asked = {"recent": change_points.RECENT, "minChange": change_points.MIN_CHANGE, "series": [
+            {"values": [float(x) for x in v], "higherIsWorse": higher_is_worse, "checks": list(checks)}
+            for values, checks in ((changed, AFTER_CHANGE), (steady, UNCHANGED)) for v in values]}
+        said = json.loads(subprocess.run([otava, str(ROOT / "benchmarks" / "otava_gate.py")], input=json.dumps(asked),
+                                         capture_output=True, text=True, check=True).stdout)
+        out["otava"] = {"caught": parts.rate(sum(said[:series]), series),
+                        "falseAlarms": parts.rate(sum(said[series:]), series)}
     return out
 
 
@@ -137,6 +152,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--p-values", default=f"{change_points.P_VALUE},0.001,0.01")
     parser.add_argument("--timing", type=int, default=0, metavar="RUNS", help="also time the check over RUNS runs")
+    parser.add_argument("--otava", metavar="PYTHON", help="a python with apache-otava 0.8.0: compare its defaults")
     parser.add_argument("--smoke", action="store_true", help="20 series, into a temporary directory")
     args = parser.parse_args()
     series = 20 if args.smoke else args.series
@@ -161,14 +177,15 @@ def main() -> int:
               "drawnSpread": round(spread(p99_runs(rng, drawn["1"], 1000, requests)), 4),
               "searches": searches, "figures": {}}
     for name, (draw, higher_is_worse) in figures.items():
-        result["figures"][name] = rates(draw, higher_is_worse, p_values, series)
+        result["figures"][name] = rates(draw, higher_is_worse, p_values, series, args.otava)
         print(name, json.dumps(result["figures"][name]), flush=True)
     if args.timing:
         result["timing"] = {"runs": args.timing, **timing(args.timing)}
         print("check time", json.dumps(result["timing"]))
     print(json.dumps({k: v for k, v in result.items() if k != "figures"}))
     if args.smoke:
-        parts.append(RECORDS, [result], Path(tempfile.mkdtemp(prefix="loadstage-gate-smoke-")))
+        with tempfile.TemporaryDirectory(prefix="loadstage-gate-smoke-") as tmp:
+            parts.append(RECORDS, [result], Path(tmp))
     else:
         parts.append(RECORDS, [result])
     return 0

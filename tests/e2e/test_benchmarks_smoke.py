@@ -108,3 +108,13 @@ def test_search_smoke_runs_every_part_and_its_report():
     assert "two-threads: at 0.9x wrong " in out and "two-threads: overload passed " in out, out
     last = out.strip().splitlines()[-1]
     assert last.startswith("searches right ") and " of 1 (95%: " in last and "of a fixed ladder (median)" in last
+
+
+def test_regression_gate_smoke_rates_each_figure_from_the_kept_real_runs():
+    result = run("regression_gate.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rated = {line.split(" {")[0]: json.loads(line[line.index("{"):]) for line in result.stdout.splitlines()
+             if line.startswith(("p99", "capacity"))}
+    assert list(rated) == ["p99 x 1.10", "p99, real runs 1.1 x slower", "capacity / 1.10"], result.stdout
+    for figures in rated.values():
+        assert all(r["caught"]["of"] == r["falseAlarms"]["of"] == 20 for r in figures.values()), figures

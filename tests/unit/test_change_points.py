@@ -54,17 +54,19 @@ def test_a_capacity_that_fell_is_worse_and_one_that_rose_is_better():
     assert rose is not None and rose.outcome == "Better" and rose.change > 0.1
 
 
-def test_a_10_percent_step_is_found_within_three_runs_in_nine_series_of_ten_and_no_step_alarms_rarely():
-    """The gate's two errors on 200 simulated series each (benchmark (k) measures them on real runs): 27 runs, then
-    3 runs 10% slower, at a 4% spread; and 30 runs of no change."""
+def test_a_10_percent_step_is_found_within_three_runs_in_most_series_and_no_step_alarms_rarely():
+    """The gate's two errors on 200 simulated series each, at the 3% spread of real runs (benchmark (k) measures
+    them on series drawn from real runs): 27 runs, then 3 runs 10% slower, checked after each of the 3; and 30
+    runs of no change, checked after each from the fourth."""
+    def worse(values, checks):
+        return any((c := newest_change(values[:i], higher_is_worse=True)) is not None and c.outcome == "Worse"
+                   for i in checks)
     found = alarms = 0
     for seed in range(200):
         rng = random.Random(seed)
-        change = newest_change(runs(rng, 27, 100.0) + runs(rng, 3, 110.0), higher_is_worse=True)
-        found += change is not None and change.outcome == "Worse"
-        quiet = newest_change(runs(rng, 30, 100.0), higher_is_worse=True)
-        alarms += quiet is not None and quiet.outcome == "Worse"
-    assert found >= 160 and alarms <= 6, (found, alarms)
+        found += worse(runs(rng, 27, 100.0, 0.03) + runs(rng, 3, 110.0, 0.03), range(28, 31))
+        alarms += worse(runs(rng, 30, 100.0, 0.03), range(4, 31))
+    assert found >= 160 and alarms <= 8, (found, alarms)
 
 
 def test_a_large_change_the_runs_spread_covers_is_undecided_not_a_regression():

@@ -126,7 +126,7 @@ def load_artifacts(source: str, namespace: str | None = None,
             raise ValidationError([(e.path, f"{e.message} (in {source})")]) from None
         return [(v["variant"], v.get("repeat", 1), number, artifact) for v in entries
                 for number, artifact in enumerate(v["stages"], 1) if artifact]
-    from loadstage.kube.stored_results import stored_artifacts   # the Kubernetes client: where a cluster is named
+    from loadstage.kube.stored_results import stored_artifacts  # the Kubernetes client, where a cluster is named
     client, namespace = _cluster(source, namespace)
     try:
         return stored_artifacts(client.CoreV1Api(), namespace, source.split("/", 1)[1])
