@@ -8,7 +8,7 @@ real searches of benchmark (i) (the pass end of each bracket); one step down is 
 the gate's own rule (results.change_points.newest_change), at each p-value given; the first is the default's.
 
     python benchmarks/regression_gate.py [--series 1000] [--seed 1] [--p-values P,...] [--timing RUNS]
-        [--otava /tmp/otava-venv/bin/python]
+        [--requests N] [--otava /tmp/otava-venv/bin/python]
 """
 
 from __future__ import annotations
@@ -152,6 +152,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--p-values", default=f"{change_points.P_VALUE},0.001,0.01")
     parser.add_argument("--timing", type=int, default=0, metavar="RUNS", help="also time the check over RUNS runs")
+    parser.add_argument("--requests", type=int, help="a run's requests (default: as many as the real runs had)")
     parser.add_argument("--otava", metavar="PYTHON", help="a python with apache-otava 0.8.0: compare its defaults")
     parser.add_argument("--smoke", action="store_true", help="20 series, into a temporary directory")
     args = parser.parse_args()
@@ -160,7 +161,7 @@ def main() -> int:
     rng = np.random.default_rng(args.seed)
     drawn, record = regimes()
     slower = next(s for s in drawn if s != "1")
-    requests = int(np.median([r["requests"] for r in record["runs"]]))
+    requests = args.requests or int(np.median([r["requests"] for r in record["runs"]]))
     searches = [float(r["pass"]) for r in parts.read("search-runs") if r.get("part") == "search" and r["pass"]]
     figures = {
         f"p99 x {SHIFT:.2f}": (lambda shift: p99_runs(rng, drawn["1"], BEFORE, requests) + p99_runs(
