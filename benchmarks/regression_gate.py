@@ -105,8 +105,8 @@ def spread(values: list[float]) -> float:
 
 
 def timing(runs: int) -> dict:
-    """The check over `runs` stored runs (three stages each, with histograms; the last two worse): in process and
-    as the command, best of three, in SQLite and in a real PostgreSQL."""
+    """The check over `runs` stored runs (played ladders of three stages, the last two runs' p99 worse: it finds
+    that change): in process and as the command, best of three, in SQLite and in a real PostgreSQL."""
     sys.path.insert(0, str(ROOT / "tests"))
     from loadstage.history.locations import location
     from loadstage.history.records import record_of

@@ -7,6 +7,7 @@ import signal
 import sys
 
 from loadstage.api.schema import ValidationError
+from loadstage.cli.export import cmd_export
 from loadstage.cli.history import cmd_history
 from loadstage.cli.operator import cmd_crd, cmd_operator, cmd_reference
 from loadstage.cli.parser import EXIT_INVALID, build_parser
@@ -18,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "compare": cmd_compare,
-                "artifacts": cmd_artifacts, "history": cmd_history,
+                "artifacts": cmd_artifacts, "history": cmd_history, "export": cmd_export,
                 "crd": cmd_crd, "reference": cmd_reference, "operator": cmd_operator}[args.command](args)
     except ValidationError as e:
         for path, message in e.problems:

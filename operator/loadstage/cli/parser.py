@@ -5,104 +5,33 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Callable
-from typing import Any
 
-from loadstage.api.quantities import Duration
-from loadstage.api.schema import Node, Problems
-from loadstage.api.spec import HISTORY_LABEL_KEY, STAGE
+from loadstage.cli.argument_types import (
+    confidence_arg,
+    hold_arg,
+    label_arg,
+    loads_arg,
+    percent_arg,
+    port_arg,
+    positive_arg,
+    scale_arg,
+    seconds_arg,
+    share_arg,
+    stage_duration_arg,
+    tolerance_arg,
+)
 from loadstage.history.trends import MIN_ERROR_CHANGE
 from loadstage.kube.manifests import Defaults
-from loadstage.reports import compare
 from loadstage.reports.pivot import FIGURES as PIVOT_FIGURES
 from loadstage.results.change_points import MIN_CHANGE, P_VALUE, RECENT
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_THRESHOLDS, EXIT_REGRESSION, EXIT_NOTHING_SUCCEEDED = 0, 1, 2, 3, 4, 5
 REPORT_FORMATS = ("table", "markdown", "csv", "html")
 HISTORY_FORMATS = ("table", "csv", "json", "html")
-LABEL_KEY = re.compile(HISTORY_LABEL_KEY)
 SUFFIX_FORMATS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".html": "html", ".htm": "html",
                   ".txt": "table"}
 DEFAULT_IMAGES = Defaults(runner="loadstage/runner-app:0.1.0", injector="loadstage/injector:0.1.0",
                         redis="redis:7.2-alpine")
-
-
-def _port_arg(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text!r}")
-    return int(text)
-
-
-def _node_arg(node: Node) -> Callable[[str], Any]:
-    """An option parsed by the schema node of the field it stands for, under the same rules."""
-    def parse(text: str) -> Any:
-        problems = Problems()
-        value = node.parse(text, "", problems)
-        if problems.items:
-            raise argparse.ArgumentTypeError("; ".join(message for _, message in problems.items))
-        return value
-    return parse
-
-
-_stage_duration_arg = _node_arg(STAGE.fields["duration"])
-_hold_arg = _node_arg(Duration("", maximum="1h"))
-
-
-def _scale_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1
-    if not 0 < value <= 100:
-        raise argparse.ArgumentTypeError(f"must be a number > 0 and <= 100, got {text!r}")
-    return value
-
-
-def _tolerance_arg(text: str) -> float:
-    try:
-        return compare.parse_tolerance(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _confidence_arg(text: str) -> float:
-    try:
-        return compare.parse_confidence(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _label_arg(text: str) -> tuple[str, str]:
-    key, equals, value = text.partition("=")
-    if not equals or not LABEL_KEY.fullmatch(key):
-        raise argparse.ArgumentTypeError(f"must be KEY=VALUE, KEY letters, digits, '.', '_', '/' or '-', got {text!r}")
-    return key, value
-
-
-def _positive_arg(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
-    return int(text)
-
-
-def _share_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1, got {text!r}")
-    return value
-
-
-def _percent_arg(text: str) -> float:
-    try:
-        value = float(text.removesuffix("%")) / (100 if text.endswith("%") else 1)
-    except ValueError:
-        value = -1
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be a share from 0% to under 100% (e.g. 5%), got {text!r}")
-    return value
 
 
 def history_options(parser: argparse.ArgumentParser, recording: bool = True) -> None:
@@ -123,11 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("file", help="LoadExperiment YAML file")
     run.add_argument("-o", "--output", help="write the result (the resource with its status) to this "
                                             ".json or .yaml file, updated after every stage")
-    run.add_argument("--stage-duration", type=_stage_duration_arg, metavar="DURATION",
+    run.add_argument("--stage-duration", type=stage_duration_arg, metavar="DURATION",
                      help="run every stage for this long instead (e.g. 10s)")
-    run.add_argument("--warmup-duration", type=_stage_duration_arg, metavar="DURATION",
+    run.add_argument("--warmup-duration", type=stage_duration_arg, metavar="DURATION",
                      help="run the warm-up stage for this long instead")
-    run.add_argument("--users-scale", type=_scale_arg, metavar="FACTOR",
+    run.add_argument("--users-scale", type=scale_arg, metavar="FACTOR",
                      help="multiply users and spawn rate per injector by FACTOR (e.g. 0.1)")
     run.add_argument("--workdir", help="keep logs and per-stage files here (default: a temporary "
                                        "directory, removed after a successful run)")
@@ -135,14 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"exit {EXIT_THRESHOLDS} if any stage failed its objective (thresholds or slo); with "
                           f"spec.search, if a variant's search failed at `from` or ran out of injectors")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    run.add_argument("--metrics-port", type=_port_arg, metavar="PORT",
+    run.add_argument("--metrics-port", type=port_arg, metavar="PORT",
                      help="serve the run's live Prometheus series on 127.0.0.1:PORT while it runs (docs/live.md)")
-    run.add_argument("--metrics-hold", type=_hold_arg, metavar="DURATION", default=0.0,
+    run.add_argument("--metrics-hold", type=hold_arg, metavar="DURATION", default=0.0,
                      help="with --metrics-port, keep serving the final series this long after the run, for a "
                           "last scrape (e.g. 30s)")
 
     history_options(run)
-    run.add_argument("--label", action="append", default=[], type=_label_arg, metavar="KEY=VALUE",
+    run.add_argument("--label", action="append", default=[], type=label_arg, metavar="KEY=VALUE",
                      help="a label of this run in the history (added to spec.history.labels), e.g. commit=$SHA; "
                           "repeatable")
     validate = sub.add_parser("validate", help="check an experiment file and show its plan")
@@ -173,10 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("new", help="the run to judge: a result file, lx/NAME or history:...")
     history_options(cmp, recording=False)
     cmp.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
-    cmp.add_argument("--tolerance", default="10%", type=_tolerance_arg,
+    cmp.add_argument("--tolerance", default="10%", type=tolerance_arg,
                      help="how much worse a figure may get before it counts (default 10%%): p99 and p99.9 up, "
                           "throughput down, the error rate up")
-    cmp.add_argument("--confidence", default="95%", type=_confidence_arg,
+    cmp.add_argument("--confidence", default="95%", type=confidence_arg,
                      help="how sure a regression must be (default 95%%): the interval of the change, from both "
                           "runs' confidence intervals, must leave zero out; each of the stage's judged figures "
                           "is held to 1 - (1 - confidence) / figures")
@@ -200,18 +129,42 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the runs as a table, CSV, JSON, or one offline HTML page with each figure drawn over "
                            "the runs")
     hist.add_argument("-o", "--output", help="write to this file instead of standard output")
-    hist.add_argument("--last", type=_positive_arg, metavar="N", help="only the newest N runs")
-    hist.add_argument("--p-value", type=_share_arg, default=P_VALUE, metavar="P",
+    hist.add_argument("--last", type=positive_arg, metavar="N", help="only the newest N runs")
+    hist.add_argument("--p-value", type=share_arg, default=P_VALUE, metavar="P",
                       help=f"check: a change point is kept where Student's t-test between its sides is under P "
                            f"(default {P_VALUE:g})")
-    hist.add_argument("--min-change", type=_percent_arg, default=MIN_CHANGE, metavar="PERCENT",
+    hist.add_argument("--min-change", type=percent_arg, default=MIN_CHANGE, metavar="PERCENT",
                       help=f"check: a latency or capacity change smaller than this is not reported (default "
                            f"{MIN_CHANGE:.0%})")
-    hist.add_argument("--min-error-change", type=_percent_arg, default=MIN_ERROR_CHANGE, metavar="PERCENT",
+    hist.add_argument("--min-error-change", type=percent_arg, default=MIN_ERROR_CHANGE, metavar="PERCENT",
                       help=f"check: an error rate's, in percentage points (default {MIN_ERROR_CHANGE:.1%})")
-    hist.add_argument("--recent", type=_positive_arg, default=RECENT, metavar="RUNS",
+    hist.add_argument("--recent", type=positive_arg, default=RECENT, metavar="RUNS",
                       help=f"check: a change with more runs after it than this is history, not news (default "
                            f"{RECENT})")
+    exp = sub.add_parser("export", help="the recommended variant (or --variant N) as a patch of your Deployment: a "
+                                        "kustomize overlay or Helm values, and with --autoscale an HPA")
+    exp.add_argument("source", help="a result file from `loadstage run -o`, or lx/NAME (current kubeconfig)")
+    exp.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
+    exp.add_argument("--as", dest="format", choices=("kustomize", "helm"), default="kustomize",
+                     help="kustomize: an overlay (kustomization.yaml, deployment-patch.yaml, hpa.yaml) over --base; "
+                          "helm: values.yaml in helm create's shape")
+    exp.add_argument("-o", "--output", default="recommendation", help="directory to write to (default: "
+                                                                       "recommendation)")
+    exp.add_argument("--variant", type=positive_arg, metavar="N",
+                     help="this variant (from 1), not the recommended one")
+    exp.add_argument("--deployment", metavar="FILE", help="your Deployment's manifest: its container's command line "
+                                                          "is rewritten where it sets workers or threads")
+    exp.add_argument("--container", help="the container to set (default: the Deployment's first, else 'app')")
+    exp.add_argument("--name", help="the Deployment's name, without --deployment (default: the experiment's)")
+    exp.add_argument("--base", default="../base", help="kustomize: the overlay's base (default: ../base)")
+    exp.add_argument("--autoscale", type=loads_arg, metavar="MIN:MAX",
+                     help="the traffic to serve, req/s: adds a HorizontalPodAutoscaler sized from the measurements")
+    exp.add_argument("--headroom", type=percent_arg, default=0.2, metavar="PERCENT",
+                     help="of a pod's capacity kept free (default 20%%)")
+    exp.add_argument("--growth", type=float, metavar="RPS_PER_S",
+                     help="how fast the load may rise, req/s a second: checks the headroom covers a scale-up")
+    exp.add_argument("--ready-seconds", type=seconds_arg, default=30.0, metavar="SECONDS",
+                     help="from a new pod's creation to serving (default 30s)")
     sub.add_parser("crd", help="print the LoadExperiment CustomResourceDefinition")
     sub.add_parser("reference", help="print the experiment field reference (Markdown), from the same schema")
 

@@ -67,14 +67,6 @@ class Record:
     status: dict[str, Any]           # the whole status, for `loadstage compare` of two kept runs
 
 
-def load_of(stage: StageResult) -> str:
-    if stage.arrival_rate is not None:
-        return f"{stage.arrival_rate} rps"
-    if stage.users is not None:
-        return f"{stage.users} users"
-    return f"{stage.injectors} injectors"
-
-
 def _outcome(stage: StageResult) -> str | None:
     if stage.verdict is None:
         return None
@@ -85,25 +77,8 @@ def _cores(variant: VariantRecord, at: StageResult | None) -> float | None:
     limit, pods = variant.settings.get("cpu"), variant.settings.get("pods") or 1
     if limit is not None:
         return round(cpu_cores(str(limit)) * pods, 3)
-    if at is None:
-        return None
-    measured = at.target.mean_cpu_cores if at.target.mean_cpu_cores is not None else at.target.peak_cpu_cores
+    measured = None if at is None else at.target.cpu_cores
     return None if not measured else round(measured, 3)
-
-
-def _capacity_stage(variant: VariantRecord) -> StageResult | None:
-    if variant.capacity is not None:
-        return next((s for s in variant.stages if s.stage == variant.capacity.stage), None)
-    search = variant.search
-    if search is None or search.passed is None:
-        return None
-    at = search.near if search.near is not None else search.passed
-    return next((s for s in reversed(variant.stages) if load_value(s) == at), None)
-
-
-def load_value(stage: StageResult) -> int:
-    return stage.arrival_rate if stage.arrival_rate is not None else \
-        stage.users if stage.users is not None else stage.injectors
 
 
 def variant_row(variant: VariantRecord, label: str, search: dict[str, Any] | None) -> VariantRow:
@@ -113,14 +88,14 @@ def variant_row(variant: VariantRecord, label: str, search: dict[str, Any] | Non
     return VariantRow(variant.index + 1, label, dict(variant.settings),
                       search,
                       None if found is None else found.rps, None if found is None else found.low,
-                      None if found is None else found.high, _cores(variant, _capacity_stage(variant)),
+                      None if found is None else found.high, _cores(variant, variant.capacity_stage()),
                       None if limited is None else limited.resource)
 
 
 def stage_row(variant: int, stage: StageResult, intervals: dict[str, Any] | None, histogram: str | None) -> StageRow:
     latency = {k: v for k, v in (("p50", stage.latency.p50), ("p90", stage.latency.p90), ("p95", stage.latency.p95),
                                  ("p99", stage.latency.p99), ("p999", stage.latency.p999)) if v is not None}
-    return StageRow(variant, stage.stage, load_of(stage), stage.requests, stage.failures, stage.error_rate,
+    return StageRow(variant, stage.stage, stage.offered_label(), stage.requests, stage.failures, stage.error_rate,
                     stage.rps, latency, intervals,
                     _outcome(stage), stage.redis_peak_connections, histogram)
 

@@ -174,6 +174,16 @@ class StageResult(Written):
         """What the ladder climbs: the stage's users, or its injectors."""
         return (self.users or 0) if by_users else self.injectors
 
+    def offered(self) -> int:
+        """The load it was given: its arrival rate, else its users, else its injectors."""
+        return self.arrival_rate if self.arrival_rate is not None else \
+            self.users if self.users is not None else self.injectors
+
+    def offered_label(self) -> str:
+        """'120 rps', '40 users' or '3 injectors'."""
+        unit = "rps" if self.arrival_rate is not None else "users" if self.users is not None else "injectors"
+        return f"{self.offered()} {unit}"
+
 
 def last_injector_bound(stages: Iterable[StageResult]) -> StageResult | None:
     """The latest of `stages` whose injectors ran out: the one that ended a search or a pick for it."""

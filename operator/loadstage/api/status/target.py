@@ -53,6 +53,11 @@ class TargetFigures(Written):
     mean_cpu_interval: tuple[float, float] | None = None
 
     @property
+    def cpu_cores(self) -> float | None:
+        """The CPU it used: its mean over the settled seconds where measured (local), else its peak."""
+        return self.mean_cpu_cores if self.mean_cpu_cores is not None else self.peak_cpu_cores
+
+    @property
     def restarts(self) -> int | None:
         return None if self.pods is None else sum(p.restarts for p in self.pods)
 

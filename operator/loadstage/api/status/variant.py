@@ -232,6 +232,17 @@ class VariantRecord(Written):
     cost: Cost | None = None              # with spec.goal, once known
     met: Candidate | None = None          # with spec.goal: it met the objective at the goal's load
 
+    def capacity_stage(self) -> StageResult | None:
+        """The stage its capacity at the objective was measured at: a ladder's last passing stage, or a search's
+        pass end (its Near load where it ended at the objective); None where it has none."""
+        if self.capacity is not None:
+            return next((s for s in self.stages if s.stage == self.capacity.stage), None)
+        search = self.search
+        if search is None or (search.passed is None and search.near is None):
+            return None
+        at = search.near if search.near is not None else search.passed
+        return next((s for s in reversed(self.stages) if s.offered() == at), None)
+
     def repeat(self, number: int) -> RepeatRecord:
         while len(self.repeats) < number:
             self.repeats.append(RepeatRecord(len(self.repeats) + 1))

@@ -1,0 +1,151 @@
+"""`loadstage export`'s pure parts: which variant and stage, the autoscaler's derivation, the patch of a team's own
+container, and bad input refused naming the option."""
+
+import argparse
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loadstage.api.schema import ValidationError
+from loadstage.cli.export import _own_container
+from loadstage.export import autoscaler, files
+from loadstage.export.choice import ExportRefused, choose
+from loadstage.kube.server_settings import SettingsNotSettable
+from loadstage.reports import sources
+from support.waiting import ROOT
+
+RESULTS = ROOT / "tests" / "data" / "results"
+
+
+def run_of(name):
+    source = str(RESULTS / f"{name}.json")
+    document = sources.load_document(source)
+    return sources.experiment_of(source, document), sources.results_of(source, document)
+
+
+def test_the_recommended_variant_is_chosen_with_the_stage_it_met_the_goal_at_a_lower_bound_of_its_capacity():
+    chosen = choose(*run_of("goal"), None)
+    assert (chosen.variant.index, chosen.variant.threads, chosen.variant.cpu) == (2, 4, "250m")
+    assert chosen.why.startswith("recommended: threads=4 cpu=250m meets p99")
+    # one stage at the goal's load, none above it failed: it met the objective there, its knee is not known
+    assert not chosen.evidence.at_capacity and chosen.evidence.rps_per_pod == 119.82
+    assert chosen.evidence.line() == ("stage 1 at 120 rps: 119.82 req/s [101, 133.9], p99 39.4199 ms [37.49, 44.27], "
+                                      "CPU 0.192 cores (met the objective; 95% intervals)")
+
+
+def test_a_searched_variant_is_sized_from_its_bracket_pass_end():
+    chosen = choose(*run_of("search"), 2)
+    assert chosen.evidence.at_capacity and chosen.evidence.stage.arrival_rate == 150
+    assert chosen.title() == "variant 2 (threads=2), as asked"
+
+
+@pytest.mark.parametrize("run, variant, said", [
+    ("search", None, "the run has no recommendation (spec.goal picks one): give --variant N (1 to 2)"),
+    ("goal", 9, "--variant 9: the run has variants 1 to 4"),
+    ("goal", 1, "variant 1 has no stage that met the objective: nothing to size from"),
+])
+def test_nothing_to_export_is_refused_saying_why(run, variant, said):
+    with pytest.raises(ExportRefused) as refused:
+        choose(*run_of(run), variant)
+    assert str(refused.value) == said
+
+
+ASKED = autoscaler.Asked(min_load=50, max_load=600, headroom=0.2, growth=1.0, ready_seconds=30)
+
+
+def test_the_autoscaler_is_derived_from_a_pods_capacity_and_its_cpu_there():
+    scaler = autoscaler.derive(ASKED, per_pod=100.0, per_pod_cpu=0.2, cpu_request="250m")
+    # a pod is given 80 req/s: 50 -> 1 pod, 600 -> 8; at 80 req/s it uses 0.16 cores, 64% of 250m
+    assert (scaler.min_replicas, scaler.max_replicas, scaler.cpu_target_percent) == (1, 8, 64)
+    # 1 req/s a second for 15 + 15 + 30 s is 60 req/s, against one pod's 100: 60% headroom
+    assert scaler.headroom_needed == pytest.approx(0.6)
+    assert "too little: give --headroom 60%" in scaler.lines(ASKED)[2]
+    hpa = autoscaler.hpa("shop", scaler, "from a test")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}
+    assert hpa["spec"]["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 64}
+
+
+def test_without_a_cpu_request_one_is_recommended_and_a_pod_limited_by_its_threads_is_said_to_be():
+    scaler = autoscaler.derive(ASKED, per_pod=100.0, per_pod_cpu=0.113, cpu_request=None)
+    assert scaler.cpu_request == "120m" and scaler.cpu_target_percent == 75
+    weak = autoscaler.derive(ASKED, per_pod=100.0, per_pod_cpu=0.113, cpu_request="500m")
+    assert weak.cpu_target_percent == 18 and any("weak signal" in note for note in weak.notes)
+
+
+TEAMS = {"name": "web", "image": "shop:1.4", "command": ["gunicorn", "-w", "4", "shop.wsgi"],
+         "env": [{"name": "DJANGO_SETTINGS_MODULE", "value": "shop.settings"}]}
+
+
+def test_a_teams_own_container_is_patched_with_only_what_changes():
+    chosen = choose(*run_of("goal"), None)
+    scaler = autoscaler.derive(ASKED, 119.82, 0.192, "250m")
+    patch = files.deployment_patch("shop", TEAMS, chosen, scaler, "note")
+    (container,) = patch["spec"]["template"]["spec"]["containers"]
+    # its -w rewritten in place; what its command line does not set goes to gunicorn's variable; no image
+    assert container == {"name": "web", "command": ["gunicorn", "-w", "2", "shop.wsgi"],
+                         "env": [{"name": "GUNICORN_CMD_ARGS", "value": "--threads 4 --worker-class gthread"}],
+                         "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "250m"}}}
+    assert "replicas" not in patch["spec"], "the HPA owns the replicas"
+    assert files.deployment_patch("shop", TEAMS, chosen, None, "note")["spec"]["replicas"] == 1
+    values = files.helm_values(TEAMS, chosen, scaler)
+    assert values["autoscaling"] == {"enabled": True, "minReplicas": 1, "maxReplicas": 7,
+                                     "targetCPUUtilizationPercentage": 61}
+    assert values["command"][2] == "2" and values["env"][0] == TEAMS["env"][0]
+
+
+GOAL_WINNER = choose(*run_of("goal"), None)
+
+
+def args_for(path, container=None):
+    return argparse.Namespace(deployment=str(path), container=container, name=None)
+
+
+ANYTHING = st.recursive(st.none() | st.integers() | st.text(max_size=8),
+                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                            st.sampled_from(["name", "value", "kind", "spec", "containers"]), inner, max_size=3),
+                        max_leaves=8)
+CONTAINERS = st.fixed_dictionaries({"name": st.text(min_size=1, max_size=5)}, optional={
+    "command": ANYTHING | st.lists(st.sampled_from(["gunicorn", "-w", "4", "--threads=2", "app:app"]), max_size=5),
+    "args": ANYTHING, "env": ANYTHING | st.lists(st.fixed_dictionaries({"name": st.text(max_size=3)}), max_size=2)})
+DEPLOYMENTS = st.builds(lambda containers: {"kind": "Deployment", "metadata": {"name": "shop"},
+                                            "spec": {"template": {"spec": {"containers": containers}}}},
+                        st.lists(CONTAINERS, max_size=2)) | st.dictionaries(
+    st.sampled_from(["kind", "metadata", "spec"]), ANYTHING, max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(DEPLOYMENTS)
+def test_a_damaged_deployment_manifest_is_refused_naming_the_option_or_read(tmp_path_factory, shape):
+    path = tmp_path_factory.mktemp("d") / "deployment.yaml"
+    path.write_text(yaml.safe_dump({**shape, "kind": "Deployment"}))
+    try:
+        name, container = _own_container(args_for(path))
+    except ValidationError as e:
+        assert [p for p, _ in e.problems] in (["--deployment"], ["--container"]), e.problems
+        return
+    try:   # what was read is patched, or the server's settings are refused naming why
+        patch = files.deployment_patch(name, container, GOAL_WINNER, None, "note")
+    except SettingsNotSettable:
+        return
+    assert patch["spec"]["template"]["spec"]["containers"][0]["name"] == container["name"]
+
+
+def test_a_file_of_two_deployments_or_a_missing_container_is_refused(tmp_path):
+    two = tmp_path / "two.yaml"
+    one = {"kind": "Deployment", "metadata": {"name": "shop"}, "spec": {"template": {"spec": {"containers": [TEAMS]}}}}
+    two.write_text(yaml.safe_dump_all([one, one]))
+    with pytest.raises(ValidationError) as refused:
+        _own_container(args_for(two))
+    assert refused.value.problems == [("--deployment", f"{two} holds 2 Deployments: give a file with one")]
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(yaml.safe_dump({**one, "spec": {"template": {"spec": {"containers": []}}}}))
+    with pytest.raises(ValidationError) as refused:
+        _own_container(args_for(empty))
+    assert refused.value.problems == [("--deployment", f"{empty}: a Deployment needs metadata.name and a container")]
+    single = tmp_path / "one.yaml"
+    single.write_text(yaml.safe_dump(one))
+    with pytest.raises(ValidationError) as refused:
+        _own_container(args_for(single, "api"))
+    assert refused.value.problems == [("--container", "'api' is not a container of Deployment shop (web)")]
