@@ -149,3 +149,13 @@ def test_a_file_of_two_deployments_or_a_missing_container_is_refused(tmp_path):
     with pytest.raises(ValidationError) as refused:
         _own_container(args_for(single, "api"))
     assert refused.value.problems == [("--container", "'api' is not a container of Deployment shop (web)")]
+
+
+def test_a_server_read_only_from_its_command_line_is_refused_without_the_teams_manifest(tmp_path, capsys):
+    from loadstage.cli import main
+    code = main(["export", str(RESULTS / "servers.json"), "--variant", "3", "-o", str(tmp_path / "out")])
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert capsys.readouterr().err == (
+        f"error: {RESULTS / 'servers.json'}: waitress reads threads only from its command line, and the container's "
+        f"command and args do not run waitress-serve (an entrypoint script?); loadstage cannot set it there; give "
+        f"--deployment FILE, your Deployment's manifest\n")

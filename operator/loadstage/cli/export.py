@@ -90,22 +90,21 @@ def cmd_export(args) -> int:
     asked = _asked(args)
     scaler = _scaler(asked, chosen)
     note = files.provenance(chosen, args.source)
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
     try:
         if args.format == "helm":
-            written = [_write(out, "values.yaml", note, files.helm_values(own, chosen, scaler))]
+            made = {"values.yaml": files.helm_values(own, chosen, scaler)}
         else:
             name = name or experiment.name
-            written = [_write(out, "deployment-patch.yaml", note,
-                              files.deployment_patch(name, own, chosen, scaler, note)),
-                       _write(out, "kustomization.yaml", note, files.kustomization(args.base, scaler is not None))]
+            made = {"deployment-patch.yaml": files.deployment_patch(name, own, chosen, scaler, note),
+                    "kustomization.yaml": files.kustomization(args.base, scaler is not None)}
             if scaler is not None:
-                written.append(_write(out, "hpa.yaml", note, autoscaler.hpa(name, scaler, note)))
+                made["hpa.yaml"] = autoscaler.hpa(name, scaler, note)
     except SettingsNotSettable as e:
-        raise ValidationError([("--deployment" if args.deployment else args.source,
-                                f"{e.message}; give --deployment FILE, your Deployment's manifest"
-                                if args.deployment is None else e.message)]) from None
+        hint = "" if args.deployment else "; give --deployment FILE, your Deployment's manifest"
+        raise ValidationError([("--deployment" if args.deployment else args.source, e.message + hint)]) from None
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [_write(out, file, note, content) for file, content in made.items()]
     print(chosen.title())
     print(f"measured at {chosen.evidence.line()}")
     if scaler is not None and asked is not None:

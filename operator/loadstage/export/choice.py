@@ -42,7 +42,8 @@ class Evidence:
         cpu = s.target.cpu_cores
         return (f"stage {s.stage} at {s.offered_label()}: {said(s.rps, 'rps', 'req/s')}, p99 "
                 f"{said(s.latency.p99, 'p99', 'ms')}, CPU {'?' if cpu is None else f'{cpu:g}'} cores "
-                f"({'its capacity at the objective' if self.at_capacity else 'met the objective'}; 95% intervals)")
+                f"({'its capacity at the objective' if self.at_capacity else 'met the objective'}"
+                f"{'; 95% intervals' if intervals else ''})")
 
 
 @dataclass(frozen=True)
