@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loadstage.api.quantities import cpu_cores
 from loadstage.api.status import RunStatus, StageResult, VariantRecord
-from loadstage.reports.tables import variant_label
+from loadstage.reports.tables import cpu_limit_cores, variant_label
 from loadstage.results.scale_out import point
 
 
@@ -74,9 +73,9 @@ def _outcome(stage: StageResult) -> str | None:
 
 
 def _cores(variant: VariantRecord, at: StageResult | None) -> float | None:
-    limit, pods = variant.settings.get("cpu"), variant.settings.get("pods") or 1
+    limit = cpu_limit_cores(variant)
     if limit is not None:
-        return round(cpu_cores(str(limit)) * pods, 3)
+        return round(limit, 3)
     measured = None if at is None else at.target.cpu_cores
     return None if not measured else round(measured, 3)
 
