@@ -15,7 +15,7 @@ from loadstage.api.types import ResourceList, Resources, Variant
 from loadstage.local.cgroups import PodCgroup
 from loadstage.reports.tables import saturation_cell
 from loadstage.reports.terminal import render_capacity
-from loadstage.results.saturation import Counters, capacities, completed, crossed, limited_by
+from loadstage.results.saturation import Counters, capacities, completed, crossed, limited_by, redis_cpu_share
 from loadstage.samplers.listen_queue import backlog_limit, listen_overflows, queued
 from loadstage.samplers.redis import _Peaks
 from support.played import KneeBackend, run
@@ -188,6 +188,21 @@ def test_redis_cpu_refusals_and_command_time_are_over_the_stage():
     found = peaks.result()
     assert (found.peak_connections, found.rejected, found.max_clients, found.usec_per_call) == (20, 5, 20, 30.0)
     assert found.cpu_cores == pytest.approx(0.8, abs=0.01)
+
+
+def test_redis_cpu_is_over_the_seconds_the_load_ran_on_redis_own_clock_not_the_idle_edges_of_the_sampling():
+    peaks = _Peaks()
+    # a Redis held at a fiftieth of a core while the load ran (epoch 1000 to 1004), idle a second either side
+    cpu = {999.0: 1.0, 1000.0: 1.0, 1001.0: 1.02, 1002.0: 1.04, 1003.0: 1.06, 1004.0: 1.08, 1005.0: 1.08}
+    for at, used in cpu.items():
+        peaks.add({"connected_clients": 3, "total_connections_received": 10, "used_cpu_sys": used / 2,
+                   "used_cpu_user": used / 2, "server_time_usec": int(at * 1e6)})
+    found = peaks.result()
+    assert found.cpu_cores_within((1000.0, 1004.0)) == pytest.approx(0.02)
+    assert found.cpu_cores_within((1000.2, 1003.9)) == pytest.approx(0.02)   # the readings inside it
+    assert found.cpu_cores_within((1004.5, 1004.6)) == found.cpu_cores        # no two readings in it
+    assert found.cpu_cores_within(None) == found.cpu_cores
+    assert redis_cpu_share(found.cpu_cores_within((1000.0, 1004.0)), "20m") == 1.0
 
 
 class ThrottledKnee(KneeBackend):

@@ -31,7 +31,7 @@ from loadstage.kube.target import Target
 from loadstage.kube.target_health import TargetHealth
 from loadstage.launch.argv import REDIS_PORT
 from loadstage.results.live_series import target_samples
-from loadstage.results.measurement import StageMeasurement
+from loadstage.results.measurement import StageMeasurement, load_window
 from loadstage.results.saturation import redis_cpu_share, share, since_each
 from loadstage.samplers.redis import AsyncRedisSampler
 
@@ -137,7 +137,8 @@ class KubernetesBackend:
                 throttled_share=share(throttled.throttled, throttled.periods) if throttled else None,
                 oom_kills=max(throttled.oom_kills if throttled else 0,
                               sum(1 for p in unsteady or () for cause in p.causes if "OOMKilled" in cause)),
-                redis_cpu_share=redis_cpu_share(sample.cpu_cores, exp.spec.redis.resources.limits.cpu
+                redis_cpu_share=redis_cpu_share(sample.cpu_cores_within(load_window(artifact)),
+                                                exp.spec.redis.resources.limits.cpu
                                                 if exp.spec.redis.deployed else None),
                 redis_max_clients=sample.max_clients, redis_rejected=sample.rejected,
                 redis_usec_per_call=sample.usec_per_call))

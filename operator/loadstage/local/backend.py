@@ -30,7 +30,7 @@ from loadstage.local.processes import Child, Supervisor
 from loadstage.local.readiness import LocalRunError, check_alive
 from loadstage.local.target import LocalTarget, limit_fields, pod_cgroup, project_root, signals
 from loadstage.results.live_series import target_samples
-from loadstage.results.measurement import StageMeasurement
+from loadstage.results.measurement import StageMeasurement, load_window
 from loadstage.samplers.listen_queue import ListenQueueSampler
 from loadstage.samplers.processes import ProcessTreeSampler
 from loadstage.samplers.redis import RedisSampler
@@ -224,10 +224,10 @@ class LocalBackend:
         queues = queue_sampler.result
         assert redis is not None and resources is not None and queues is not None
         redis_limit = self.experiment.spec.redis.resources.limits.cpu if target.redis_process else None
+        artifact = json.loads(artifact_file.read_text())
         return StageMeasurement(
             summary=summary, started_at=started_at, finished_at=finished_at,
-            artifact=json.loads(artifact_file.read_text()),
-            redis_peak_connections=redis.peak,
+            artifact=artifact, redis_peak_connections=redis.peak,
             redis_connections_received=redis.received,
             redis_peak_covers=redis.covers(),
             target_peak_cpu_cores=resources.peak_cpu_cores, target_cpu_readings=resources.cpu_readings,
@@ -238,7 +238,8 @@ class LocalBackend:
             proxy_peak_cpu_cores=proxied.peak_cpu_cores if proxied else None,
             proxy_peak_memory_bytes=proxied.peak_memory_bytes if proxied else None,
             lost_injectors=lost, target_pods=restarted,
-            saturation=signals(counters, queues, redis, self.experiment.spec.target.backlog, redis_limit))
+            saturation=signals(counters, queues, redis, self.experiment.spec.target.backlog, redis_limit,
+                               load_window(artifact)))
 
     def _follow_stage(self, step: Step, master: Child, workers: list[Child], progress_file: Path,
                       summary_file: Path, target: LocalTarget, sampled: Callable[[], dict[str, Any]]) -> list[dict]:

@@ -277,13 +277,13 @@ def _wait_for_redis(url: str, process: Child, check_cancel: Callable[[], None]) 
 
 
 def signals(counters: Counters | None, queues: ListenQueues, redis: RedisSample, backlog: int,
-            redis_limit: str | None) -> Saturation:
+            redis_limit: str | None, load: tuple[float, float] | None) -> Saturation:
     """What the local backend measured of the target's saturation (results.saturation completes it): its pods
-    share this machine's cores."""
+    share this machine's cores; Redis's CPU is over the `load` window."""
     return Saturation(
         cpu_capacity_cores=machine_cores(),
         throttled_share=None if counters is None else share(counters.throttled, counters.periods),
         oom_kills=None if counters is None else counters.oom_kills,
         backlog_peak=queues.peak, backlog_limit=backlog_limit(backlog), listen_overflows=queues.overflows,
-        redis_cpu_share=redis_cpu_share(redis.cpu_cores, redis_limit), redis_max_clients=redis.max_clients,
+        redis_cpu_share=redis_cpu_share(redis.cpu_cores_within(load), redis_limit), redis_max_clients=redis.max_clients,
         redis_rejected=redis.rejected, redis_usec_per_call=redis.usec_per_call)

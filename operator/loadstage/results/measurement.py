@@ -29,3 +29,10 @@ class StageMeasurement:
     lost_injectors: list[dict[str, Any]] = field(default_factory=list)   # {"injector", "at", "cause"}
     target_pods: tuple[TargetPodHealth, ...] | None = None   # the unsteady ones; None: not watched
     saturation: Saturation | None = None   # the signals the backend measured (results.saturation completes them)
+
+
+def load_window(artifact: dict[str, Any]) -> tuple[float, float] | None:
+    """From the artifact's time series, the epoch seconds the load ran: its first second's start to its last
+    second's end; None without a series."""
+    rows = artifact.get("series") or []
+    return (rows[0]["start"], rows[-1]["start"] + rows[-1]["seconds"]) if rows else None

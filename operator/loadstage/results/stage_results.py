@@ -30,7 +30,7 @@ from loadstage.results import cpu_use, histograms, intervals, saturation
 from loadstage.results.artifact import Artifact
 from loadstage.results.intervals import CONFIDENCE
 from loadstage.results.judgement import judge
-from loadstage.results.measurement import StageMeasurement
+from loadstage.results.measurement import StageMeasurement, load_window
 from loadstage.results.repeats import between_repeats, trimmed_mean
 from loadstage.results.sequential import Looks
 from loadstage.results.thresholds import judged, slo_verdict, verdict_of
@@ -81,11 +81,11 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
 
 def _with_mean_cpu(target: TargetFigures, m: StageMeasurement, verdict: Verdict | None) -> TargetFigures:
     """The target's mean CPU from its settle cut (the verdict's; none without one) to the stage's last second."""
-    rows = m.artifact.get("series") or []
-    if not m.target_cpu_readings or not rows:
+    window = load_window(m.artifact)
+    if not m.target_cpu_readings or window is None:
         return target
-    start = rows[0]["start"] + ((verdict.settle_seconds or 0) if verdict else 0)
-    found = cpu_use.settled_mean(m.target_cpu_readings, start, rows[-1]["start"] + rows[-1]["seconds"], CONFIDENCE)
+    start = window[0] + ((verdict.settle_seconds or 0) if verdict else 0)
+    found = cpu_use.settled_mean(m.target_cpu_readings, start, window[1], CONFIDENCE)
     if found is None:
         return target
     mean, interval = found

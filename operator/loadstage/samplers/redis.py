@@ -1,6 +1,7 @@
-"""Peak Redis connections during a stage: INFO polled several times a second; and from its first and last INFO,
-Redis's CPU (INFO cpu), its refused connections and its maxclients, and from INFO commandstats at the stage's
-start and end, its mean command time (the sampler's own INFO left out). RedisSampler runs in a thread (the local
+"""Peak Redis connections during a stage: INFO polled several times a second; from its first and last INFO, its
+refused connections and its maxclients; from every INFO, Redis's CPU (INFO cpu) on its own clock, over the seconds
+the load ran; and from INFO commandstats at the stage's start and end, its mean command time (the sampler's own INFO
+left out). RedisSampler runs in a thread (the local
 engine); AsyncRedisSampler runs in the operator's event loop."""
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ class RedisSample:
     max_clients: int | None = None
     rejected: int | None = None          # connections refused during the stage
     usec_per_call: float | None = None   # its mean command time over the stage, microseconds
+    cpu_readings: tuple[tuple[float, float], ...] = ()   # (epoch seconds on Redis's clock, its CPU seconds so far)
+
+    def cpu_cores_within(self, window: tuple[float, float] | None) -> float | None:
+        """Its CPU between the first and last readings inside `window` (epoch seconds): the seconds the load ran,
+        not the idle ones before the injectors start and after they stop; without two readings there, cpu_cores."""
+        if window is None:
+            return self.cpu_cores
+        inside = [r for r in self.cpu_readings if window[0] <= r[0] <= window[1]]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return self.cpu_cores
+        return round((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]), 3)
 
     def covers(self, whole: str = "stage") -> str:
         """What the peak covers: `whole`, or why there is none although a Redis was named."""
@@ -59,6 +71,7 @@ class _Peaks:
         self.first: dict[str, Any] | None = None
         self.last: dict[str, Any] | None = None
         self.commands: list[tuple[int, int]] = []   # (calls, usec) of INFO commandstats, at the start and end
+        self.cpu: list[tuple[float, float]] = []
 
     def add(self, info: dict[str, Any] | None, error: Exception | None = None) -> None:
         if info is None:
@@ -68,6 +81,9 @@ class _Peaks:
         self.samples += 1
         info = {**info, "at": time.monotonic()}
         self.first, self.last = self.first or info, info
+        if "used_cpu_sys" in info:
+            at = int(info["server_time_usec"]) / 1e6 if "server_time_usec" in info else time.time()
+            self.cpu.append((at, float(info["used_cpu_sys"]) + float(info["used_cpu_user"])))
         self.now = int(info["connected_clients"]) - 1
         self.peak = max(self.peak, self.now)
         received = int(info["total_connections_received"])
@@ -95,7 +111,7 @@ class _Peaks:
         if len(self.commands) == 2 and self.commands[1][0] > self.commands[0][0]:
             usec = round((self.commands[1][1] - self.commands[0][1]) / (self.commands[1][0] - self.commands[0][0]), 1)
         return RedisSample(self.peak, received, self.samples, self.errors, self.error, cpu, max_clients, rejected,
-                           usec)
+                           usec, tuple(self.cpu))
 
 
 class _Sampled:

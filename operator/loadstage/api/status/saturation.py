@@ -75,8 +75,8 @@ SATURATION = Obj(Saturation, "How close each resource came to its limit during t
     "memoryLimitBytes": Field(Int("Its memory limit, all pods, bytes.", nullable=True), omit=omit_none),
     "oomKills": Field(Int("Processes of the target the kernel killed for its memory limit (cgroup "
                           "memory.oom_control or memory.events).", nullable=True), omit=omit_none),
-    "redisCpuShare": Field(_share("Redis's CPU (INFO cpu), of its limit or of the one core it can use."),
-                           omit=omit_none),
+    "redisCpuShare": Field(_share("Redis's CPU (INFO cpu) while the load ran, of its limit or of the one core "
+                                  "it can use."), omit=omit_none),
     "redisMaxClients": Field(Int("Redis's maxclients (INFO clients).", nullable=True), omit=omit_none),
     "redisRejected": Field(Int("Connections Redis refused during the stage (INFO stats rejected_connections).",
                                nullable=True), omit=omit_none),
