@@ -51,3 +51,22 @@ def test_an_overlay_over_a_teams_deployment_builds_with_kubectl_and_the_api_serv
     scaler = cluster.api_autoscaling().read_namespaced_horizontal_pod_autoscaler("shop", namespace)
     assert (scaler.spec.min_replicas, scaler.spec.max_replicas) == (1, 7)
     assert scaler.spec.metrics[0].resource.target.average_utilization == 61
+
+
+def test_whole_manifests_of_the_app_loadstage_deployed_are_taken_by_the_api_server_with_their_hpa(cluster,
+                                                                                                  namespace,
+                                                                                                  tmp_path):
+    exported = subprocess.run([sys.executable, "-m", "loadstage.cli", "export", ROOT / "tests/data/results/goal.json",
+                               "--as", "manifests", "--autoscale", "50:600", "--ready-seconds", "45s", "-o",
+                               tmp_path / "manifests"], capture_output=True, text=True, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert sorted(p.name for p in (tmp_path / "manifests").iterdir()) == ["deployment.yaml", "hpa.yaml"]
+    applied = cluster.kubectl("apply", "-f", str(tmp_path / "manifests"), "-n", namespace)
+    assert applied.returncode == 0, applied.stderr
+    name = yaml.safe_load((tmp_path / "manifests" / "deployment.yaml").read_text())["metadata"]["name"]
+    kept = cluster.apps.read_namespaced_deployment(name, namespace)
+    assert "--threads" in kept.spec.template.spec.containers[0].args
+    scaler = cluster.api_autoscaling().read_namespaced_horizontal_pod_autoscaler(name, namespace)
+    assert scaler.spec.scale_target_ref.name == name
+    (policy,) = scaler.spec.behavior.scale_down.policies   # one pod each 15 + 15 + 45 s
+    assert (policy.type, policy.value, policy.period_seconds) == ("Pods", 1, 75)

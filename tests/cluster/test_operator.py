@@ -470,6 +470,19 @@ def test_a_goal_in_the_operator_runs_the_cheapest_variants_first_and_resumes_aft
     assert jobs == sorted(f"cluster-ladder-{stage}-{kind}" for stage in ("v2-s1", "v2-s2", "v3-s1")
                           for kind in ("master", "workers"))
     assert event_reasons(cluster, namespace, "cluster-ladder").count("StageFinished") == 3
+    # its export: the Deployment loadstage deployed for the winner, in a ConfigMap the experiment owns
+    exported = wait_for(lambda: cluster.status(namespace, "cluster-ladder").get("export"))
+    assert (exported["configMap"], exported["variant"], exported["files"]) == \
+        ("cluster-ladder-recommendation", 1, ["deployment.yaml"]), exported
+    assert exported["measuredAt"].startswith("stage 2 at 50 users: ") and "error" not in exported   # its confirmation
+    configmap = cluster.core.read_namespaced_config_map("cluster-ladder-recommendation", namespace)
+    assert [(o.kind, o.name) for o in configmap.metadata.owner_references] == [("LoadExperiment", "cluster-ladder")]
+    text = configmap.data["deployment.yaml"]
+    assert text.startswith("# loadstage export: lx/cluster-ladder, variant 2 (cpu=250m), recommended: "), text
+    deployment = yaml.safe_load(text)
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "250m"
+    assert "Exported" in event_reasons(cluster, namespace, "cluster-ladder")
 
 
 def test_maximize_in_the_operator_searches_every_variant_and_picks_the_most_per_core(cluster, namespace, operator,

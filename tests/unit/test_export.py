@@ -2,6 +2,8 @@
 container, and bad input refused naming the option."""
 
 import argparse
+import dataclasses
+import json
 
 import pytest
 import yaml
@@ -9,8 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadstage.api.schema import ValidationError
+from loadstage.api.types import Autoscale
+from loadstage.cli import main
 from loadstage.cli.export import _own_container
-from loadstage.export import autoscaler, files
+from loadstage.cli.parser import DEFAULT_IMAGES
+from loadstage.export import autoscaler, bundle, files
 from loadstage.export.choice import ExportRefused, choose
 from loadstage.kube.server_settings import SettingsNotSettable
 from loadstage.reports import sources
@@ -52,7 +57,7 @@ def test_nothing_to_export_is_refused_saying_why(run, variant, said):
     assert str(refused.value) == said
 
 
-ASKED = autoscaler.Asked(min_load=50, max_load=600, headroom=0.2, growth=1.0, ready_seconds=30)
+ASKED = Autoscale(min_load=50, max_load=600, headroom=0.2, growth=1.0, ready_seconds=30)
 
 
 def test_the_autoscaler_is_derived_from_a_pods_capacity_and_its_cpu_there():
@@ -62,9 +67,14 @@ def test_the_autoscaler_is_derived_from_a_pods_capacity_and_its_cpu_there():
     # 1 req/s a second for 15 + 15 + 30 s is 60 req/s, against one pod's 100: 60% headroom
     assert scaler.headroom_needed == pytest.approx(0.6)
     assert "too little: give --headroom 60%" in scaler.lines(ASKED)[2]
-    hpa = autoscaler.hpa("shop", scaler, "from a test")
+    hpa = autoscaler.hpa("shop", scaler, "from a test", ASKED)
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}
     assert hpa["spec"]["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 64}
+    # a scale-down removes a pod at most as fast as one comes back: 15 s sync + 15 s metrics + 30 s ready
+    assert hpa["spec"]["behavior"]["scaleDown"] == {"stabilizationWindowSeconds": 300, "policies": [
+        {"type": "Pods", "value": 1, "periodSeconds": 60}]}
+    slow = autoscaler.hpa("shop", scaler, "", dataclasses.replace(ASKED, ready_seconds=3600))
+    assert slow["spec"]["behavior"]["scaleDown"]["policies"][0]["periodSeconds"] == 1800   # the API's most
 
 
 def test_without_a_cpu_request_one_is_recommended_and_a_pod_limited_by_its_threads_is_said_to_be():
@@ -93,6 +103,42 @@ def test_a_teams_own_container_is_patched_with_only_what_changes():
     assert values["autoscaling"] == {"enabled": True, "minReplicas": 1, "maxReplicas": 7,
                                      "targetCPUUtilizationPercentage": 61}
     assert values["command"][2] == "2" and values["env"][0] == TEAMS["env"][0]
+
+
+def test_whole_manifests_are_the_deployment_loadstage_ran_with_the_autoscaler_over_its_effective_request():
+    experiment, status = run_of("goal")
+    made = bundle.build(experiment, status, source="goal.json", shape="manifests", own=bundle.Own("x", {}),
+                        defaults=DEFAULT_IMAGES, asked=ASKED)
+    assert list(made.files) == ["deployment.yaml", "hpa.yaml"]
+    deployment, hpa = made.files["deployment.yaml"], made.files["hpa.yaml"]
+    (server,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--threads" in server["args"] and server["args"][server["args"].index("--threads") + 1] == "4"
+    # the resources it ran with: the variant's CPU (request and limit) over the operator's default memory request
+    assert server["resources"] == {"requests": {"cpu": "250m", "memory": "128Mi"}, "limits": {"cpu": "250m"}}
+    assert "replicas" not in deployment["spec"], "the HPA owns them"
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert made.scaler is not None and made.scaler.cpu_request == "250m"
+    assert deployment["metadata"]["annotations"][files.ANNOTATION].startswith("goal.json, variant 3 (threads=4 "
+                                                                                "cpu=250m), recommended: ")
+    own = experiment.spec.target
+    owned = dataclasses.replace(experiment, spec=dataclasses.replace(
+        experiment.spec, target=dataclasses.replace(own, deployment=object())))
+    with pytest.raises(ExportRefused, match="exported --as kustomize, a patch of it"):
+        bundle.build(owned, status, source="goal.json", shape="manifests", own=bundle.Own("x", {}),
+                     defaults=DEFAULT_IMAGES)
+
+
+def test_a_run_with_spec_autoscale_is_exported_with_its_autoscaler_without_the_option(tmp_path, capsys):
+    source = tmp_path / "goal.json"
+    document = json.loads((RESULTS / "goal.json").read_text())
+    document["spec"]["goal"] = {"rps": 120}
+    document["spec"]["autoscale"] = {"minLoad": 50, "maxLoad": 600, "headroom": "30%"}
+    source.write_text(json.dumps(document))
+    assert main(["export", str(source), "-o", str(tmp_path / "out")]) == 0
+    hpa = yaml.safe_load((tmp_path / "out" / "hpa.yaml").read_text())
+    # 119.82 req/s a pod, 30% kept free: 83.9 req/s a pod; 50 -> 1, 600 -> 8
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 8)
+    assert "with 30% headroom it is given 83.87 req/s" in capsys.readouterr().out
 
 
 GOAL_WINNER = choose(*run_of("goal"), None)

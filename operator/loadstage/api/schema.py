@@ -154,16 +154,23 @@ class Num(Node):
     def fits(self, value: Any) -> bool:
         return is_number(value)
 
-    def check(self, value: Any, path: str) -> Any:
+    def _outside(self, value: Any) -> str | None:
         if (self.above is not None and value <= self.above) or (self.below is not None and value >= self.below):
-            bounds = [f"above {self.above}" if self.above is not None else "",
-                      f"below {self.below}" if self.below is not None else ""]
-            raise ShapeError(path, f"must be {' and '.join(b for b in bounds if b)}, got {value}")
+            bounds = [f"above {self.above:g}" if self.above is not None else "",
+                      f"below {self.below:g}" if self.below is not None else ""]
+            return f"must be {' and '.join(b for b in bounds if b)}, got {value}"
+        return None
+
+    def check(self, value: Any, path: str) -> Any:
+        if (outside := self._outside(value)) is not None:
+            raise ShapeError(path, outside)
         return value
 
     def parse(self, value: Any, path: str, problems: Problems) -> Any:
         if value is not None and not self.fits(value):
             problems.add(path, f"must be a number, got {show(value)}")
+        elif value is not None and (outside := self._outside(value)) is not None:
+            problems.add(path, outside)
         return value
 
     def openapi(self) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 from loadstage.api import servers as entries
 from loadstage.api.names import NAME_MAX, NAME_PATTERN, NAME_SUBDOMAIN
 from loadstage.api.quantities import Duration, Percent, Quantity, cpu_cores, format_duration, memory_bytes
-from loadstage.api.schema import Bool, Int, ListOf, MapOf, Obj, Rule, Str
+from loadstage.api.schema import Bool, Int, ListOf, MapOf, Num, Obj, Rule, Str
 from loadstage.api.servers import (
     ASGI,
     ASGI_RUNNER_APP,
@@ -67,6 +67,7 @@ from loadstage.api.types import (
     SEARCH_LOADS,
     SOCKETS,
     STAGE_ENDS,
+    Autoscale,
     ConfigMapKey,
     DeploymentTarget,
     Exec,
@@ -718,6 +719,22 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
                         "adds more).", Str("Value.", max_length=200), key_pattern=HISTORY_LABEL_KEY,
                         key_hint="a label key: letters, digits, '.', '_', '/' or '-', at most 63", default={}),
     }, default={}),
+    "autoscale": Obj(Autoscale, "The traffic to serve, for the autoscaler exported with the recommendation "
+                                "(status.export, docs/export.md): its replicas from the loads over a pod's capacity "
+                                "less the headroom, its CPU target from the CPU a pod used there.", {
+        "minLoad": Int("The least load to serve, req/s (the unit of spec.goal.rps).", minimum=1,
+                       maximum=MAX_ARRIVAL_RATE),
+        "maxLoad": Int("The most load to serve, req/s.", minimum=1, maximum=MAX_ARRIVAL_RATE),
+        "headroom": Percent("A share of a pod's capacity kept free before another pod is added.", default="20%",
+                            maximum="90%"),
+        "growth": Num("How fast the load may rise, req/s a second: the export then says whether the headroom "
+                      "absorbs it while a pod is added.", above=0),
+        "readySeconds": Duration("A pod's time from its creation to serving, for that check.", minimum="0s",
+                                 maximum="1h", default="30s"),
+    }, required=["minLoad", "maxLoad"], rules=[
+        Rule(lambda a: a.min_load <= a.max_load, "minLoad must be at most maxLoad", cel="self.minLoad <= self.maxLoad",
+             field="minLoad"),
+    ]),
     "cleanup": Str("What happens to the target and the injector Jobs when the experiment ends: Delete them, "
                    "Keep them, or KeepOnFailure.", enum=CLEANUP_POLICIES, default="Delete"),
     "repeats": Int("How many times each variant's ladder runs. With 3 or more, every figure's interval comes from "
@@ -775,6 +792,9 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     Rule(lambda s: s.goal is None or s.order == "Sequential",
          "spec.goal picks the variants' order itself: leave spec.order out (Sequential)",
          cel="!has(self.goal) || !has(self.order) || self.order == 'Sequential'", field="order"),
+    Rule(lambda s: s.autoscale is None or (s.goal is not None and s.goal.load == "rps"),
+         "spec.autoscale sizes the autoscaler of spec.goal's pick, in req/s: it needs spec.goal.rps",
+         cel="!has(self.autoscale) || (has(self.goal) && has(self.goal.rps))", field="autoscale"),
     Rule(lambda s: s.search is None or s.slo is not None,
          "spec.search needs spec.slo: a search looks for the load at which the objective breaks",
          cel="!has(self.search) || has(self.slo)"),

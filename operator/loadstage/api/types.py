@@ -505,6 +505,17 @@ class History:
 
 
 @dataclass(frozen=True)
+class Autoscale:
+    """spec.autoscale: the traffic the recommended variant is to serve (req/s), for the exported autoscaler
+    (docs/export.md)."""
+    min_load: int
+    max_load: int
+    headroom: float = 0.2             # a share of a pod's capacity kept free
+    growth: float | None = None       # req/s a second the load may rise by
+    ready_seconds: float = 30.0       # from a pod's creation to serving
+
+
+@dataclass(frozen=True)
 class Spec:
     target: Target
     redis: Redis
@@ -526,6 +537,7 @@ class Spec:
     goal: Goal | None = None
     predict: Predict | None = None
     history: History = History()
+    autoscale: Autoscale | None = None
 
     @property
     def objective(self) -> Thresholds | None:

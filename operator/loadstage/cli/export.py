@@ -8,9 +8,10 @@ from typing import Any
 import yaml
 
 from loadstage.api.schema import ValidationError
-from loadstage.cli.parser import EXIT_OK
-from loadstage.export import autoscaler, files
-from loadstage.export.choice import Chosen, ExportRefused, choose
+from loadstage.api.types import Autoscale, Experiment
+from loadstage.cli.parser import DEFAULT_IMAGES, EXIT_OK
+from loadstage.export import bundle
+from loadstage.export.choice import ExportRefused
 from loadstage.kube.server_settings import SettingsNotSettable
 from loadstage.reports import sources
 
@@ -54,65 +55,36 @@ def _own_container(args) -> tuple[str, dict[str, Any]]:
     return name, own
 
 
-def _asked(args) -> autoscaler.Asked | None:
+def _asked(args, experiment: Experiment) -> Autoscale | None:
+    """--autoscale's loads, else the run's spec.autoscale."""
     if args.autoscale is None:
-        return None
+        return experiment.spec.autoscale
     low, high = args.autoscale
-    return autoscaler.Asked(low, high, args.headroom, args.growth, args.ready_seconds)
-
-
-def _scaler(asked: autoscaler.Asked | None, chosen: Chosen) -> autoscaler.Autoscaler | None:
-    if asked is None:
-        return None
-    evidence = chosen.evidence
-    if evidence.rps_per_pod is None or not evidence.cpu_per_pod:
-        raise ValidationError([("--autoscale", f"stage {evidence.stage.stage} of variant "
-                                               f"{chosen.variant.index + 1} has no measured rate and CPU to size "
-                                               f"an autoscaler from")])
-    return autoscaler.derive(asked, evidence.rps_per_pod, evidence.cpu_per_pod,
-                             chosen.variant.resources.requests.cpu or chosen.variant.resources.limits.cpu)
-
-
-def _write(directory: Path, name: str, note: str, content: dict[str, Any]) -> Path:
-    path = directory / name
-    path.write_text(f"# loadstage export: {note}\n" + yaml.safe_dump(content, sort_keys=False))
-    return path
+    return Autoscale(low, high, args.headroom, args.growth, args.ready_seconds)
 
 
 def cmd_export(args) -> int:
     document = sources.load_document(args.source, args.namespace)
     experiment = sources.experiment_of(args.source, document)
+    name, own = _own_container(args)
     try:
-        chosen = choose(experiment, sources.results_of(args.source, document), args.variant)
+        made = bundle.build(experiment, sources.results_of(args.source, document), source=args.source,
+                            shape=args.format, own=bundle.Own(name or experiment.name, own),
+                            defaults=DEFAULT_IMAGES, number=args.variant, asked=_asked(args, experiment),
+                            base=args.base)
     except ExportRefused as e:
         raise ValidationError([(args.source, str(e))]) from None
-    name, own = _own_container(args)
-    asked = _asked(args)
-    scaler = _scaler(asked, chosen)
-    note = files.provenance(chosen, args.source)
-    try:
-        if args.format == "helm":
-            made = {"values.yaml": files.helm_values(own, chosen, scaler)}
-        else:
-            name = name or experiment.name
-            made = {"deployment-patch.yaml": files.deployment_patch(name, own, chosen, scaler, note),
-                    "kustomization.yaml": files.kustomization(args.base, scaler is not None)}
-            if scaler is not None:
-                made["hpa.yaml"] = autoscaler.hpa(name, scaler, note)
     except SettingsNotSettable as e:
         hint = "" if args.deployment else "; give --deployment FILE, your Deployment's manifest"
         raise ValidationError([("--deployment" if args.deployment else args.source, e.message + hint)]) from None
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    written = [_write(out, file, note, content) for file, content in made.items()]
-    print(chosen.title())
-    print(f"measured at {chosen.evidence.line()}")
-    if scaler is not None and asked is not None:
-        if not chosen.evidence.at_capacity:
-            print("that stage met the objective at the load it was given, not at its capacity: a pod may serve "
-                  "more (a search finds how much)")
-        for line in scaler.lines(asked):
-            print(line)
+    written = []
+    for file, text in made.texts().items():
+        (path := out / file).write_text(text)
+        written.append(path)
+    for line in made.lines():
+        print(line)
     for path in written:
         print(f"wrote {path}")
     return EXIT_OK

@@ -6,6 +6,7 @@ import argparse
 import os
 import re
 
+from loadstage.api.types import Autoscale
 from loadstage.cli.argument_types import (
     confidence_arg,
     hold_arg,
@@ -20,6 +21,7 @@ from loadstage.cli.argument_types import (
     stage_duration_arg,
     tolerance_arg,
 )
+from loadstage.export.bundle import FORMATS
 from loadstage.history.trends import MIN_ERROR_CHANGE
 from loadstage.kube.manifests import Defaults
 from loadstage.reports.pivot import FIGURES as PIVOT_FIGURES
@@ -145,9 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
                                         "kustomize overlay or Helm values, and with --autoscale an HPA")
     exp.add_argument("source", help="a result file from `loadstage run -o`, or lx/NAME (current kubeconfig)")
     exp.add_argument("-n", "--namespace", help="namespace of lx/NAME (default: the kubeconfig context's)")
-    exp.add_argument("--as", dest="format", choices=("kustomize", "helm"), default="kustomize",
+    exp.add_argument("--as", dest="format", choices=FORMATS, default="kustomize",
                      help="kustomize: an overlay (kustomization.yaml, deployment-patch.yaml, hpa.yaml) over --base; "
-                          "helm: values.yaml in helm create's shape")
+                          "helm: values.yaml in helm create's shape; manifests: the whole Deployment loadstage "
+                          "deployed (deployment.yaml, hpa.yaml)")
     exp.add_argument("-o", "--output", default="recommendation", help="directory to write to (default: "
                                                                        "recommendation)")
     exp.add_argument("--variant", type=positive_arg, metavar="N",
@@ -158,13 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--name", help="the Deployment's name, without --deployment (default: the experiment's)")
     exp.add_argument("--base", default="../base", help="kustomize: the overlay's base (default: ../base)")
     exp.add_argument("--autoscale", type=loads_arg, metavar="MIN:MAX",
-                     help="the traffic to serve, req/s: adds a HorizontalPodAutoscaler sized from the measurements")
-    exp.add_argument("--headroom", type=percent_arg, default=0.2, metavar="PERCENT",
-                     help="of a pod's capacity kept free (default 20%%)")
+                     help="the traffic to serve, req/s: adds a HorizontalPodAutoscaler sized from the measurements "
+                          "(default: the run's spec.autoscale)")
+    exp.add_argument("--headroom", type=percent_arg, default=Autoscale.headroom, metavar="PERCENT",
+                     help=f"of a pod's capacity kept free (default {Autoscale.headroom * 100:g}%%)")
     exp.add_argument("--growth", type=float, metavar="RPS_PER_S",
                      help="how fast the load may rise, req/s a second: checks the headroom covers a scale-up")
-    exp.add_argument("--ready-seconds", type=seconds_arg, default=30.0, metavar="SECONDS",
-                     help="from a new pod's creation to serving (default 30s)")
+    exp.add_argument("--ready-seconds", type=seconds_arg, default=Autoscale.ready_seconds, metavar="SECONDS",
+                     help=f"from a new pod's creation to serving (default {Autoscale.ready_seconds:g}s)")
     sub.add_parser("crd", help="print the LoadExperiment CustomResourceDefinition")
     sub.add_parser("reference", help="print the experiment field reference (Markdown), from the same schema")
 

@@ -1,17 +1,18 @@
 """What an export writes, as dicts: a strategic-merge patch of the team's Deployment (the server's settings the way
-it reads them, its CPU and memory, its replicas where no autoscaler owns them), the kustomization around it, and
-a Helm values fragment in `helm create`'s shape. Each carries where its numbers come from."""
+it reads them, its CPU and memory, its replicas where no autoscaler owns them), the kustomization around it, a
+Helm values fragment in `helm create`'s shape, and the whole Deployment of an app that loadstage deployed. Each
+carries where its numbers come from."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from loadstage.export.autoscaler import Autoscaler
+from loadstage.api.types import Experiment
+from loadstage.export.autoscaler import ANNOTATION, Autoscaler
 from loadstage.export.choice import Chosen
+from loadstage.kube import manifests
 from loadstage.kube.server_settings import apply_server_settings
-
-ANNOTATION = "loadstage.io/recommendation"
 
 
 def provenance(chosen: Chosen, source: str) -> str:
@@ -75,3 +76,17 @@ def helm_values(own: dict[str, Any], chosen: Chosen, scaler: Autoscaler | None) 
                                  "maxReplicas": scaler.max_replicas,
                                  "targetCPUUtilizationPercentage": scaler.cpu_target_percent}
     return values
+
+
+def whole_deployment(experiment: Experiment, chosen: Chosen, scaler: Autoscaler | None, note: str,
+                     defaults: manifests.Defaults) -> dict[str, Any]:
+    """The target's Deployment as loadstage deployed it for the variant (the operator's default resources under
+    the variant's), a CPU request recommended where the autoscaler needs one, and no replicas where an HPA owns
+    them."""
+    deployment = manifests.runner_deployment(experiment, chosen.variant, defaults)
+    deployment["metadata"]["annotations"] = {ANNOTATION: note}
+    if scaler is not None:
+        server = deployment["spec"]["template"]["spec"]["containers"][0]
+        server.setdefault("resources", {}).setdefault("requests", {}).setdefault("cpu", scaler.cpu_request)
+        del deployment["spec"]["replicas"]
+    return deployment

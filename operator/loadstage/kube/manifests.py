@@ -401,6 +401,17 @@ def results_configmap(experiment: Experiment, step: Step, artifact_json: str) ->
             "data": {ARTIFACT_KEY: artifact_json}}
 
 
+def recommendation_name(experiment: Experiment) -> str:
+    return f"{experiment.name}-recommendation"
+
+
+def recommendation_configmap(experiment: Experiment, files: dict[str, str]) -> dict[str, Any]:
+    """The export of spec.goal's pick (docs/export.md): one key a file."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _meta(recommendation_name(experiment), labels(experiment, "recommendation")),
+            "data": dict(files)}
+
+
 def master_service(experiment: Experiment, step: Step) -> dict[str, Any]:
     lbls = labels(experiment, "locust-master", **{LABEL_RUN: step.run_id})
     return _service(master_name(experiment, step), lbls,

@@ -133,6 +133,28 @@ HISTORY = Obj(HistoryRecord, "Where the chart gives the operator a history (hist
 }, nullable=True)
 
 
+class ExportRecord(TypedDict, total=False):
+    configMap: str
+    variant: int
+    files: list[str]
+    measuredAt: str
+    autoscaler: str
+    error: str
+
+
+EXPORT = Obj(ExportRecord, "With spec.goal, once it found a winner: the recommendation as files to apply "
+                           "(docs/export.md), in a ConfigMap the experiment owns.", {
+    "configMap": Str("The ConfigMap, <name>-recommendation: one key a file (`kubectl get cm NAME -o "
+                     "jsonpath='{.data.hpa\\.yaml}'`, or `loadstage export lx/NAME`)."),
+    "variant": Int("The exported variant's index (from 0)."),
+    "files": ListOf("The files it holds.", Str("A file name.")),
+    "measuredAt": Str("The stage its numbers come from, with their 95% intervals."),
+    "autoscaler": Str("With spec.autoscale: the replicas and the CPU target derived, and from what."),
+    "error": Str("Why nothing was exported (the recommended variant's settings cannot be written to its "
+                 "Deployment, or the ConfigMap could not be written: then it is tried again)."),
+}, nullable=True)
+
+
 @dataclass
 class RunStatus(Written):
     """Everything the status says: the phase and its words, when it ran, where it is, and every variant with its
@@ -155,6 +177,7 @@ class RunStatus(Written):
     cleanup: Cleanup | None = None
     in_place: InPlace | None = None
     history: HistoryRecord | None = None
+    export: ExportRecord | None = None
     scale_out: list[ScaleOut] = field(default_factory=list)   # with a matrix over pods or workers
 
     @classmethod
@@ -236,6 +259,7 @@ STATUS = Obj(RunStatus, "What the operator observed; written by the operator onl
     "cleanup": Field(CLEANUP, omit=omit_none),
     "inPlace": Field(IN_PLACE, attr="in_place", omit=omit_none),
     "history": Field(HISTORY, omit=omit_none),
+    "export": Field(EXPORT, omit=omit_none),
     "variants": Field(ListOf("One entry per variant, with its stage results.", VARIANT), absent=[],
                       omit=omit_empty),
     "p99ByStage": Field(ListOf("The p99 latency of every stage, per variant.", PIVOT_ROW), attr="p99_by_stage",
