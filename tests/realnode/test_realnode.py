@@ -403,9 +403,12 @@ def test_a_goal_picks_the_cheapest_variant_that_meets_it_in_real_pods(node):
     assert four["stages"][-1]["target"]["servedRequests"] == four["stages"][-1]["requests"]
 
 
-def shop(node, namespace, name, args=None):
+SHOP_ARGS = ["gunicorn", "--bind", "0.0.0.0:8080", "--workers", "2", "httpbin:app"]
+
+
+def shop_deployment(node, name, args=None):
     """A team's own Deployment of an app this project did not write (httpbin, from the example-app image):
-    its own labels, probes and resources, env from a ConfigMap, and an HPA on CPU."""
+    its own labels, probes and resources, and env from a ConfigMap."""
     container = {"name": "web", "image": f"{node_setting('IMAGE_PREFIX')}/loadstage/example-app:0.1.0",
                  **({"args": args} if args else {}),
                  "envFrom": [{"configMapRef": {"name": "shop-env"}}], "ports": [{"containerPort": 8080}],
@@ -413,13 +416,17 @@ def shop(node, namespace, name, args=None):
                  "livenessProbe": {"httpGet": {"path": "/status/200", "port": 8080}, "periodSeconds": 10},
                  "resources": {"requests": {"cpu": "100m", "memory": "96Mi"}},
                  "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
-    node.apps.create_namespaced_deployment(namespace, {
-        "metadata": {"name": name, "labels": {"app": name}},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {
-            "metadata": {"labels": {"app": name}},
-            "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
-                                         "seccompProfile": {"type": "RuntimeDefault"}},
-                     "containers": [container]}}}})
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
+                                             "seccompProfile": {"type": "RuntimeDefault"}},
+                         "containers": [container]}}}}
+
+
+def shop(node, namespace, name, args=None):
+    """shop_deployment, created, with an HPA on CPU."""
+    node.apps.create_namespaced_deployment(namespace, shop_deployment(node, name, args))
     node.api_autoscaling().create_namespaced_horizontal_pod_autoscaler(namespace, {
         "metadata": {"name": name},
         "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
@@ -459,7 +466,7 @@ def test_a_teams_own_deployment_in_place_survives_an_operator_restart_and_is_res
     node.core.create_namespaced_config_map(namespace, {"metadata": {"name": "shop-env"}, "data": {"MODE": "live"}})
     node.core.create_namespaced_config_map(namespace, {"metadata": {"name": "shop-locustfile"}, "data": {
         "locustfile.py": (ROOT / "examples" / "own-app-locustfile.py").read_text()}})
-    shop(node, namespace, "shop", args=["gunicorn", "--bind", "0.0.0.0:8080", "--workers", "2", "httpbin:app"])
+    shop(node, namespace, "shop", args=SHOP_ARGS)
     shop(node, namespace, "shop-cmd")     # its flags are in the image's CMD, where loadstage cannot reach them
     before, cmd_before = shop_state(node, namespace, "shop"), shop_state(node, namespace, "shop-cmd")
 
@@ -521,6 +528,31 @@ def test_a_teams_own_deployment_in_place_survives_an_operator_restart_and_is_res
     assert progress == sorted(progress), progress
     print("\nhttpbin InPlace on the real node:", [(s["injectors"], s["requests"], s["latencyMs"]["p99"],
                                                    s["target"].get("peakCpuCores")) for s in stages])
+
+    # a real run's recommendation (2 workers x 4 threads, 250m) exported over the team's manifest and applied
+    # with kubectl apply -k: the pods the rollout starts run its settings, and the API server takes its HPA
+    base = ARTIFACTS / "shop-base"
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "deployment.yaml").write_text(yaml.safe_dump(shop_deployment(node, "shop", SHOP_ARGS)))
+    (base / "kustomization.yaml").write_text(yaml.safe_dump({"resources": ["deployment.yaml"]}))
+    exported = subprocess.run([sys.executable, "-m", "loadstage.cli", "export", ROOT / "tests/data/results/goal.json",
+                               "--deployment", base / "deployment.yaml", "--autoscale", "50:600", "--base",
+                               "../shop-base", "-o", ARTIFACTS / "shop-overlay"], capture_output=True, text=True)
+    assert exported.returncode == 0, exported.stderr
+    applied = node.kubectl("apply", "-k", str(ARTIFACTS / "shop-overlay"), "-n", namespace)
+    assert applied.returncode == 0, applied.stderr
+    node.kubectl("rollout", "status", "deploy/shop", "-n", namespace, "--timeout=120s", check=True)
+    (pod,) = [p for p in node.core.list_namespaced_pod(namespace, label_selector="app=shop").items
+              if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+    (web,) = pod.spec.containers
+    assert web.resources.limits == {"cpu": "250m"} and web.args == SHOP_ARGS
+    assert {e.name: e.value for e in web.env} == {"GUNICORN_CMD_ARGS": "--threads 4 --worker-class gthread"}
+    log = wait_for(lambda: (text := node.logs(namespace, pod.metadata.name)).count("Booting worker") == 2 and text,
+                   timeout=60, interval=1)
+    assert "Using worker: gthread" in log, log     # the server read the setting: the team's ran sync workers
+    scaler = node.api_autoscaling().read_namespaced_horizontal_pod_autoscaler("shop", namespace)
+    assert (scaler.spec.min_replicas, scaler.spec.max_replicas) == (1, 7)
+    assert scaler.spec.metrics[0].resource.target.average_utilization == 61
 
 
 def evict(node, namespace, pod):
