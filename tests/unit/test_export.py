@@ -141,6 +141,33 @@ def test_a_run_with_spec_autoscale_is_exported_with_its_autoscaler_without_the_o
     assert "with 30% headroom it is given 83.87 req/s" in capsys.readouterr().out
 
 
+def at_two_pods(rps, interval):
+    """goal.json with its runner-up turned into the winner's settings at 2 pods, serving `rps` [interval]."""
+    experiment, status = run_of("goal")
+    twin = status.variants[3]
+    twin.settings = {**status.variants[2].settings, "pods": 2}
+    twin.stages[0] = dataclasses.replace(twin.stages[0], rps=rps, intervals={**twin.stages[0].intervals,
+                                                                           "rps": interval})
+    return experiment, status
+
+
+@pytest.mark.parametrize("rps, interval, per_pod, said", [
+    # 2 pods at 230 req/s [200, 262]: 115 a pod [100, 131], within the 1-pod interval [101, 133.9]
+    (230.0, [200.0, 262.0], 119.82, "linear within the intervals: 119.8 req/s a pod at 1 pod [101, 133.9]; "
+                                    "115 req/s a pod at 2 pods [100, 131]"),
+    # 2 pods at 160 req/s [150, 170]: 80 a pod [75, 85], below the 1-pod interval: sized from 80
+    (160.0, [150.0, 170.0], 80.0, "not linear: 119.8 req/s a pod at 1 pod [101, 133.9]; 80 req/s a pod at 2 pods "
+                                  "[75, 85]; sized from the lowest, at 2 pods"),
+])
+def test_where_the_run_measured_two_pod_counts_a_pod_is_sized_from_the_lower_unless_they_agree(rps, interval,
+                                                                                               per_pod, said):
+    made = bundle.build(*at_two_pods(rps, interval), source="goal.json", shape="kustomize",
+                        own=bundle.Own("shop", TEAMS), defaults=DEFAULT_IMAGES, asked=ASKED)
+    assert made.scaler is not None and made.scaler.per_pod == per_pod
+    assert made.scaler.notes[0] == said
+    assert said in made.lines()
+
+
 GOAL_WINNER = choose(*run_of("goal"), None)
 
 

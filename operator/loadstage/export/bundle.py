@@ -7,6 +7,7 @@ autoscaler derived for it, and the files, as dicts, in one of three shapes:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ import yaml
 
 from loadstage.api.status import RunStatus
 from loadstage.api.types import Autoscale, Experiment
-from loadstage.export import autoscaler, files
+from loadstage.export import autoscaler, files, linearity
 from loadstage.export.choice import Chosen, ExportRefused, choose
 from loadstage.kube import manifests
 
@@ -66,16 +67,19 @@ def cpu_request(experiment: Experiment, chosen: Chosen, shape: str, own: Own,
     return target.requests.cpu or target.limits.cpu
 
 
-def scaler_for(asked: Autoscale | None, chosen: Chosen, request: str | None) -> autoscaler.Autoscaler | None:
-    """The autoscaler of `asked`'s loads from the chosen variant's stage; refused without a measured rate and
-    CPU there."""
+def scaler_for(asked: Autoscale | None, status: RunStatus, chosen: Chosen,
+               request: str | None) -> autoscaler.Autoscaler | None:
+    """The autoscaler of `asked`'s loads from the chosen variant's stage (or, where the run measured its settings
+    at other pod counts and a pod served less there, from the lowest: export.linearity); refused without a
+    measured rate and CPU there."""
     if asked is None:
         return None
-    evidence = chosen.evidence
+    evidence, found = linearity.sized_from(status, chosen)
     if evidence.rps_per_pod is None or not evidence.cpu_per_pod:
-        raise ExportRefused(f"stage {evidence.stage.stage} of variant {chosen.variant.index + 1} has no measured "
-                            f"rate and CPU to size an autoscaler from")
-    return autoscaler.derive(asked, evidence.rps_per_pod, evidence.cpu_per_pod, request)
+        raise ExportRefused(f"stage {evidence.stage.stage} at {evidence.pods} pod(s) of the chosen settings has no "
+                            f"measured rate and CPU to size an autoscaler from")
+    scaler = autoscaler.derive(asked, evidence.rps_per_pod, evidence.cpu_per_pod, request)
+    return dataclasses.replace(scaler, notes=(*found, *scaler.notes))
 
 
 def build(experiment: Experiment, status: RunStatus, *, source: str, shape: str, own: Own,
@@ -84,7 +88,7 @@ def build(experiment: Experiment, status: RunStatus, *, source: str, shape: str,
     """The files of one export; raises ExportRefused (nothing to export) or SettingsNotSettable (a server that
     reads its settings only from a command line the export does not have)."""
     chosen = choose(experiment, status, number)
-    scaler = scaler_for(asked, chosen, cpu_request(experiment, chosen, shape, own, defaults))
+    scaler = scaler_for(asked, status, chosen, cpu_request(experiment, chosen, shape, own, defaults))
     note = files.provenance(chosen, source)
     made: dict[str, dict[str, Any]]
     if shape == "helm":

@@ -26,6 +26,11 @@ class Evidence:
         return None if self.stage.rps is None else self.stage.rps / self.pods
 
     @property
+    def rps_interval_per_pod(self) -> tuple[float, float] | None:
+        bounds = (self.stage.intervals or {}).get("rps")
+        return (bounds[0] / self.pods, bounds[1] / self.pods) if isinstance(bounds, (list, tuple)) else None
+
+    @property
     def cpu_per_pod(self) -> float | None:
         """Cores a pod used at that stage (a cluster's peak counts the pods together)."""
         cores = self.stage.target.cpu_cores
@@ -74,14 +79,19 @@ def choose(experiment: Experiment, status: RunStatus, number: int | None) -> Cho
     record = next((v for v in status.variants if v.index == index), None)
     if record is None:
         raise ExportRefused(f"variant {index + 1} did not run (a goal runs the cheapest variants first)")
-    at = record.capacity_stage()
-    passed = next((s for s in reversed(record.stages) if s.verdict is not None and s.verdict.passed), None)
-    stage = at or passed
-    if stage is None:
+    evidence = evidence_of(record)
+    if evidence is None:
         raise ExportRefused(f"variant {index + 1} has no stage that met the objective: nothing to size from")
-    pods = int(record.settings.get("pods") or 1)
-    return Chosen(variants[index], record, variant_label(status, record), why,
-                  Evidence(stage, pods, at is not None and _bounded(record)))
+    return Chosen(variants[index], record, variant_label(status, record), why, evidence)
+
+
+def evidence_of(record: VariantRecord) -> Evidence | None:
+    """The stage a variant is sized from: its capacity stage, else its last stage that met the objective."""
+    at = record.capacity_stage()
+    stage = at or next((s for s in reversed(record.stages) if s.verdict is not None and s.verdict.passed), None)
+    if stage is None:
+        return None
+    return Evidence(stage, int(record.settings.get("pods") or 1), at is not None and _bounded(record))
 
 
 def _bounded(record: VariantRecord) -> bool:
