@@ -12,6 +12,7 @@ from loadstage.api.status import Candidate, Cost, Margin, Objective, RunStatus
 from loadstage.engine.halving import per_core_margin
 from loadstage.engine.ranking import ranked
 from loadstage.engine.recommend import warmup_note
+from loadstage.export.choice import choose
 from loadstage.launch.argv import locust_master_command
 from loadstage.reports.csv import render_csv
 from loadstage.reports.terminal import render_status
@@ -348,3 +349,32 @@ def test_preferences_order_equivalent_candidates_and_leave_others_to_headroom():
     assert [c.variant for c in ranked([one, two, three], 0.0, 0.1)] == [1, 0, 2]   # 3 is not within 10%
     assert [c.variant for c in ranked([one, two, three], 0.0, 0.0)] == [0, 1, 2]   # no tolerance: headroom
     assert [c.variant for c in ranked([one, two, three], 0.0, 0.1, ("moreHeadroom",))] == [0, 1, 2]
+
+
+def test_with_autoscale_the_winner_is_searched_from_the_goals_rate_and_exported_from_its_capacity(base_doc):
+    """60 req/s: threads=1 (knee 30) fails it, threads=2 (knee 100: its p99 passes 30 ms up to ~144 req/s) wins;
+    then its search from 60 req/s brackets its capacity, and a run resumed mid-search goes on where it was."""
+    doc = copy.deepcopy(base_doc)
+    doc["spec"]["autoscale"] = {"minLoad": 50, "maxLoad": 600}
+    exp = goal_experiment(doc, {"threads": [1, 2]}, target={"resources": {"limits": {"cpu": "1"}}},
+                          goal={"rps": 60})
+    backend = KneeBackend(knee=[30, 100], load="rps")
+    writes = run(exp, backend)
+    final = writes[-1]
+    assert final["phase"] == "Succeeded" and final["recommendation"]["variant"] == 1
+    loads = [c[3] for c in backend.calls if c[0] == "stage" and c[1] == 1]
+    assert loads[:3] == [60, 60, 120], loads    # the pick's stage and its confirmation, then the search doubles
+    search = final["variants"][1]["search"]
+    assert (search["reason"], search["pass"], search["fail"], search["confirmed"]) == ("Found", 142, 150, True)
+    assert loads == [60, 60, 120, 240, 180, 150, 135, 142, 142, 150]   # each end of the bracket confirmed
+    assert final["recommendation"]["winner"]["confirmed"] is True, "the pick reads only its stages at 60 req/s"
+    assert "search" not in final["variants"][0]
+    chosen = choose(exp, RunStatus.read(final), None)
+    assert chosen.evidence.at_capacity and chosen.evidence.stage.arrival_rate == 142
+
+    in_flight = next(copy.deepcopy(w) for w in writes if w["phase"] == "Running" and
+                     len(w["variants"][1]["stages"]) == 4)
+    resumed = KneeBackend(knee=[30, 100], load="rps")
+    again = run(exp, resumed, in_flight)[-1]
+    assert [c[3] for c in resumed.calls if c[0] == "stage"] == loads[4:]
+    assert without_wall_clock(again["variants"][1]["search"]) == without_wall_clock(search)

@@ -721,7 +721,10 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     }, default={}),
     "autoscale": Obj(Autoscale, "The traffic to serve, for the autoscaler exported with the recommendation "
                                 "(status.export, docs/export.md): its replicas from the loads over a pod's capacity "
-                                "less the headroom, its CPU target from the CPU a pod used there.", {
+                                "less the headroom, its CPU target from the CPU a pod used there. Once spec.goal "
+                                "has found its pick, the winner's capacity is searched from the goal's rate up to "
+                                "maxLoad (or twice the goal's rate), to 10%, each stage ended as the goal's are: "
+                                "the autoscaler is sized from that bracket's pass end.", {
         "minLoad": Int("The least load to serve, req/s (the unit of spec.goal.rps).", minimum=1,
                        maximum=MAX_ARRIVAL_RATE),
         "maxLoad": Int("The most load to serve, req/s.", minimum=1, maximum=MAX_ARRIVAL_RATE),

@@ -234,6 +234,8 @@ class StageEngine:
         spec = self.experiment.spec
         if spec.search is not None:
             record.search = searched(self.experiment, record)[0]
+        elif record.search is not None:   # a goal's winner, searched (spec.autoscale): its bracket is its capacity
+            record.capacity = None
         elif spec.objective is not None:
             record.judged, record.capacity = True, capacity(record.stages)
         return result

@@ -85,7 +85,7 @@ def search_step(experiment: Experiment, variant: Variant, number: int, load: int
     search = experiment.spec.search
     assert search is not None
     stage = search.stage(load, duration)
-    return _decided_step(experiment, variant, number, replace(stage, decided_after=decided_after))
+    return decided_step(experiment, variant, number, stage, decided_after)
 
 
 def goal_step(experiment: Experiment, variant: Variant, number: int, duration: float,
@@ -94,11 +94,13 @@ def goal_step(experiment: Experiment, variant: Variant, number: int, duration: f
     goal = experiment.spec.goal
     assert goal is not None
     stage = goal.stage(duration)
-    return _decided_step(experiment, variant, number, replace(stage, decided_after=decided_after))
+    return decided_step(experiment, variant, number, stage, decided_after)
 
 
-def _decided_step(experiment: Experiment, variant: Variant, number: int, stage: Stage) -> Step:
+def decided_step(experiment: Experiment, variant: Variant, number: int, stage: Stage,
+                 decided_after: float | None = None) -> Step:
     """A stage chosen from the ones before it: how many follow is not known."""
+    stage = replace(stage, decided_after=decided_after) if decided_after is not None else stage
     return Step(variant, len(experiment.variants()), resolve_stage(stage, experiment.spec.injectors), number, 0,
                 searching=True)
 

@@ -1,15 +1,40 @@
 """spec.goal's pick: each variant's stage at the goal's load, cheapest first (engine.recommend); the pick so far
-is noted in the status before each stage."""
+is noted in the status before each stage. With spec.autoscale, once the pick is found, the winner's capacity
+is searched from the goal's rate up (winner_search): what a pod serves at the objective, which its exported
+autoscaler is sized from; the pick reads only the stages at the goal's load."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from loadstage.api.status import RunStatus
-from loadstage.api.types import MAX_VARIANTS, Experiment, Variant
+from loadstage.api.status import RunStatus, StageResult, VariantRecord
+from loadstage.api.types import MAX_INJECTORS, MAX_VARIANTS, Experiment, Search, Stage, Variant, load_stage
 from loadstage.engine import recommend
 from loadstage.engine.planners import Planned
-from loadstage.engine.steps import Step, goal_step
+from loadstage.engine.search import progress
+from loadstage.engine.steps import Step, decided_step, goal_step
+
+WINNER_RESOLUTION = 0.1   # the winner's search ends once its bracket is this narrow
+
+
+def winner_search(experiment: Experiment) -> Search | None:
+    """With spec.autoscale and a goal in req/s: the search of the winner's capacity, from the goal's rate (where
+    it passed) to spec.autoscale.maxLoad, or twice the goal's rate if that is more (at most what the injectors
+    can offer), each stage ended as the goal's are."""
+    spec, goal = experiment.spec, experiment.spec.goal
+    if spec.autoscale is None or goal is None or goal.rps is None:
+        return None
+    ceiling = min(max(spec.autoscale.max_load, 2 * goal.rps), MAX_INJECTORS * spec.injectors.max_rate_per_injector)
+    return Search("rps", goal.rps, ceiling, WINNER_RESOLUTION, recommend.stage_seconds_of(experiment)) \
+        if ceiling > goal.rps else None
+
+
+def at_goal_load(experiment: Experiment, records: list[VariantRecord]) -> list[VariantRecord]:
+    """The records as the pick reads them: only their stages at the goal's load (not the winner's search)."""
+    goal = recommend.goal_of(experiment)
+    if goal.rps is None:
+        return records
+    return [replace(r, stages=[s for s in r.stages if s.arrival_rate == goal.rps]) for r in records]
 
 
 def note_pick(experiment: Experiment, status: RunStatus, pick: recommend.Pick) -> None:
@@ -35,20 +60,42 @@ class GoalPlanner:
 
     def next(self, status: RunStatus, prepared: Variant | None, resuming: bool) -> Planned | None:
         records = status.variants
-        pick = recommend.progress(self.experiment, records)
+        pick = recommend.progress(self.experiment, at_goal_load(self.experiment, records))
         note_pick(self.experiment, status, pick)
         following = pick.following
         if following is None:
-            return None
+            return self._winner_searched(status, pick, prepared, resuming)
         variant, record = following.variant, records[following.variant.index]
         step = goal_step(self.experiment, variant, len(record.stages) + 1, following.duration,
                          following.decided_after)
         steps, position = self._ahead(status, step)
         return Planned(step, not record.stages, lambda: self._last(status, variant), steps, position)
 
+    def _winner_searched(self, status: RunStatus, pick: recommend.Pick, prepared: Variant | None,
+                         resuming: bool) -> Planned | None:
+        """The winner's next search stage (winner_search), None once it is done or there is none."""
+        search, winner = winner_search(self.experiment), pick.recommendation.winner
+        if search is None or winner is None:
+            return None
+        variant, record = self.experiment.variants()[winner.variant], status.variants[winner.variant]
+        record.search, following = progress(search, record.stages)
+        if following is None:
+            return None
+        step = decided_step(self.experiment, variant, len(record.stages) + 1,
+                            search.stage(following.load, following.duration), following.decided_after)
+        done = [self.finished(status, v, 1, s.stage) for v in self.experiment.variants()
+                for s in status.variants[v.index].stages]
+        ahead = [step] * max(1, search.most_stages() // 2 - len(record.stages))
+        # its target was torn down once the pick moved on to another variant; a run resumed goes on on its own
+        return Planned(step, prepared != variant and not resuming,
+                       lambda: progress(search, record.stages)[1] is None, done + ahead, len(done))
+
     def _last(self, status: RunStatus, variant: Variant) -> bool:
-        following = recommend.progress(self.experiment, status.variants).following
-        return following is None or following.variant != variant
+        pick = recommend.progress(self.experiment, at_goal_load(self.experiment, status.variants))
+        if pick.following is None and winner_search(self.experiment) is not None and \
+                pick.recommendation.variant == variant.index:
+            return False    # its search follows
+        return pick.following is None or pick.following.variant != variant
 
     def _ahead(self, status: RunStatus, step: Step) -> tuple[list[Step], int]:
         """The time left of a goal's pick, as steps: each stage run so far, this one, and one for every variant
@@ -62,4 +109,12 @@ class GoalPlanner:
 
     def finished(self, status: RunStatus, variant: Variant, repeat: int, number: int) -> Step:
         stage = next(s for s in status.variants[variant.index].stages if s.stage == number)
-        return goal_step(self.experiment, variant, number, stage.duration_seconds)
+        return decided_step(self.experiment, variant, number, _stage_of(self.experiment, stage))
+
+
+def _stage_of(experiment: Experiment, stage: StageResult) -> Stage:
+    """The stage a result ran: at the goal's load, or at its own rate in the winner's search."""
+    goal = recommend.goal_of(experiment)
+    if goal.rps is not None and stage.arrival_rate is not None:
+        return load_stage("rps", stage.arrival_rate, stage.duration_seconds)
+    return goal.stage(stage.duration_seconds)
