@@ -361,7 +361,9 @@ def test_a_capacity_search_at_an_arrival_rate_runs_in_real_pods_each_stage_endin
         <= 320, (search, table)
     assert search["reason"] == "Near" or search["confirmed"], search      # each end run twice before Found
     assert search["limitedBy"]["resource"] == "Concurrency", search["limitedBy"]   # two threads, each ~18 ms asleep
-    assert [s["arrivalRate"] for s in stages][:3] == [40, 80, 160], table     # doubling from `from`
+    loads = [s["arrivalRate"] for i, s in enumerate(stages)   # an undecided stage runs again at its load
+             if i == 0 or stages[i - 1]["arrivalRate"] != s["arrivalRate"]]
+    assert loads[:3] == [40, 80, 160], table     # doubling from `from`
     assert [s["injectors"] for s in stages] == [-(-s["arrivalRate"] // 100) for s in stages], table
     low = stages[0]   # under the objective
     assert (low["verdict"]["outcome"], low["droppedArrivals"]) == ("Pass", 0), low
