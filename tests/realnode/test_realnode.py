@@ -364,9 +364,11 @@ def test_a_capacity_search_at_an_arrival_rate_runs_in_real_pods_each_stage_endin
     assert search["limitedBy"]["resource"] == "Concurrency", search["limitedBy"]   # two threads, each ~18 ms asleep
     loads = [s["arrivalRate"] for i, s in enumerate(stages)   # an undecided stage runs again at its load
              if i == 0 or stages[i - 1]["arrivalRate"] != s["arrivalRate"]]
-    assert loads[:3] == [40, 80, 160], table     # doubling from `from`
+    # doubling from `from` while it passes (on a busy node 80 req/s was undecided twice, a fail: no 160)
+    assert loads[:2] == [40, 80] and (search["pass"] < 80 or loads[2] == 160), table
     assert [s["injectors"] for s in stages] == [-(-s["arrivalRate"] // 100) for s in stages], table
-    low = stages[0]   # under the objective
+    # under the objective: the first decided stage (on a busy node the first one's p99 was 70 ms, undecided)
+    low = next(s for s in stages if s["arrivalRate"] == 40 and s["verdict"]["outcome"] != "Undecided")
     assert (low["verdict"]["outcome"], low["droppedArrivals"]) == ("Pass", 0), low
     # a stage the master decides ends at that look, in its pod, before its max (on a busy node the first stage's
     # p99 was 70 ms, not 25: its interval straddled 100 ms until its max, and the next one decided)
