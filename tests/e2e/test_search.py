@@ -9,6 +9,7 @@ import pytest
 from test_local_engine import finish, start_cli
 
 from support.documents import BASE
+from support.stages import reruns
 
 pytestmark = pytest.mark.e2e
 
@@ -39,10 +40,9 @@ def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_b
     tried = [load for i, load in enumerate(loads) if i == 0 or load != loads[i - 1]]   # an undecided stage reruns
     assert tried[:2] == [4, 8], loads     # doubling from `from`
     outcome = {}
-    for before, s in zip([None, *stages], stages):
+    for s, rerun in zip(stages, reruns(stages, "users")):
         assert s["endedBy"] in ("Decided", "Breached", "MaxDuration"), s["endedBy"]
         # a rerun of an undecided stage runs up to 40 s, and is not decided on fewer seconds than its 20 s
-        rerun = before is not None and before["verdict"]["outcome"] == "Undecided" and before["users"] == s["users"]
         shortest, longest = (20, 40) if rerun else (8, 20)
         if s["endedBy"] == "Decided":   # not before min, and well before max
             assert shortest <= s["durationSeconds"] < longest
@@ -59,10 +59,11 @@ def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_b
         assert outcome[search["fail"]] != "Pass" and (search["fail"] - search["pass"]) / search["pass"] <= 1.0
         assert 4 <= search["pass"] < search["fail"] <= 40
     assert search["loadSeconds"] == pytest.approx(sum(s["durationSeconds"] for s in stages))
-    # stages end once decided, not at their max: on a busy machine one far under the objective may still run to
-    # its max (its p99 at a look in the near band, where no look passes before 30 s of settled load), so at
-    # least one, not each
-    early = [s for s in stages if s["endedBy"] in ("Decided", "Breached") and s["durationSeconds"] < 19.9]
+    # stages end once decided, not at their max (20 s, a rerun 40 s): on a busy machine one far under the objective
+    # may still run to its max (its p99 at a look in the near band, where no look passes before 30 s of settled
+    # load), so at least one, not each
+    early = [s for s, rerun in zip(stages, reruns(stages, "users"))
+             if s["endedBy"] in ("Decided", "Breached") and s["durationSeconds"] < (39.9 if rerun else 19.9)]
     assert early, [(s["users"], s["endedBy"], s["durationSeconds"]) for s in stages]
     assert search["reason"] == "Near" or search["confirmed"], search   # each end of the bracket run twice
     # its threads, not its CPU, are the limit: ~18 ms a request is a sleep
