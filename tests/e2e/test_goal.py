@@ -15,6 +15,7 @@ RATE = 80
 
 
 @pytest.mark.long
+@pytest.mark.fair_cpu
 def test_a_goal_picks_the_variant_that_meets_the_objective_and_drops_the_one_that_breaks_it(write_experiment,
                                                                                          tmp_path):
     path = write_experiment({**BASE, "spec": {

@@ -27,6 +27,7 @@ def run(write_experiment, tmp_path, spec, timeout):
 
 
 @pytest.mark.long
+@pytest.mark.fair_cpu
 def test_a_local_search_of_stages_that_end_once_decided_brackets_where_the_p99_breaks(write_experiment, tmp_path):
     variant, out, err = run(write_experiment, tmp_path, {
         "slo": {"p99": f"{SLO_MS}ms", "errorRate": "1%"},

@@ -4,7 +4,8 @@
 - `--alone exclude|only`: leaves out, or runs only, the tests marked `alone` (they measure CPU or timing, so
   they run by themselves after the parallel pass);
 - xdist groups (`--dist loadgroup`): a test that uses a module-scoped fixture (the real node, a played ladder,
-  two recorded runs) runs on the worker that holds that fixture; any other test runs wherever a worker is free.
+  two recorded runs) runs on the worker that holds that fixture; a test marked `fair_cpu` runs on the real
+  node's worker, after the real node's tests; any other test runs wherever a worker is free.
 - each worker's own loopback ports (LOADSTAGE_LOCAL_PORTS, for free_port and the `loadstage run`s it starts):
   the kernel's choice of port 0 may give two workers the same port, one after the other, and a test's client
   then reaches another test's server;
@@ -39,6 +40,9 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "alone: measures CPU or timing; scripts/test runs it by itself, after the "
                                        "parallel pass")
+    config.addinivalue_line("markers", "fair_cpu: decides on latencies near its target's capacity, so it needs a "
+                                       "fair share of the CPU: it runs after the real node's tests, on their "
+                                       "worker, never beside the real node's pods (which get the CPU first)")
     config.addinivalue_line("markers", "long: takes a minute or so; runs first in its tier, so that it does not "
                                        "start last and hold the run's end")
     tiers = config.getoption("--tiers")
@@ -93,8 +97,11 @@ def pytest_collection_modifyitems(config, items: list) -> None:
             items[:] = [i for i in items if (i.get_closest_marker("alone") is not None) == wanted]
     items.sort(key=lambda i: (ORDER.get(tier_of_path(Path(i.path), config.rootpath), len(ORDER)),
                               i.get_closest_marker("long") is None))
-    for item in items:
-        group = _module_group(item)
+    groups = {item: _module_group(item) for item in items}
+    real_node = next((g for i, g in groups.items() if g and tier_of_path(Path(i.path), config.rootpath) == "realnode"),
+                     "fair_cpu")
+    for item, group in groups.items():
+        group = real_node if item.get_closest_marker("fair_cpu") else group
         if group and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
 

@@ -1,20 +1,25 @@
 """Where the suite's time goes: a pytest plugin that appends one line per test to the file named by
-LOADSTAGE_TEST_TIMES (JSON: id, tier, start, stop, seconds, outcome), and a summary of such a file by tier.
+LOADSTAGE_TEST_TIMES (JSON: id, tier, start, stop, seconds, outcome, cpuSeconds), and a summary of such a file by
+tier. cpuSeconds is the CPU time of the test's process and of the children it reaped during the test (its
+`loadstage run`s with their servers and Locusts): not the kwok clusters' or the real node's pods'.
 
     python tests/support/timing.py FILE [--wall SECONDS] [--setup SECONDS] [--unit-budget SECONDS] [--slowest N]
 
-prints each tier's busy time (the sum of its tests' setup, call and teardown) and wall time (its first start to
-its last stop), the whole run's wall time, and the slowest tests; it exits 1 when the unit tier's wall time is
-over its budget."""
+prints each tier's busy time (the sum of its tests' setup, call and teardown), CPU time and wall time (its first
+start to its last stop), the whole run's wall time, and the slowest tests; it exits 1 when the unit tier's wall
+time is over its budget."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+import pytest
 
 TIERS = ("unit", "e2e", "cluster", "realnode")
 UNIT_BUDGET_SECONDS = 120
@@ -40,9 +45,10 @@ class TimesFile:
     def pytest_runtest_logreport(self, report) -> None:
         test = self.tests.setdefault(report.nodeid, {
             "id": plain_id(report.nodeid), "tier": tier_of(report.nodeid), "start": report.start, "stop": report.stop,
-            "seconds": 0.0, "outcome": "passed"})
+            "seconds": 0.0, "outcome": "passed", "cpuSeconds": 0.0})
         test["start"], test["stop"] = min(test["start"], report.start), max(test["stop"], report.stop)
         test["seconds"] += report.duration
+        test["cpuSeconds"] += dict(report.user_properties).get("cpuSeconds", 0.0)
         if report.outcome != "passed" and test["outcome"] == "passed":
             test["outcome"] = report.outcome
         if report.when == "teardown":
@@ -50,9 +56,34 @@ class TimesFile:
                 out.write(json.dumps(self.tests.pop(report.nodeid)) + "\n")
 
 
+def cpu_seconds() -> float:
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+class CpuOfEachPhase:
+    """In the process that runs the test: each phase's CPU, in its report (xdist sends it to the controller)."""
+
+    def __init__(self):
+        self.started = 0.0
+
+    def pytest_runtest_logstart(self) -> None:
+        self.started = cpu_seconds()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        now = cpu_seconds()
+        outcome = yield
+        outcome.get_result().user_properties.append(("cpuSeconds", round(now - self.started, 3)))
+        self.started = now
+
+
 def pytest_configure(config) -> None:
     path = os.environ.get("LOADSTAGE_TEST_TIMES")
-    if path and not hasattr(config, "workerinput"):
+    if not path:
+        return
+    config.pluginmanager.register(CpuOfEachPhase(), "loadstage-cpu")
+    if not hasattr(config, "workerinput"):
         config.pluginmanager.register(TimesFile(Path(path)), "loadstage-times")
 
 
@@ -60,17 +91,19 @@ def summary(tests: list[dict], wall: float | None = None, setup: float | None = 
     by_tier: dict[str, list[dict]] = defaultdict(list)
     for test in tests:
         by_tier[test["tier"]].append(test)
-    lines = ["tier     | tests | busy     | wall", "---------+-------+----------+---------"]
+    lines = ["tier     | tests | busy     | cpu      | wall", "---------+-------+----------+----------+---------"]
     for tier in sorted(by_tier, key=lambda t: TIERS.index(t) if t in TIERS else len(TIERS)):
         rows = by_tier[tier]
         span = tier_wall(rows, tier)
-        lines.append(f"{tier:<8} | {len(rows):>5} | {clock(sum(t['seconds'] for t in rows)):>8} | {clock(span):>7}")
+        busy, cpu = clock(sum(t["seconds"] for t in rows)), clock(sum(t.get("cpuSeconds", 0) for t in rows))
+        lines.append(f"{tier:<8} | {len(rows):>5} | {busy:>8} | {cpu:>8} | {clock(span):>7}")
     if wall is not None:
         prepared = f" (set-up and the import check: {clock(setup)})" if setup is not None else ""
         lines.append(f"whole run: {len(tests)} tests, {clock(wall)} wall{prepared}")
-    lines += ["", f"The {slowest} slowest tests:", "seconds | tier     | test", "--------+----------+-----"]
+    lines += ["", f"The {slowest} slowest tests:", "seconds | cpu s | tier     | test",
+              "--------+-------+----------+-----"]
     for test in sorted(tests, key=lambda t: -t["seconds"])[:slowest]:
-        lines.append(f"{test['seconds']:>7.1f} | {test['tier']:<8} | {test['id']}")
+        lines.append(f"{test['seconds']:>7.1f} | {test.get('cpuSeconds', 0):>5.0f} | {test['tier']:<8} | {test['id']}")
     return "\n".join(lines)
 
 
