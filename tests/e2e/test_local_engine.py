@@ -79,7 +79,7 @@ def finish(proc, timeout):
 def test_small_experiment_two_stages_two_variants(write_experiment, tmp_path):
     path = write_experiment(spec_doc(
         target={"pods": 1, "workers": 2},
-        injectors={"usersPerInjector": 20, "maxUsersPerInjector": 20, "waitTime": {"min": "0s", "max": "10ms"}},
+        injectors={"usersPerInjector": 20, "maxUsersPerInjector": 20, "waitTime": {"min": "20ms", "max": "50ms"}},
         # 30 users: 2 injectors; the first stage is as long as the stored one it is compared with (tests/data)
         stages=[{"injectors": 1, "duration": "10s"}, {"users": 30, "duration": "5s"}],
         matrix={"threads": [1, 4]}))
@@ -167,7 +167,7 @@ def run_servers(write_experiment, tmp_path, servers, target, scratch=None, **mat
     per process held at most workers x threads connections, plus the sampler's. Returns what `finish` does, and
     the status."""
     path = write_experiment(spec_doc(
-        target=target, injectors={"usersPerInjector": 20, "waitTime": {"min": "0s", "max": "20ms"}},
+        target=target, injectors={"usersPerInjector": 20, "waitTime": {"min": "50ms", "max": "100ms"}},
         stages=[{"users": 20, "duration": "5s"}], matrix={"server": servers, **matrix}))
     out_file = tmp_path / "result.json"
     code, out, err, started = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w",
@@ -272,7 +272,7 @@ def test_local_pods_share_a_port_only_where_the_server_can(write_experiment, tmp
             "port and a port of its own), so pods must be 1; a cluster runs any number of pods") in err
     path = write_experiment(spec_doc(
         target={"server": "uwsgi", "pods": 2, "workers": 1, "threads": 2},
-        injectors={"usersPerInjector": 10, "waitTime": {"min": "0s", "max": "20ms"}},
+        injectors={"usersPerInjector": 10, "waitTime": {"min": "20ms", "max": "50ms"}},
         stages=[{"users": 10, "duration": "5s"}]))
     code, _out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 120)
     assert code == 0, err
