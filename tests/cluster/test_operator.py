@@ -331,6 +331,7 @@ def test_interleaved_repeats_alternate_the_runners_settings_and_keep_each_repeat
     operator()
     doc = example("studies/ons-threads-at-scale")
     doc["spec"].update(matrix={"threads": [2, 7]}, stages=doc["spec"]["stages"][:1], repeats=2, order="Interleaved")
+    doc["spec"]["target"]["pods"] = 5   # the study's 50 runner pods: a rollout each variant, and nothing more shown
     assert apply(cluster, namespace, doc).returncode == 0
     seen_threads = []
     for run in ("v1-s1", "v2-s1", "v1-r2-s1", "v2-r2-s1"):
@@ -364,6 +365,7 @@ def test_a_random_order_without_a_seed_keeps_the_seed_it_picked_and_runs_in_its_
     operator()
     doc = example("studies/ons-threads-at-scale")
     doc["spec"].update(matrix={"threads": [2, 7]}, stages=doc["spec"]["stages"][:1], repeats=2, order="Random")
+    doc["spec"]["target"]["pods"] = 5   # the study's 50 runner pods: a rollout each variant, and nothing more shown
     assert apply(cluster, namespace, doc).returncode == 0
     wait_for(lambda: "seed" in cluster.status(namespace, "threads-at-scale"))   # kept: the schema declares it
     seed = cluster.status(namespace, "threads-at-scale")["seed"]

@@ -3,10 +3,10 @@ LOADSTAGE_TEST_TIMES (JSON: id, tier, start, stop, seconds, outcome, cpuSeconds)
 tier. cpuSeconds is the CPU time of the test's process and of the children it reaped during the test (its
 `loadstage run`s with their servers and Locusts): not the kwok clusters' or the real node's pods'.
 
-    python tests/support/timing.py FILE [--wall SECONDS] [--setup SECONDS] [--unit-budget SECONDS] [--slowest N]
+    python tests/support/timing.py FILE [--wall SECONDS] [--setup SECONDS] [--unit-budget CPU_SECONDS] [--slowest N]
 
 prints each tier's busy time (the sum of its tests' setup, call and teardown), CPU time and wall time (its first
-start to its last stop), the whole run's wall time, and the slowest tests; it exits 1 when the unit tier's wall
+start to its last stop), the whole run's wall time, and the slowest tests; it exits 1 when the unit tier's CPU
 time is over its budget."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 TIERS = ("unit", "e2e", "cluster", "realnode")
-UNIT_BUDGET_SECONDS = 120
+UNIT_BUDGET_CPU_SECONDS = 240   # of CPU, which a busy machine does not stretch: two workers' two minutes
 
 
 def plain_id(nodeid: str) -> str:
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("file", type=Path)
     parser.add_argument("--wall", type=float, help="the whole run's wall time, in seconds")
     parser.add_argument("--setup", type=float, help="the part of it spent before the tests, in seconds")
-    parser.add_argument("--unit-budget", type=float, default=UNIT_BUDGET_SECONDS)
+    parser.add_argument("--unit-budget", type=float, default=UNIT_BUDGET_CPU_SECONDS)
     parser.add_argument("--slowest", type=int, default=20)
     args = parser.parse_args(argv)
     lines = args.file.read_text().splitlines() if args.file.exists() else []
@@ -131,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         print("no test ran")
         return 0
     print(summary(tests, args.wall, args.setup, args.slowest))
-    unit = tier_wall(tests, "unit")
+    unit = sum(t.get("cpuSeconds", 0) for t in tests if t["tier"] == "unit")
     if unit > args.unit_budget:
-        print(f"\nthe unit tier took {clock(unit)}, over its budget of {clock(args.unit_budget)}: something slow "
-              f"slipped in (docs/development.md, 'Adding a test')", file=sys.stderr)
+        print(f"\nthe unit tier took {clock(unit)} of CPU, over its budget of {clock(args.unit_budget)}: something "
+              f"slow slipped in (docs/development.md, 'Adding a test')", file=sys.stderr)
         return 1
     return 0
 

@@ -28,10 +28,12 @@ def test_each_tier_gets_its_busy_and_wall_time_and_the_slowest_tests_are_listed(
     assert out.index("realnode | tests/realnode/test_x.py::d") < out.index("cluster  | tests/cluster/test_x.py::c")
 
 
-def test_a_unit_tier_over_its_budget_fails_the_run_naming_it(tmp_path, capsys):
-    path = times_file(tmp_path, ("unit", "slow", 0, 121), ("e2e", "e", 0, 500))
+def test_a_unit_tier_over_its_cpu_budget_fails_the_run_naming_it(tmp_path, capsys):
+    path = times_file(tmp_path, ("unit", "slow", 0, 482), ("e2e", "e", 0, 5000))   # CPU: half of each
     assert main([str(path)]) == 1
-    assert "the unit tier took 2m01s, over its budget of 2m00s" in capsys.readouterr().err
+    assert "the unit tier took 4m01s of CPU, over its budget of 4m00s" in capsys.readouterr().err
+    within = times_file(tmp_path, ("unit", "waits", 0, 470), ("e2e", "e", 0, 5000))
+    assert main([str(within)]) == 0
 
 
 def test_a_groups_name_is_not_part_of_a_tests_id():
