@@ -8,6 +8,7 @@ import pytest
 from test_local_engine import finish, start_cli
 
 from support.documents import BASE
+from support.processes import alive
 
 pytestmark = pytest.mark.e2e
 
@@ -23,10 +24,10 @@ def test_a_goal_picks_the_variant_that_meets_the_objective_and_drops_the_one_tha
                    "resources": {"limits": {"cpu": "1"}}},
         "injectors": {"scenario": "hello", "maxUsersPerInjector": 40},
         "goal": {"rps": RATE}, "slo": {"p99": "150ms"}, "stageEnd": {"when": "Decided", "min": "8s", "max": "20s"},
-        "matrix": {"threads": [1, 4], "memory": ["256Mi"]}}})
+        "matrix": {"threads": [1, 4], "memory": ["256Mi"]}, "verify": True}})
     out_file = tmp_path / "result.json"
     code, out, err, _ = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w",
-                                         "--fail-on-threshold"), 240)
+                                         "--fail-on-threshold", "--warmup-duration", "3s"), 300)
     assert code == 0, err   # a variant met the objective: no threshold failed
     assert "the cheapest that meets p99 <= 150ms at 80 req/s: one stage each at that load" in err
     assert "  note: there is no warm-up: a variant's start-up transient" in err
@@ -48,3 +49,30 @@ def test_a_goal_picks_the_variant_that_meets_the_objective_and_drops_the_one_tha
     assert f"Recommendation: {found['sentence']}" in out
     assert "dropped variant 1 after 1 stage(s): broke it by far at the goal's load: p99 " in out
     assert found["order"] == [0, 1]
+
+    # spec.verify: the pick run again as exported (its one pod) at the goal's rate, after a warm-up (3 s: the
+    # option's; the run has none, so the goal's variants have none)
+    checked = status["verification"]
+    assert (checked["where"], checked["variant"], checked["result"]) == ("Local", 1, "Holds"), checked
+    (step,) = checked["steps"]
+    assert (step["load"], step["replicas"], step["outcome"]) == (RATE, 1, "Pass") and step["p99Ms"] < 150, step
+    assert "verify: variant 2 as exported, 1 pod(s) at 80 req/s (80 req/s a pod)" in err
+    assert "Verification (Local): Holds: the objective holds at 1 pod(s) at 80 req/s: Pass: p99 " in out
+
+    # `loadstage verify` of an export that is wrong by design: the run's result with threads=1 recommended, which
+    # broke the objective by far at this rate; the result file gets its answer, and the exit code says it
+    document = json.loads(out_file.read_text())
+    document["status"]["recommendation"].update(variant=0, winner={**found["winner"], "variant": 0})
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps(document))
+    code, out, err, started = finish(start_cli("verify", wrong, "--workdir", tmp_path / "v",
+                                               "--warmup-duration", "3s"), 120)
+    assert code == 3, err
+    assert not alive(started)
+    refuted = json.loads(wrong.read_text())["status"]["verification"]
+    assert (refuted["result"], refuted["steps"][0]["outcome"], refuted["steps"][0]["replicas"]) == (
+        "Breaks", "Fail", 1), refuted
+    assert refuted["reason"].startswith("the objective breaks at 1 pod(s) at 80 req/s: Fail: p99 "), refuted
+    assert refuted["steps"][0]["p99Ms"] > 3 * 150
+    assert "Verification (Local): Breaks: the objective breaks at 1 pod(s) at 80 req/s" in out
+    assert json.loads(wrong.read_text())["status"]["variants"] == status["variants"]   # the rest left as it was

@@ -738,6 +738,10 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
         Rule(lambda a: a.min_load <= a.max_load, "minLoad must be at most maxLoad", cel="self.minLoad <= self.maxLoad",
              field="minLoad"),
     ]),
+    "verify": Bool("Once spec.goal has its pick, run the export's settings at the load a pod is given (with "
+                   "spec.autoscale: its capacity less the headroom, on one pod; else the goal's rate on the "
+                   "variant's pods), ended as the goal's stages are, and record whether the objective holds in "
+                   "status.verification (docs/export.md).", default=False),
     "cleanup": Str("What happens to the target and the injector Jobs when the experiment ends: Delete them, "
                    "Keep them, or KeepOnFailure.", enum=CLEANUP_POLICIES, default="Delete"),
     "repeats": Int("How many times each variant's ladder runs. With 3 or more, every figure's interval comes from "
@@ -798,6 +802,9 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
     Rule(lambda s: s.autoscale is None or (s.goal is not None and s.goal.load == "rps"),
          "spec.autoscale sizes the autoscaler of spec.goal's pick, in req/s: it needs spec.goal.rps",
          cel="!has(self.autoscale) || (has(self.goal) && has(self.goal.rps))", field="autoscale"),
+    Rule(lambda s: not s.verify or (s.goal is not None and s.goal.load == "rps"),
+         "spec.verify runs spec.goal's pick at the req/s its export promises: it needs spec.goal.rps",
+         cel="!has(self.verify) || !self.verify || (has(self.goal) && has(self.goal.rps))", field="verify"),
     Rule(lambda s: s.search is None or s.slo is not None,
          "spec.search needs spec.slo: a search looks for the load at which the objective breaks",
          cel="!has(self.search) || has(self.slo)"),

@@ -538,6 +538,7 @@ class Spec:
     predict: Predict | None = None
     history: History = History()
     autoscale: Autoscale | None = None
+    verify: bool = False
 
     @property
     def objective(self) -> Thresholds | None:

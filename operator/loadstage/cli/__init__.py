@@ -13,6 +13,7 @@ from loadstage.cli.operator import cmd_crd, cmd_operator, cmd_reference
 from loadstage.cli.parser import EXIT_INVALID, build_parser
 from loadstage.cli.results import cmd_artifacts, cmd_compare, cmd_report
 from loadstage.cli.run import cmd_run, cmd_validate
+from loadstage.cli.verify import cmd_verify
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"run": cmd_run, "validate": cmd_validate, "report": cmd_report, "compare": cmd_compare,
                 "artifacts": cmd_artifacts, "history": cmd_history, "export": cmd_export,
+                "verify": cmd_verify,
                 "crd": cmd_crd, "reference": cmd_reference, "operator": cmd_operator}[args.command](args)
     except ValidationError as e:
         for path, message in e.problems:

@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stage-duration", type=stage_duration_arg, metavar="DURATION",
                      help="run every stage for this long instead (e.g. 10s)")
     run.add_argument("--warmup-duration", type=stage_duration_arg, metavar="DURATION",
-                     help="run the warm-up stage for this long instead")
+                     help="run the warm-up stage (and spec.verify's) for this long instead")
     run.add_argument("--users-scale", type=scale_arg, metavar="FACTOR",
                      help="multiply users and spawn rate per injector by FACTOR (e.g. 0.1)")
     run.add_argument("--workdir", help="keep logs and per-stage files here (default: a temporary "
@@ -169,6 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how fast the load may rise, req/s a second: checks the headroom covers a scale-up")
     exp.add_argument("--ready-seconds", type=seconds_arg, default=Autoscale.ready_seconds, metavar="SECONDS",
                      help=f"from a new pod's creation to serving (default {Autoscale.ready_seconds:g}s)")
+    ver = sub.add_parser("verify", help="run a result's recommendation again on this machine, as exported, at the "
+                                        "load the export promises a pod, and record whether the objective holds "
+                                        "(status.verification)")
+    ver.add_argument("source", help="a result file from `loadstage run -o` of a spec.goal in req/s")
+    ver.add_argument("-o", "--output", help="write the result with its status.verification here (default: back "
+                                            "into SOURCE)")
+    ver.add_argument("--warmup-duration", type=stage_duration_arg, metavar="DURATION",
+                     help="warm up for this long before the verified stage (default: the run's warm-up's, else 10s)")
+    ver.add_argument("--workdir", help="keep logs and per-stage files here (default: a temporary directory)")
+    ver.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     sub.add_parser("crd", help="print the LoadExperiment CustomResourceDefinition")
     sub.add_parser("reference", help="print the experiment field reference (Markdown), from the same schema")
 

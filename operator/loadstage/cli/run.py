@@ -20,8 +20,9 @@ import yaml
 
 from loadstage.api.load import load_experiment_file, parse_experiment
 from loadstage.api.names import API_GROUP, API_VERSION, KIND
+from loadstage.api.quantities import format_duration
 from loadstage.api.schema import ValidationError
-from loadstage.api.status import RunStatus, VariantRecord
+from loadstage.api.status import RunStatus, VariantRecord, VerificationRecord
 from loadstage.api.types import Experiment
 from loadstage.cli.history import prepared, record
 from loadstage.cli.parser import EXIT_FAILED, EXIT_NOTHING_SUCCEEDED, EXIT_OK, EXIT_THRESHOLDS
@@ -30,6 +31,9 @@ from loadstage.engine.backend import BlockingBackend
 from loadstage.engine.clock import now, parse
 from loadstage.engine.errors import Cancelled, ExperimentFailed
 from loadstage.engine.stages import StageEngine, new_status
+from loadstage.export import verification
+from loadstage.export.bundle import scaler_for
+from loadstage.export.choice import ExportRefused, choose
 from loadstage.local.app_interface import interface_problems
 from loadstage.local.backend import LocalBackend, Progress
 from loadstage.local.live_metrics import LocalSeries
@@ -107,6 +111,39 @@ def failed_objective(run: RunStatus, variant: VariantRecord) -> bool:
     if variant.search is not None:
         return variant.search.reason in ("FloorFailed", "InjectorBound")
     return any(s.verdict and not s.verdict.passed for s in variant.stages)
+
+
+def verify_locally(experiment: Experiment, status: RunStatus, workdir: Path, on_progress,
+                   cancel: threading.Event, warmup: float | None = None) -> VerificationRecord:
+    """The recommended variant run as exported, at the load the export promises a pod (export.verification),
+    after a warm-up of `warmup` seconds (default: the run's, else 10 s); Cancelled and KeyboardInterrupt go to
+    the caller."""
+    pick, asked = status.recommendation, experiment.spec.autoscale
+    if pick is None or pick.variant is None:
+        return verification.refused("the run has no recommendation")
+    variant = experiment.variants()[pick.variant]
+    try:   # an autoscaler's load a pod is sized from the pick's capacity stage; without one, the goal's rate
+        scaler = None if asked is None else scaler_for(asked, status, choose(experiment, status, None),
+                                                       variant.resources.requests.cpu or variant.cpu)
+    except ExportRefused as e:
+        return verification.refused(str(e))
+    planned = verification.plan(experiment, variant, scaler, asked,
+                                None if warmup is None else format_duration(warmup))
+    print(planned.said(), file=sys.stderr)
+    checked = parse_experiment(planned.document)
+    ran = new_status(checked)
+    backend = LocalBackend(checked, workdir / "verification", on_progress=on_progress, cancel=cancel)
+    failed = None
+
+    async def ignored(_: RunStatus) -> None:
+        pass
+    try:
+        asyncio.run(StageEngine(checked, BlockingBackend(backend), on_update=ignored).run(ran))
+    except ExperimentFailed as e:
+        failed = e.message
+    finally:
+        backend.close()
+    return verification.record(planned, ran, failed)
 
 
 def cmd_validate(args) -> int:
@@ -216,6 +253,9 @@ def cmd_run(args) -> int:
     code = EXIT_OK
     try:
         asyncio.run(engine.run(status))
+        if experiment.spec.verify and status.phase == "Succeeded":
+            status.verification = verify_locally(experiment, status, workdir, on_progress, cancel,
+                                                 args.warmup_duration)
     except (Cancelled, KeyboardInterrupt):
         name = signal.Signals(received[0]).name if received else "SIGINT"
         status = status.ended("Failed", "Interrupted", f"interrupted by {name}; finished stages are kept", now())

@@ -12,7 +12,16 @@ from typing import Any
 from kubernetes import client
 
 from loadstage.api.names import API_GROUP, API_VERSION, CONDITION_TYPES, PLURAL
-from loadstage.api.status import STATUS, Cleanup, Condition, ExportRecord, HistoryRecord, InPlace, RunStatus
+from loadstage.api.status import (
+    STATUS,
+    Cleanup,
+    Condition,
+    ExportRecord,
+    HistoryRecord,
+    InPlace,
+    RunStatus,
+    VerificationRecord,
+)
 from loadstage.engine.clock import now
 from loadstage.engine.errors import ExperimentFailed
 from loadstage.kube import metrics
@@ -65,10 +74,11 @@ def _patch(custom: client.CustomObjectsApi, namespace: str, name: str, document:
 
 def record(api: client.ApiClient, namespace: str, name: str, *, cleanup: Cleanup | None = None,
            in_place: InPlace | None = None, history: HistoryRecord | None = None,
-           export: ExportRecord | None = None) -> None:
-    """The cleanup's, the restore's, the history's or the export's record, alone (a merge patch: the rest of the
-    status stays)."""
-    parts = {"cleanup": cleanup, "inPlace": in_place, "history": history, "export": export}
+           export: ExportRecord | None = None, verification: VerificationRecord | None = None) -> None:
+    """The cleanup's, the restore's, the history's, the export's or the verification's record, alone (a merge
+    patch: the rest of the status stays)."""
+    parts = {"cleanup": cleanup, "inPlace": in_place, "history": history, "export": export,
+             "verification": verification}
     _patch(client.CustomObjectsApi(api), namespace, name,
            {key: STATUS.fields[key].dump(value, f"status.{key}") for key, value in parts.items() if value is not None})
 

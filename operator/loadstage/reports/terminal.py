@@ -106,6 +106,21 @@ def render_recommendation(run: RunStatus) -> list[str]:
     return lines
 
 
+def render_verification(run: RunStatus) -> list[str]:
+    """spec.verify's (or `loadstage verify`'s) answer: Holds, Breaks or Undecided, and each step's figures."""
+    checked = run.verification
+    if checked is None:
+        return []
+    lines = [f"Verification ({checked.get('where', 'Local')}): {checked.get('result')}: {checked.get('reason')}"]
+    for step in checked.get("steps", []):
+        bounds = step.get("p99IntervalMs")
+        p99 = step.get("p99Ms")
+        lines.append(f"  {step['replicas']} pod(s) at {step['load']:g} req/s: {step['outcome']}, p99 "
+                     f"{'-' if p99 is None else f'{p99:g}'} ms"
+                     f"{f' [{bounds[0]:g}, {bounds[1]:g}]' if bounds else ''} over {step.get('seconds', 0):g} s")
+    return lines
+
+
 def render_capacity(run: RunStatus) -> list[str]:
     if run.recommendation is not None:
         return render_recommendation(run)
@@ -220,7 +235,8 @@ def render_status(run: RunStatus, with_phase: bool = True) -> str:
     lines = []
     if run.has_stages():
         lines.append(render_report(run))
-    lines += render_capacity(run) + render_scale_out(run) + render_cross_check(run) + render_alarms(run)
+    lines += render_capacity(run) + render_verification(run) + render_scale_out(run) + render_cross_check(run) + \
+        render_alarms(run)
     if with_phase and run.phase != "Succeeded":
         lines.append(f"{run.phase}: {run.message}")
     return "".join(line + "\n" for line in lines)

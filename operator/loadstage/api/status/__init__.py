@@ -41,6 +41,7 @@ from loadstage.api.status.variant import (
     VariantAggregate,
     VariantRecord,
 )
+from loadstage.api.status.verification import VerificationRecord, VerificationStep
 
 __all__ = [
     "FIGURES",
@@ -89,5 +90,7 @@ __all__ = [
     "VariantAggregate",
     "VariantRecord",
     "Verdict",
+    "VerificationRecord",
+    "VerificationStep",
     "last_injector_bound",
 ]

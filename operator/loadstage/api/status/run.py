@@ -17,6 +17,7 @@ from loadstage.api.status.pick import RECOMMENDATION, Recommendation
 from loadstage.api.status.scale_out import SCALE_OUT, ScaleOut
 from loadstage.api.status.stage import RETRY, Retry
 from loadstage.api.status.variant import PIVOT_ROW, VARIANT, PivotRow, VariantRecord
+from loadstage.api.status.verification import VERIFICATION, VerificationRecord
 
 SCHEMA_VERSION = 2   # 1: before the status said; every earlier version is read as it is
 
@@ -178,6 +179,7 @@ class RunStatus(Written):
     in_place: InPlace | None = None
     history: HistoryRecord | None = None
     export: ExportRecord | None = None
+    verification: VerificationRecord | None = None   # with spec.verify, or `loadstage verify`
     scale_out: list[ScaleOut] = field(default_factory=list)   # with a matrix over pods or workers
 
     @classmethod
@@ -260,6 +262,7 @@ STATUS = Obj(RunStatus, "What the operator observed; written by the operator onl
     "inPlace": Field(IN_PLACE, attr="in_place", omit=omit_none),
     "history": Field(HISTORY, omit=omit_none),
     "export": Field(EXPORT, omit=omit_none),
+    "verification": Field(VERIFICATION, omit=omit_none),
     "variants": Field(ListOf("One entry per variant, with its stage results.", VARIANT), absent=[],
                       omit=omit_empty),
     "p99ByStage": Field(ListOf("The p99 latency of every stage, per variant.", PIVOT_ROW), attr="p99_by_stage",
