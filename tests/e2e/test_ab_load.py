@@ -34,7 +34,8 @@ def run(write_experiment, tmp_path, name, *, keep_alive, stages, scenario="respo
 
 
 # the kernel's count is the whole machine's: never beside the test that makes a target drop thousands
-@pytest.mark.xdist_group("accepted-connections")
+# (test_saturation's, also fair_cpu: the two run on one worker, one after the other)
+@pytest.mark.fair_cpu
 def test_a_request_goal_sends_exactly_that_many_and_without_keep_alive_each_opens_a_connection(
         write_experiment, tmp_path):
     out, (goal, cut), opened = run(write_experiment, tmp_path, "ab", keep_alive=False, stages=[

@@ -42,7 +42,8 @@ def pytest_configure(config) -> None:
                                        "parallel pass")
     config.addinivalue_line("markers", "fair_cpu: decides on latencies near its target's capacity, so it needs a "
                                        "fair share of the CPU: it runs after the real node's tests, on their "
-                                       "worker, never beside the real node's pods (which get the CPU first)")
+                                       "worker, never beside the real node's pods (which get the CPU first), "
+                                       "and one at a time with the other fair_cpu tests")
     config.addinivalue_line("markers", "long: takes a minute or so; runs first in its tier, so that it does not "
                                        "start last and hold the run's end")
     tiers = config.getoption("--tiers")

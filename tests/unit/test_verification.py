@@ -86,3 +86,19 @@ def test_the_status_keeps_it_and_the_report_says_it(run):
         f"Verification (Local): Holds: {checked.verification['reason']}",
         "  1 pod(s) at 120 req/s: Pass, p99 37.8143 ms [35.88, 44.63] over 12.58 s"]
     assert render_verification(status) == []
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("lx/shop", "error: lx/shop: `loadstage verify` runs on this machine, from a result file (`loadstage run -o`)"),
+    (str(ROOT / "tests" / "data" / "results" / "search.json"), "search.json: verify runs a run's recommendation at "
+                                                               "the req/s its export promises: the run needs "
+                                                               "spec.goal.rps"),
+    ("missing.json", "error: missing.json: "),
+])
+def test_verify_refuses_what_it_cannot_verify_naming_it_and_runs_nothing(source, said, capsys, tmp_path,
+                                                                         monkeypatch):
+    from loadstage.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", source]) == 2
+    assert said in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -22,8 +22,9 @@ EXIT_BY_RESULT = {"Holds": EXIT_OK, "Breaks": EXIT_THRESHOLDS, "Undecided": EXIT
 
 def cmd_verify(args) -> int:
     if sources.is_resource(args.source):
-        raise ValidationError([(args.source, "`loadstage verify` runs on this machine, from a result file; in a "
-                                             "cluster, give the experiment spec.verify: true")])
+        raise ValidationError([(args.source, "`loadstage verify` runs on this machine, from a result file "
+                                             "(`loadstage run -o`); a cluster's verification through the exported "
+                                             "HPA is not built yet")])
     document = sources.load_document(args.source)
     experiment = sources.experiment_of(args.source, document)
     status = sources.results_of(args.source, document)
