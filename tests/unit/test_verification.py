@@ -102,3 +102,13 @@ def test_verify_refuses_what_it_cannot_verify_naming_it_and_runs_nothing(source,
     assert main(["verify", source]) == 2
     assert said in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_fail_on_threshold_fails_a_goal_whose_verified_pick_broke_the_objective(run):
+    from loadstage.cli.run import failed_objective
+    experiment, status = run
+    planned = verification.plan(experiment, choose(experiment, status, None).variant, None, None)
+    held = dataclasses.replace(status, verification=verification.record(planned, ran_with(status, 2)))
+    broke = dataclasses.replace(status, verification=verification.record(planned, ran_with(status, 0)))
+    assert not any(failed_objective(held, v) for v in held.variants)       # dropped variants' stages aside
+    assert all(failed_objective(broke, v) for v in broke.variants)

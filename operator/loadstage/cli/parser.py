@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "directory, removed after a successful run)")
     run.add_argument("--fail-on-threshold", action="store_true",
                      help=f"exit {EXIT_THRESHOLDS} if any stage failed its objective (thresholds or slo); with "
-                          f"spec.search, if a variant's search failed at `from` or ran out of injectors")
+                          f"spec.search, if a variant's search failed at `from` or ran out of injectors; with "
+                          f"spec.goal, if none met it or its pick's verification (spec.verify) broke it")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     run.add_argument("--metrics-port", type=port_arg, metavar="PORT",
                      help="serve the run's live Prometheus series on 127.0.0.1:PORT while it runs (docs/live.md)")

@@ -105,9 +105,10 @@ class ProgressPrinter:
 
 def failed_objective(run: RunStatus, variant: VariantRecord) -> bool:
     """A ladder's stage failed its objective; a search's fails by design, so its variant fails only where it
-    failed already at `from` (or its injectors, not the target, ran out); a goal's, only where none passed."""
+    failed already at `from` (or its injectors, not the target, ran out); a goal's, only where none passed, or
+    its pick, verified (spec.verify), broke it."""
     if run.recommendation is not None:
-        return run.recommendation.winner is None
+        return run.recommendation.winner is None or (run.verification or {}).get("result") == "Breaks"
     if variant.search is not None:
         return variant.search.reason in ("FloorFailed", "InjectorBound")
     return any(s.verdict and not s.verdict.passed for s in variant.stages)
