@@ -1,6 +1,6 @@
 """Where the suite's time goes: a pytest plugin that appends one line per test to the file named by
-LOADSTAGE_TEST_TIMES (JSON: id, tier, start, stop, seconds, outcome, cpuSeconds), and a summary of such a file by
-tier. cpuSeconds is the CPU time of the test's process and of the children it reaped during the test (its
+LOADSTAGE_TEST_TIMES (JSON: id, tier, start, stop, seconds, outcome, cpuSeconds, worker), and a summary of such a
+file by tier. cpuSeconds is the CPU time of the test's process and of the children it reaped during the test (its
 `loadstage run`s with their servers and Locusts): not the kwok clusters' or the real node's pods'.
 
     python tests/support/timing.py FILE [--wall SECONDS] [--setup SECONDS] [--unit-budget CPU_SECONDS] [--slowest N]
@@ -45,7 +45,7 @@ class TimesFile:
     def pytest_runtest_logreport(self, report) -> None:
         test = self.tests.setdefault(report.nodeid, {
             "id": plain_id(report.nodeid), "tier": tier_of(report.nodeid), "start": report.start, "stop": report.stop,
-            "seconds": 0.0, "outcome": "passed", "cpuSeconds": 0.0})
+            "seconds": 0.0, "outcome": "passed", "cpuSeconds": 0.0, "worker": worker_of(report)})
         test["start"], test["stop"] = min(test["start"], report.start), max(test["stop"], report.stop)
         test["seconds"] += report.duration
         test["cpuSeconds"] += dict(report.user_properties).get("cpuSeconds", 0.0)
@@ -54,6 +54,12 @@ class TimesFile:
         if report.when == "teardown":
             with self.path.open("a") as out:
                 out.write(json.dumps(self.tests.pop(report.nodeid)) + "\n")
+
+
+def worker_of(report) -> str:
+    """The xdist worker that ran it (xdist's controller sets `node` on the reports it receives)."""
+    node = getattr(report, "node", None)
+    return node.gateway.id if node is not None else "main"
 
 
 def cpu_seconds() -> float:
