@@ -58,7 +58,8 @@ def supervisor():
 @pytest.fixture(scope="session")
 def cluster():
     """A real control plane (kube-apiserver, etcd, controller-manager, scheduler, kwok) on loopback, one per
-    test process (each xdist worker has its own); tests keep apart by namespace."""
+    test process (each xdist worker has its own); tests keep apart by namespace. It goes down after the
+    process's last test of the cluster tier (support/scheduling.py), not at the session's end."""
     from support.kube import Cluster
     with Cluster.running("session") as c:
         yield c

@@ -41,9 +41,10 @@ def test_an_arrival_rate_holds_across_injectors_and_a_pool_too_small_drops_arriv
     assert dropping["droppedArrivals"] > dropping["arrivals"] / 100 and dropping["injectorBound"] is True, dropping
     assert dropping["arrivals"] == 300 * 5
     assert dropping["requests"] < 0.6 * dropping["arrivals"]
-    # the target queued what it could not serve: every user of the pools in flight (Little's law), against one or
-    # two at 60/s (a p99 twice the held stage's, asserted before, failed where a busy machine slowed that stage)
-    assert dropping["saturation"]["inFlight"] >= 0.75 * dropping["users"] > 5 * held["saturation"]["inFlight"], \
-        (dropping["saturation"], held["saturation"])
+    # the target queued what it could not serve: every user of the pools in flight (Little's law), where the held
+    # stage kept most of its pools idle (one or two in flight at 60/s; four where four workers' tests slowed the
+    # target: a contrast of 5x with it, and a p99 twice its, failed there before)
+    assert dropping["saturation"]["inFlight"] >= 0.75 * dropping["users"], dropping["saturation"]
+    assert held["saturation"]["inFlight"] < 0.5 * held["users"], held["saturation"]
     assert dropping["latencyMs"]["p99"] > held["latencyMs"]["p99"]
     assert "Arrivals/s (dropped)" in out and f"{RATE} (0)" in out

@@ -11,7 +11,8 @@
   then reaches another test's server;
 - the order: the real node's tests first (the longest chain, on one worker), then the kwok tests, then the
   local end-to-end ones; within a tier the tests marked `long` first, so that the short tests fill the gaps at
-  the end.
+  the end;
+- a worker's kwok cluster goes down once its next test is of another tier, not at the session's end.
 """
 
 from __future__ import annotations
@@ -116,3 +117,26 @@ def pytest_collection_finish(session) -> None:
     if lost:
         raise pytest.UsageError(f"--dist loadgroup did not group {lost[0]} (and {len(lost) - 1} more): this "
                                 f"pytest-xdist cannot set this pytest's node ids (see pyproject.toml)")
+
+
+session_cluster: list = []   # the `cluster` fixture's (tests/conftest.py) definition and request, while it is up
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    value = yield
+    if fixturedef.argname == "cluster" and fixturedef.scope == "session":
+        session_cluster[:] = [fixturedef, request]
+    return value
+
+
+@pytest.hookimpl(trylast=True)   # after pytest's own teardown of the item's fixtures
+def pytest_runtest_teardown(item, nextitem):
+    """The tiers run in order, so a process whose next test is not of the cluster tier has run its last that
+    needs the kwok cluster: an idle control plane costs a twentieth of a core until the run's end. Were the
+    cluster asked for again, pytest would bring it up again."""
+    if session_cluster and nextitem is not None and tier_of_path(Path(nextitem.path), item.config.rootpath) != \
+            "cluster":
+        fixturedef, request = session_cluster
+        session_cluster.clear()
+        fixturedef.finish(request)
