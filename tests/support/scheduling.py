@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from loadstage.local.ports import PORTS_ENV
+from support.cpu_first import cpu_first
 from support.timing import TIERS
 
 ORDER = {"realnode": 0, "cluster": 1, "e2e": 2, "unit": 3}
@@ -44,7 +45,8 @@ def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "fair_cpu: decides on latencies near its target's capacity, so it needs a "
                                        "fair share of the CPU: it runs after the real node's tests, on their "
                                        "worker, never beside the real node's pods (which get the CPU first), "
-                                       "and one at a time with the other fair_cpu tests")
+                                       "one at a time with the other fair_cpu tests, its processes getting the "
+                                       "CPU before the other workers' (support/cpu_first.py)")
     config.addinivalue_line("markers", "long: takes a minute or so; runs first in its tier, so that it does not "
                                        "start last and hold the run's end")
     tiers = config.getoption("--tiers")
@@ -117,6 +119,14 @@ def pytest_collection_finish(session) -> None:
     if lost:
         raise pytest.UsageError(f"--dist loadgroup did not group {lost[0]} (and {len(lost) - 1} more): this "
                                 f"pytest-xdist cannot set this pytest's node ids (see pyproject.toml)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if item.get_closest_marker("fair_cpu") is None:
+        return (yield)
+    with cpu_first():
+        return (yield)
 
 
 session_cluster: list = []   # the `cluster` fixture's (tests/conftest.py) definition and request, while it is up
