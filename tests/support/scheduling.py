@@ -5,7 +5,8 @@
   they run by themselves after the parallel pass);
 - xdist groups (`--dist loadgroup`): a test that uses a module-scoped fixture (the real node, a played ladder,
   two recorded runs) runs on the worker that holds that fixture; a test marked `fair_cpu` runs on the real
-  node's worker, after the real node's tests; any other test runs wherever a worker is free.
+  node's worker, after the real node's tests, with the CPU first (support/cpu_first.py); any other test runs
+  wherever a worker is free.
 - each worker's own loopback ports (LOADSTAGE_LOCAL_PORTS, for free_port and the `loadstage run`s it starts):
   the kernel's choice of port 0 may give two workers the same port, one after the other, and a test's client
   then reaches another test's server;
