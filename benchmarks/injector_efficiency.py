@@ -171,13 +171,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--users", type=int, default=64)
-    parser.add_argument("--smoke", action="store_true", help="2 s per client, one round (CI)")
+    parser.add_argument("--smoke", action="store_true", help="4 s per client, one round (CI: 2 s made no request on a busy machine)")
     args = parser.parse_args()
     for tool in ("nginx", "wrk", "taskset"):
         if shutil.which(tool) is None:
             print(f"needs {tool}: scripts/setup installs it", file=sys.stderr)
             return 2
-    seconds, rounds = (2, 1) if args.smoke else (args.seconds, args.rounds)
+    seconds, rounds = (4, 1) if args.smoke else (args.seconds, args.rounds)
     r = measure(seconds, rounds, args.users)
     for name, rps in r["medianRps"].items():
         cores = statistics.median(x["serverCores"] for x in r["runs"][name])
