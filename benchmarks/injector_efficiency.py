@@ -171,7 +171,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--users", type=int, default=64)
-    parser.add_argument("--smoke", action="store_true", help="4 s per client, one round (CI: 2 s made no request on a busy machine)")
+    parser.add_argument("--smoke", action="store_true", help="4 s per client, one round (CI; 2 s was too short)")
     args = parser.parse_args()
     for tool in ("nginx", "wrk", "taskset"):
         if shutil.which(tool) is None:
