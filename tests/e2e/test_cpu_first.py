@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from loadstage.local.cgroups import _own_paths
 from support.cpu_first import SHARES, cpu_first, cpu_hierarchy
 
 pytestmark = pytest.mark.e2e
 
 
 def cpu_cgroup() -> str:
-    return next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                if "cpu" in line.split(":", 2)[1].split(","))
+    return _own_paths(Path("/proc/self/cgroup").read_text())["cpu"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or cpu_hierarchy() is None, reason="cgroup v1 and root")

@@ -9,25 +9,17 @@ import contextlib
 import os
 from pathlib import Path
 
+from loadstage.local.cgroups import _inside, _mounts, _own_paths
+
 SHARES = 16 * 2 * 1024    # as the real node's kubepods: 16 times two cores' worth
 
 
 def cpu_hierarchy() -> Path | None:
-    """This process's cgroup in the v1 hierarchy of the cpu controller, where it is mounted."""
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        dash = fields.index("-")
-        if fields[dash + 1] == "cgroup" and "cpu" in fields[dash + 3].split(","):
-            mount, root = Path(fields[4]), fields[3]
-            break
-    else:
-        return None
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "cpu" in controllers.split(","):
-            relative = path[len(root):] if root != "/" and path.startswith(root) else path
-            return mount / relative.lstrip("/")
-    return None
+    """This process's cgroup in the v1 hierarchy of the cpu controller, where it is mounted (read as the local
+    engine reads it for its pods' cgroups)."""
+    v1, _ = _mounts(Path("/proc/self/mountinfo").read_text())
+    own = _own_paths(Path("/proc/self/cgroup").read_text())
+    return _inside(v1["cpu"], own["cpu"]) if "cpu" in v1 and "cpu" in own else None
 
 
 @contextlib.contextmanager
