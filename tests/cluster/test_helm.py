@@ -240,9 +240,11 @@ def test_rbac_grants_nothing_it_does_not_need(cluster, namespace):
     granted = cluster.kubectl("auth", "can-i", "--list", f"--as={account}", "-n", "default").stdout
     assert can("create", "deployments.apps", "-n", "default") and can("delete", "jobs.batch", "-n", "default")
     assert can("patch", "jobs.batch", "-n", "default")   # the injectors lost in a stage, on its worker Job
-    # an InPlace target's HPAs are pinned and restored (patch, never update or delete)
+    # an InPlace target's HPAs are pinned and restored (patch, never update); a verification's own HPA is created
+    # and deleted (spec.verify)
     assert can("patch", "horizontalpodautoscalers.autoscaling", "-n", "default")
-    assert not can("delete", "horizontalpodautoscalers.autoscaling", "-n", "default")
+    assert not can("update", "horizontalpodautoscalers.autoscaling", "-n", "default")
+    assert can("create", "horizontalpodautoscalers.autoscaling", "-n", "default")
     assert can("list", "pods", "-n", "default") and can("get", "configmaps", "-n", "default")
     assert can("create", "configmaps", "-n", "default") and can("get", "pods/log", "-n", "default")
     assert can("update", "loadexperiments.loadstage.io", "--subresource=finalizers", "-n", "default")

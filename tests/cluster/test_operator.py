@@ -5,6 +5,7 @@ the termination message a real local Locust master produced."""
 import asyncio
 import copy
 import dataclasses
+import datetime
 import itertools
 import json
 import os
@@ -485,6 +486,100 @@ def test_a_goal_in_the_operator_runs_the_cheapest_variants_first_and_resumes_aft
     assert deployment["spec"]["replicas"] == 2
     assert deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "250m"
     assert "Exported" in event_reasons(cluster, namespace, "cluster-ladder")
+
+
+def play_stages(cluster, namespace, experiment, stage, until, timeout=120):
+    """Plays each stage of `experiment` as it starts (its master and worker Jobs, as a kubelet would end them),
+    until `until()`."""
+    played = set()
+
+    def next_one():
+        if until():
+            return True
+        for job in cluster.batch.list_namespaced_job(
+                namespace, label_selector=f"loadstage.io/experiment={experiment}").items:
+            master = job.metadata.name
+            if master.endswith("-master") and master not in played:
+                workers = master.removesuffix("-master") + "-workers"
+                try:   # the master Job is created first
+                    injectors = cluster.batch.read_namespaced_job(workers, namespace).spec.parallelism
+                except ApiException:
+                    return False
+                running_pods_of_job(cluster, namespace, master)
+                running_pods_of_job(cluster, namespace, workers, injectors)
+                finish_stage(cluster, namespace, master, workers, stage)
+                played.add(master)
+                return until()
+        return False
+    wait_for(next_one, timeout=timeout, interval=0.2)
+    return played
+
+
+def test_a_verification_of_an_export_that_was_refused_says_so_and_deploys_nothing(cluster, namespace, operator,
+                                                                                  real_stage):
+    """kwok measures no CPU (no metrics API): the pick's export cannot size an HPA, and spec.verify records why
+    there is nothing to verify, with no copy of the target."""
+    operator()
+    doc = document(spec={"target.pods": 1, "goal": {"rps": 40}, "matrix": {"cpu": ["250m", "500m"]},
+                         "slo": {"p99": "1s"}, "stageEnd": {"when": "Decided", "max": "30s"},
+                         "injectors.maxRatePerInjector": 200, "autoscale": {"minLoad": 40, "maxLoad": 300},
+                         "verify": True, "stages": None, "thresholds": None, "cleanup": "Keep"})
+    assert apply(cluster, namespace, doc).returncode == 0
+    play_stages(cluster, namespace, "cluster-ladder", real_stage,
+                lambda: "verification" in cluster.status(namespace, "cluster-ladder"))
+    final = cluster.status(namespace, "cluster-ladder")
+    assert final["export"]["error"].endswith("has no measured rate and CPU to size an autoscaler from"), final
+    refused = final["export"]["error"]
+    assert final["verification"] == {"where": "Cluster", "result": "Undecided", "steps": [],
+                                     "reason": f"nothing to verify: the export was refused ({refused})"}
+    deployments = [d.metadata.name for d in cluster.apps.list_namespaced_deployment(namespace).items]
+    assert not [d for d in deployments if "-vf-" in d], deployments
+    assert "Verifying" not in event_reasons(cluster, namespace, "cluster-ladder")
+
+
+def test_a_copys_hpa_without_a_metrics_api_cannot_scale_the_verification_reads_why_and_deletes_it(cluster,
+                                                                                                 namespace):
+    """The exported HPA, pointed at a copy's Deployment, on the kwok control plane's own HPA controller with no
+    metrics API: ScalingActive False, read as the verification reads it; the copy's deletion takes the HPA."""
+    from loadstage.api.status import RunStatus
+    from loadstage.export import autoscaler, verification
+    from loadstage.export.bundle import scaler_for
+    from loadstage.export.choice import choose
+    from loadstage.kube.autoscaled import not_scaling
+    from loadstage.kube.children import delete_children
+    result = json.loads((ROOT / "tests" / "data" / "results" / "goal.json").read_text())
+    result["spec"].update({"verify": True, "autoscale": {"minLoad": 50, "maxLoad": 600}})
+    experiment = parse_experiment({k: result[k] for k in ("apiVersion", "kind", "metadata", "spec")})
+    status = RunStatus.read(result["status"])
+    chosen = choose(experiment, status, None)
+    hpa = autoscaler.hpa("goal-runner", scaler_for(experiment.spec.autoscale, status, chosen, "250m"), "lx/goal",
+                         experiment.spec.autoscale)
+    owner = cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, example("cluster-ladder"))
+    planned = verification.in_cluster(experiment, owner["metadata"]["uid"], chosen.variant, hpa)
+    copied = parse_experiment(planned.document)
+    ref = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LoadExperiment", "name": owner["metadata"]["name"],
+           "uid": owner["metadata"]["uid"]}
+    runner = planned.hpa["spec"]["scaleTargetRef"]["name"]
+    labels = {"loadstage.io/experiment": copied.name, "loadstage.io/role": "runner"}
+    cluster.apps.create_namespaced_deployment(namespace, {
+        "metadata": {"name": runner, "labels": labels, "ownerReferences": [ref]},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels}, "spec": {"containers": [
+                {"name": "runner", "image": "registry.example/runner:1",
+                 "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "250m"}}}]}}}})
+    api = config.new_client_from_config(config_file=cluster.kubeconfig)
+    context = ExperimentContext(copied, namespace, api, owner_uid=owner["metadata"]["uid"],
+                                adopt=lambda child: child["metadata"].setdefault("ownerReferences", [ref]),
+                                stopped=False)
+    assert asyncio.run(Children(context).create(planned.hpa)) is True
+    said = wait_for(lambda: not_scaling(cluster.api_autoscaling().read_namespaced_horizontal_pod_autoscaler(
+        f"{copied.name}-runner", namespace), datetime.datetime.now(datetime.UTC), autoscaler.SYNC_SECONDS),
+        timeout=90, interval=1)
+    assert said.startswith("ScalingActive False, FailedGetResourceMetric: "), said
+    assert delete_children(api, namespace, copied.name) == 2      # the copy's Deployment and its HPA
+    assert not cluster.api_autoscaling().list_namespaced_horizontal_pod_autoscaler(namespace).items
+    assert not [d for d in cluster.apps.list_namespaced_deployment(namespace).items
+                if d.metadata.deletion_timestamp is None]
 
 
 def test_maximize_in_the_operator_searches_every_variant_and_picks_the_most_per_core(cluster, namespace, operator,

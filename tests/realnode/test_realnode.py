@@ -411,6 +411,38 @@ def test_a_goal_picks_the_cheapest_variant_that_meets_it_in_real_pods(node):
     assert four["stages"][-1]["target"]["servedRequests"] == four["stages"][-1]["requests"]
 
 
+def verified_goal(name, headroom):
+    """A goal whose pick is exported with an HPA for 40 to 180 req/s and verified (spec.verify). One worker of
+    four threads under 100m: each request takes ~1 ms of CPU and holds a thread ~18 ms, so CPU binds first,
+    near 90 req/s a pod, and CPU is what the HPA scales on."""
+    return {"apiVersion": "loadstage.io/v1alpha1", "kind": "LoadExperiment", "metadata": {"name": name},
+            "spec": {"target": {"pods": 1, "workers": 1, "threads": 4, "env": {"RUNNER_DELAY": "fast"},
+                                "resources": {"limits": {"memory": "256Mi"}}},
+                     "injectors": {"scenario": "hello", "maxUsersPerInjector": 60, "maxRatePerInjector": 200},
+                     "matrix": {"cpu": ["100m", "250m"]},
+                     "warmup": {"arrivalRate": 40, "duration": "10s"},
+                     "goal": {"rps": 40}, "slo": {"p99": "150ms"},
+                     "stageEnd": {"when": "Decided", "min": "8s", "max": "20s"},
+                     "autoscale": {"minLoad": 40, "maxLoad": 180, "headroom": headroom, "readySeconds": "5s"},
+                     "verify": True}}
+
+
+VERIFICATIONS = {"lx-verify": verified_goal("verify", "20%"),
+                 "lx-verify-wrong": verified_goal("verify-wrong", "0%")}   # no headroom: a pod at its capacity
+
+
+@pytest.fixture(scope="module", autouse=True)
+def verifications(node, request):
+    """The verifications take minutes, mostly waiting for the HPA: they run beside the tests before theirs."""
+    if not any(item.name.startswith("test_a_verified_pick") for item in request.session.items):
+        yield
+        return
+    for namespace, doc in VERIFICATIONS.items():
+        node.restricted_namespace(namespace)
+        apply(node, namespace, doc)
+    yield
+
+
 SHOP_ARGS = ["gunicorn", "--bind", "0.0.0.0:8080", "--workers", "2", "httpbin:app"]
 
 
@@ -628,6 +660,50 @@ def test_an_evicted_master_reruns_its_stage_and_a_target_restarted_by_its_probe_
     assert "\u2020 the target was not steady" in report.stdout, report.stderr
     print(f"\nevicted and restarted: attempts {[s.get('attempts', 1) for s in stages]}, target restarts "
           f"{[s['target']['restarts'] for s in stages]}, unready s {[s['target']['unreadySeconds'] for s in stages]}")
+
+
+def verified(node, namespace, name, timeout=900):
+    """The experiment's status once its verification has a result."""
+    return wait_for(lambda: (final := status(node, namespace, name)).get("verification", {}).get("result")
+                    not in (None, "Running") and final, timeout=timeout, interval=5,
+                    explain=lambda: status(node, namespace, name).get("verification") or
+                    status(node, namespace, name).get("message"))
+
+
+def test_a_verified_pick_scales_a_copy_of_its_target_through_the_exported_hpa(node):
+    """metrics-server (10 s resolution) and the controller-manager's HPA controller add pods to a copy of the pick
+    as the arrival rate climbs from minLoad to maxLoad, and the objective holds at each step, judged after the
+    HPA's reaction; with no headroom the HPA keeps each pod at its capacity, and the objective does not hold at
+    the top. The copies and their HPAs are gone after."""
+    finals = {}
+    for namespace, doc in VERIFICATIONS.items():
+        name = doc["metadata"]["name"]
+        finals[name] = verified(node, namespace, name)
+        (ARTIFACTS / f"{name}-status.yaml").write_text(yaml.safe_dump(finals[name], sort_keys=False))
+        (ARTIFACTS / f"{namespace}-events.txt").write_text(
+            node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp").stdout)
+    print("\nverification on the real node:", {name: (final["export"].get("autoscaler"), final["verification"])
+                                               for name, final in finals.items()})
+    held, wrong = finals["verify"]["verification"], finals["verify-wrong"]["verification"]
+    assert (held["where"], held["result"]) == ("Cluster", "Holds"), held
+    replicas = [step["replicas"] for step in held["steps"]]
+    assert [step["load"] for step in held["steps"]] == [40, 87, 134, 180]
+    assert replicas[0] == 1 and replicas[-1] >= 3 and replicas == sorted(replicas), held
+    assert all(step["outcome"] in ("Pass", "Near") for step in held["steps"]), held
+    rescaled = [e.message for e in node.core.list_namespaced_event(
+        "lx-verify", field_selector=f"involvedObject.name={held['copy']}-runner,reason=SuccessfulRescale").items]
+    assert any("New size: 3" in message for message in rescaled), rescaled
+    # no headroom: the HPA's target is a pod at its capacity, so it stops at fewer pods (maxReplicas 2), and the
+    # objective does not hold at the top of the ladder
+    assert wrong["result"] != "Holds" and wrong["steps"][-1]["outcome"] not in ("Pass", "Near"), wrong
+    assert wrong["steps"][-1]["replicas"] < held["steps"][-1]["replicas"], (wrong, held)
+    for namespace, doc in VERIFICATIONS.items():
+        copy = f"loadstage.io/experiment={finals[doc['metadata']['name']]['verification']['copy']}"
+        assert not node.api_autoscaling().list_namespaced_horizontal_pod_autoscaler(namespace).items
+        assert not node.apps.list_namespaced_deployment(namespace, label_selector=copy).items
+        assert not node.batch.list_namespaced_job(namespace, label_selector=copy).items
+        wait_for(lambda ns=namespace, selector=copy: not node.core.list_namespaced_pod(
+            ns, label_selector=selector).items, timeout=60)
 
 
 def test_deleting_an_experiment_mid_stage_leaves_no_object_and_no_container(node):

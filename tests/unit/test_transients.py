@@ -82,3 +82,16 @@ def test_no_failure_in_a_few_hundred_requests_is_not_yet_a_pass_of_a_strict_erro
     few, many = (held(strict, {"errorRate": 0.0}, resampled, (0, n))[0] for n in (400, 5000))
     assert few.holds is None and few.interval[1] > 0.002   # 0 in 400 is compatible with up to 0.92%
     assert many.holds is True                              # 0 in 5,000: at most 0.074%
+
+
+def test_a_floor_cuts_at_least_its_seconds_in_whole_blocks_and_leaves_enough_for_an_interval():
+    from loadstage.results.intervals import MIN_BLOCKS
+    from loadstage.results.steady import settled
+    blocks = {"seconds": 2, "histograms": ["h"] * 20, "failures": [0] * 20, "durations": [2.0] * 20,
+              "secondMeans": [10.0] * 40, "secondRequests": [100] * 40}
+    assert settled(blocks)[1] == 0                       # a flat stage: nothing cut by its data
+    kept, cut = settled(blocks, floor=15)
+    assert cut == 16 and len(kept["histograms"]) == 12 and len(kept["secondMeans"]) == 24
+    assert len(settled(blocks, floor=1000)[0]["histograms"]) == MIN_BLOCKS   # never below an interval's blocks
+    plain = {k: v for k, v in blocks.items() if k not in ("secondMeans", "secondRequests")}   # none kept
+    assert settled(plain)[1] == 0 and settled(plain, floor=15)[1] == 16

@@ -3,13 +3,14 @@ the load the export promises a pod, and the answer read from its stage; on a rea
 
 import dataclasses
 import json
+import re
 
 import pytest
 
 from loadstage.api.load import parse_experiment
 from loadstage.api.status import RunStatus
 from loadstage.api.types import Autoscale
-from loadstage.export import verification
+from loadstage.export import autoscaler, verification
 from loadstage.export.bundle import scaler_for
 from loadstage.export.choice import choose
 from loadstage.reports.terminal import render_verification
@@ -112,3 +113,163 @@ def test_fail_on_threshold_fails_a_goal_whose_verified_pick_broke_the_objective(
     broke = dataclasses.replace(status, verification=verification.record(planned, ran_with(status, 0)))
     assert not any(failed_objective(held, v) for v in held.variants)       # dropped variants' stages aside
     assert all(failed_objective(broke, v) for v in broke.variants)
+
+
+def autoscaled(run, **autoscale):
+    """goal.json's experiment with spec.autoscale and spec.verify, its pick, and the HPA its export writes."""
+    experiment, status = run
+    source = {**experiment.source, "spec": {**experiment.source["spec"], "verify": True,
+                                            "autoscale": {"minLoad": 50, "maxLoad": 600, **autoscale}}}
+    experiment = parse_experiment(source)
+    chosen = choose(experiment, status, None)
+    scaler = scaler_for(experiment.spec.autoscale, status, chosen, "250m")
+    return experiment, chosen.variant, autoscaler.hpa("goal-runner", scaler, "lx/goal", experiment.spec.autoscale)
+
+
+def test_in_a_cluster_a_copy_with_the_exported_hpa_climbs_from_min_to_max_load_in_steps_the_hpa_can_act_in(run):
+    experiment, variant, hpa = autoscaled(run, readySeconds="10s")
+    planned = verification.in_cluster(experiment, UID, variant, hpa)
+    # four steps, each twice what a pod takes to come back (15 s sync + 15 s metrics + 10 s ready = 40 s)
+    assert (planned.loads, planned.step_seconds, planned.replicas) == ((50, 234, 417, 600), 80, 1)
+    spec = planned.document["spec"]
+    assert planned.document["metadata"] == {"name": "goal-vf-9f3c2a"} and planned.copy == "goal-vf-9f3c2a"
+    assert spec["stages"] == [{"arrivalRate": load, "duration": "1m20s"} for load in (50, 234, 417, 600)]
+    assert "stageEnd" not in spec and spec["cleanup"] == "Delete" and spec["warmup"]["arrivalRate"] == 50
+    assert not {"goal", "autoscale", "verify", "search"} & spec.keys()
+    (copied,) = parse_experiment(planned.document).variants()
+    assert copied.settings() == {**variant.settings(), "pods": 1}
+    # the export's HPA as it wrote it, scaling the copy's Deployment and labelled as the copy's
+    assert planned.hpa["metadata"]["name"] == planned.hpa["spec"]["scaleTargetRef"]["name"] == "goal-vf-9f3c2a-runner"
+    assert planned.hpa["metadata"]["labels"] == {"loadstage.io/experiment": "goal-vf-9f3c2a"}
+    assert {k: planned.hpa["spec"][k] for k in ("minReplicas", "maxReplicas", "metrics")} == \
+        {k: hpa["spec"][k] for k in ("minReplicas", "maxReplicas", "metrics")}
+    assert hpa["metadata"]["name"] == "goal-runner"    # the export's own, untouched
+    assert planned.said() == "verify: variant 3 as exported, a copy (goal-vf-9f3c2a) of 1 pod(s) with the exported " \
+                             "HPA, 4 step(s) of 80 s at 50, 234, 417, 600 req/s"
+    without = verification.in_cluster(experiment, UID, variant, None)   # no HPA: the goal's rate on the exported pods
+    assert (without.loads, without.step_seconds, without.hpa) == ((120,), 20, None)
+
+
+UID = "9f3c2a7e-1b2d-4c5e-8f90-123456789abc"
+
+
+@pytest.mark.parametrize("name", ["goal", "a" * 30, "a" * 31, "b" * 40, "shop-" * 6 + "abcdefghij"])
+def test_the_copys_name_is_a_valid_experiment_name_no_other_experiment_has(name):
+    from loadstage.api.names import NAME_MAX, NAME_PATTERN
+    copied = verification.verification_name(name, UID)
+    assert len(copied) <= NAME_MAX and re.fullmatch(NAME_PATTERN, copied) and copied.endswith("-vf-9f3c2a")
+    # an experiment named like another's copy gets a copy of its own name: another uid
+    assert verification.verification_name(copied, "0b1c2d3e-0000-4000-8000-000000000000") != copied
+
+
+def ladder_ran(status, outcomes):
+    """A ladder's run status, each step the real run's stage of that outcome (variant 2 passed, variant 0 failed)."""
+    stage = {"Pass": status.variants[2].stages[0], "Fail": status.variants[0].stages[0]}
+    return dataclasses.replace(status, variants=[dataclasses.replace(
+        status.variants[2], index=0, stages=[stage[o] for o in outcomes])])
+
+
+def test_a_clusters_ladder_holds_where_every_step_met_it_and_breaks_at_the_first_that_did_not(run):
+    experiment, variant, hpa = autoscaled(run, readySeconds="10s")
+    planned = verification.in_cluster(experiment, UID, variant, hpa)
+    _, status = run
+    held = verification.cluster_record(planned, ladder_ran(status, ["Pass"] * 4), [1, 2, 3, 3])
+    assert (held["result"], held["where"], held["stepSeconds"], held["copy"]) == ("Holds", "Cluster", 80,
+                                                                                  "goal-vf-9f3c2a")
+    assert held["reason"] == "the objective holds at every step, up to 3 pod(s) at 600 req/s: Pass: p99 37.81 " \
+                             "[35.88, 44.63] ms"
+    assert [(s["load"], s["replicas"], s["outcome"]) for s in held["steps"]] == [
+        (50, 1, "Pass"), (234, 2, "Pass"), (417, 3, "Pass"), (600, 3, "Pass")]
+    broke = verification.cluster_record(planned, ladder_ran(status, ["Pass", "Pass", "Fail", "Pass"]), [1, 1, 1, 1])
+    assert broke["result"] == "Breaks" and broke["reason"].startswith("the objective breaks at 1 pod(s) at 417 "
+                                                                      "req/s: Fail: p99 681.6"), broke
+    going = verification.cluster_record(planned, ladder_ran(status, ["Pass"] * 2), [1, 2], running=True)
+    assert (going["result"], going["reason"], len(going["steps"])) == ("Running", "2 of 4 steps done", 2)
+    stuck = verification.cluster_record(planned, ladder_ran(status, ["Fail"]), [1], broke="the HPA could not scale")
+    assert (stuck["result"], stuck["reason"], len(stuck["steps"])) == ("Breaks", "the HPA could not scale", 1)
+    cut = verification.cluster_record(planned, ladder_ran(status, ["Pass"] * 2), [1, 2], ended="a stage failed")
+    assert (cut["result"], cut["reason"]) == ("Undecided", "the verification ended after 2 of 4 steps: a stage "
+                                                           "failed")
+    kept = dataclasses.replace(status, verification=going)
+    assert RunStatus.read(kept.to_status()).verification == going
+    assert render_verification(kept)[0] == "Verification (Cluster): Running: 2 of 4 steps done"
+
+
+class Inner:
+    """The Kubernetes backend's surface the autoscaled target uses, with the HPA's condition and the copy's ready
+    pods a test sets (the real ones: tests/cluster, tests/realnode)."""
+
+    def __init__(self, hpa_says):
+        self.hpa_says, self.ready, self.ran, self.created = hpa_says, 1, [], []
+        self.children = self
+
+    async def prepare_variant(self, variant):
+        self.ran.append("prepared")
+
+    async def run_stage(self, step):
+        self.ran.append(step.number)
+        return "measured"
+
+    async def create(self, manifest):
+        self.created.append(manifest["kind"])
+        return True
+
+    async def read(self, kind, name):
+        from types import SimpleNamespace as O
+        if kind == "Deployment":
+            return O(status=O(ready_replicas=self.ready))
+        return O(status=O(conditions=[O(type="ScalingActive", reason="FailedGetResourceMetric", message="no metrics",
+                                        **self.hpa_says)]))
+
+
+def test_the_autoscaled_target_counts_pods_after_each_step_and_ends_the_ladder_once_the_hpa_cannot_scale(run):
+    import asyncio
+    import datetime as dt
+
+    from loadstage.engine.errors import ExperimentFailed
+    from loadstage.engine.steps import Step
+    from loadstage.kube.autoscaled import AutoscaledBackend
+    experiment, variant, hpa = autoscaled(run, readySeconds="10s")
+    planned = verification.in_cluster(experiment, UID, variant, hpa)
+    parsed = parse_experiment(planned.document)
+    (copied,) = parsed.variants()
+    steps = [Step(copied, 1, stage, number, 4)
+             for number, stage in [(None, parsed.spec.warmup), *enumerate(parsed.spec.stages, 1)]]
+    long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=20)
+    just_now = dt.datetime.now(dt.UTC)
+
+    async def ladder(inner, upto):
+        target = AutoscaledBackend(inner, planned.hpa, patience=15)
+        await target.prepare_variant(copied)
+        for step in steps[:upto]:
+            await target.run_stage(step)
+            inner.ready += 1
+        return target
+    scaling = Inner({"status": "True", "last_transition_time": long_ago})
+    target = asyncio.run(ladder(scaling, 5))
+    assert scaling.created == ["HorizontalPodAutoscaler"] and scaling.ran == ["prepared", None, 1, 2, 3, 4]
+    assert target.replicas == [2, 3, 4, 5] and target.stuck is None     # the warm-up's pods are not a step's
+    moment = Inner({"status": "False", "last_transition_time": just_now})    # a new pod's metrics not yet in
+    assert asyncio.run(ladder(moment, 5)).stuck is None
+    stuck = Inner({"status": "False", "last_transition_time": long_ago})
+    with pytest.raises(ExperimentFailed) as ended:
+        asyncio.run(ladder(stuck, 5))
+    assert stuck.ran == ["prepared", None, 1]       # step 2 never starts
+    assert ended.value.message == "the HPA goal-vf-9f3c2a-runner could not scale: at step 1 (50 req/s, 2 pod(s)) it " \
+                                  "said ScalingActive False, FailedGetResourceMetric: no metrics"
+
+
+def test_a_clusters_step_is_judged_after_the_hpas_reaction_and_the_stages_own_verdict_is_left_as_it_was(run):
+    experiment, variant, hpa = autoscaled(run, readySeconds="0s")    # a pod comes back in 30 s: 60 s steps
+    planned = verification.in_cluster(experiment, UID, variant, hpa)
+    assert (planned.reaction_seconds, planned.step_seconds) == (30, 60)
+    _, status = run
+    ran = ladder_ran(status, ["Pass"])
+    document = json.loads(RESULT.read_text())
+    artifact = document["artifacts"][2]["stages"][0]      # the passing stage's blocks: 14 of 1 s
+    held = verification.cluster_record(planned, ran, [1], artifacts={(0, 1, 1): artifact}, running=True)
+    (step,) = held["steps"]
+    # 30 s asked for, 14 s there: all but MIN_BLOCKS cut, and the verdict over what is left
+    assert step["seconds"] < ran.variants[0].stages[0].duration_seconds - 2, step
+    assert step["p99Ms"] != verification.cluster_record(planned, ran, [1], running=True)["steps"][0]["p99Ms"]
+    assert ran.variants[0].stages[0].verdict == status.variants[2].stages[0].verdict     # the stage's own: as it was

@@ -61,10 +61,10 @@ app.kubernetes.io/component: operator
   resources: [deployments]
   verbs: [get, list, create, patch, delete]
 # InPlace targets: every HorizontalPodAutoscaler that scales the target Deployment is pinned while the
-# experiment runs, and restored.
+# experiment runs, and restored. spec.verify: the exported HPA scales a copy of the target, then goes.
 - apiGroups: [autoscaling]
   resources: [horizontalpodautoscalers]
-  verbs: [get, list, patch]
+  verbs: [get, list, create, patch, delete]
 # Whether the target is ready.
 - apiGroups: [apps]
   resources: [deployments/status]

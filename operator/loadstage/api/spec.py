@@ -738,10 +738,12 @@ SPEC = Obj(Spec, "What to deploy and how to load it.", {
         Rule(lambda a: a.min_load <= a.max_load, "minLoad must be at most maxLoad", cel="self.minLoad <= self.maxLoad",
              field="minLoad"),
     ]),
-    "verify": Bool("Once spec.goal has its pick, run the export's settings at the load a pod is given (with "
-                   "spec.autoscale: its capacity less the headroom, on one pod; else the goal's rate on the "
-                   "variant's pods), ended as the goal's stages are, and record whether the objective holds in "
-                   "status.verification (docs/export.md).", default=False),
+    "verify": Bool("Once spec.goal has its pick, check the export and record whether the objective holds in "
+                   "status.verification (docs/export.md). In a cluster: a copy of the target with the exported "
+                   "settings and HPA, through four steps of arrival rates from spec.autoscale.minLoad to maxLoad "
+                   "(without spec.autoscale: one step at the goal's rate on the exported pods); `loadstage run`: "
+                   "the export's settings at the load a pod is given (with spec.autoscale its capacity less the "
+                   "headroom, on one pod), ended as the goal's stages are.", default=False),
     "cleanup": Str("What happens to the target and the injector Jobs when the experiment ends: Delete them, "
                    "Keep them, or KeepOnFailure.", enum=CLEANUP_POLICIES, default="Delete"),
     "repeats": Int("How many times each variant's ladder runs. With 3 or more, every figure's interval comes from "

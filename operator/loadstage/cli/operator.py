@@ -35,7 +35,7 @@ def cmd_operator(args) -> int:
 
     import kopf
 
-    from loadstage.edge import export, handlers, history  # noqa: F401  (export, history: handlers registered on import)
+    from loadstage.edge import export, handlers, history, verify  # noqa: F401  (handlers registered on import)
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -23,8 +23,8 @@ EXIT_BY_RESULT = {"Holds": EXIT_OK, "Breaks": EXIT_THRESHOLDS, "Undecided": EXIT
 def cmd_verify(args) -> int:
     if sources.is_resource(args.source):
         raise ValidationError([(args.source, "`loadstage verify` runs on this machine, from a result file "
-                                             "(`loadstage run -o`); a cluster's verification through the exported "
-                                             "HPA is not built yet")])
+                                             "(`loadstage run -o`); in a cluster, spec.verify: true has the "
+                                             "operator verify the pick through the exported HPA")])
     document = sources.load_document(args.source)
     experiment = sources.experiment_of(args.source, document)
     status = sources.results_of(args.source, document)

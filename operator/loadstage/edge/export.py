@@ -12,7 +12,7 @@ from loadstage.api.load import parse_experiment
 from loadstage.api.names import API_GROUP, API_VERSION, PLURAL
 from loadstage.api.schema import ShapeError, ValidationError
 from loadstage.api.status import ExportRecord, RunStatus
-from loadstage.export import bundle, verification
+from loadstage.export import bundle
 from loadstage.export.choice import ExportRefused
 from loadstage.kube import manifests, recommendation
 from loadstage.kube.client import API_ERRORS, retry_message
@@ -71,8 +71,7 @@ def export_recommendation(body: kopf.Body, namespace: Any, name: str, memo: kopf
                              "files": list(made.files), "measuredAt": made.chosen.evidence.line()}
     if scaler is not None and made.asked is not None:
         written["autoscaler"] = "; ".join(scaler.lines(made.asked))
-    status_record(memo.api, namespace, name, export=written,
-                  verification=verification.NOT_IN_A_CLUSTER if experiment.spec.verify else None)
+    status_record(memo.api, namespace, name, export=written)
     message = f"{', '.join(made.files)} in ConfigMap {written['configMap']}: {made.chosen.title()}"
     kopf.event(body, type="Normal", reason="Exported", message=message)
     logger.info("export: %s", message)

@@ -29,13 +29,15 @@ class Children:
                               "ConfigMap": c.core.create_namespaced_config_map,
                               "PodDisruptionBudget": c.policy.create_namespaced_pod_disruption_budget,
                               "NetworkPolicy": c.networking.create_namespaced_network_policy,
-                              "Secret": c.core.create_namespaced_secret}
+                              "Secret": c.core.create_namespaced_secret,
+                              "HorizontalPodAutoscaler": c.autoscaling.create_namespaced_horizontal_pod_autoscaler}
         self._read_calls = {"Deployment": c.apps.read_namespaced_deployment,
                             "Service": c.core.read_namespaced_service,
                             "Job": c.batch.read_namespaced_job,
                             "ConfigMap": c.core.read_namespaced_config_map,
                             "PodDisruptionBudget": c.policy.read_namespaced_pod_disruption_budget,
-                            "NetworkPolicy": c.networking.read_namespaced_network_policy}
+                            "NetworkPolicy": c.networking.read_namespaced_network_policy,
+                            "HorizontalPodAutoscaler": c.autoscaling.read_namespaced_horizontal_pod_autoscaler}
         self._delete_calls = {"Service": c.core.delete_namespaced_service,
                               "Job": c.batch.delete_namespaced_job,
                               "PodDisruptionBudget": c.policy.delete_namespaced_pod_disruption_budget}
@@ -116,13 +118,14 @@ class Children:
 
 
 def delete_children(api: client.ApiClient, namespace: str, experiment_name: str) -> int:
-    """Deletes the experiment's Jobs (with their pods), Deployments, Services, disruption budgets and network
-    policies; idempotent.
+    """Deletes the experiment's Jobs (with their pods), Deployments, Services, disruption budgets, network
+    policies and autoscalers (a verification's); idempotent.
     Its results ConfigMaps stay until the experiment itself is deleted. Returns how many were deleted."""
     selector = f"{LABEL_EXPERIMENT}={experiment_name}"
     background = client.V1DeleteOptions(propagation_policy="Background")
     batch, apps, core = client.BatchV1Api(api), client.AppsV1Api(api), client.CoreV1Api(api)
     policy, networking = client.PolicyV1Api(api), client.NetworkingV1Api(api)
+    autoscaling = client.AutoscalingV2Api(api)
     deleted = 0
     for lister, deleter in ((batch.list_namespaced_job, batch.delete_namespaced_job),
                             (apps.list_namespaced_deployment, apps.delete_namespaced_deployment),
@@ -130,7 +133,9 @@ def delete_children(api: client.ApiClient, namespace: str, experiment_name: str)
                             (policy.list_namespaced_pod_disruption_budget,
                              policy.delete_namespaced_pod_disruption_budget),
                             (networking.list_namespaced_network_policy,
-                             networking.delete_namespaced_network_policy)):
+                             networking.delete_namespaced_network_policy),
+                            (autoscaling.list_namespaced_horizontal_pod_autoscaler,
+                             autoscaling.delete_namespaced_horizontal_pod_autoscaler)):
         listed: list[Any] = lister(namespace, label_selector=selector).items
         for item in listed:
             if item.metadata.deletion_timestamp is not None:

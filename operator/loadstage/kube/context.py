@@ -43,12 +43,14 @@ class ExperimentContext:
     custom: client.CustomObjectsApi = field(init=False)
     policy: client.PolicyV1Api = field(init=False)
     networking: client.NetworkingV1Api = field(init=False)
+    autoscaling: client.AutoscalingV2Api = field(init=False)
 
     def __post_init__(self) -> None:
         self.stopped = StopFlag(self.stopped)
         self.core, self.apps = client.CoreV1Api(self.api), client.AppsV1Api(self.api)
         self.batch, self.custom = client.BatchV1Api(self.api), client.CustomObjectsApi(self.api)
         self.policy, self.networking = client.PolicyV1Api(self.api), client.NetworkingV1Api(self.api)
+        self.autoscaling = client.AutoscalingV2Api(self.api)
 
     async def say(self, reason: str, message: str) -> None:
         """Into the status message and as an Event."""

@@ -46,13 +46,13 @@ def _figures(merged: HdrHistogram, section: dict[str, Any]) -> dict[str, float |
 
 
 def judge(slo: Slo, section: dict[str, Any] | None, confidence: float, *, raised: int = 0, requests: int = 0,
-          final: bool) -> Verdict:
+          final: bool, settle_floor: float = 0) -> Verdict:
     """The verdict of a stage's blocks so far (`section`, as the Locust master records them) at `confidence`;
     `final`: the stage has ended (a climb then fails it). `raised`: the tasks that raised, each a failed request;
-    `requests`: the stage's requests so far."""
+    `requests`: the stage's requests so far; `settle_floor`: seconds cut at least (results.steady.settled)."""
     if not section:
         return verdict_of(held(slo, {}, None), final=final, confidence=confidence)
-    steady, cut = settled(section)
+    steady, cut = settled(section, settle_floor)
     blocks = blocks_from_artifact(steady)
     batches = batch_means.batches_from(blocks, float(steady["seconds"]))
     figures, counted = {}, 0

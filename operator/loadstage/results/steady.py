@@ -49,19 +49,21 @@ def settle_cut(means: Sequence[float], requests: Sequence[int]) -> int:
     return cut * MSER_BATCH
 
 
-def settled(section: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def settled(section: dict[str, Any], floor: float = 0) -> tuple[dict[str, Any], int]:
     """A stage's blocks (as the Locust master records them, with each second's mean latency and requests beside
     them) without its settling seconds, cut in whole blocks and leaving enough for an interval; and how many
-    seconds were cut."""
+    seconds were cut. `floor`: seconds cut whatever the data says (a verification's step, while its HPA acts)."""
     means, requests = section.get("secondMeans") or [], section.get("secondRequests") or []
-    if not means or len(means) != len(requests):
+    seconds_known = bool(means) and len(means) == len(requests)
+    if not seconds_known and not floor:
         return section, 0
     length = section["seconds"]
-    blocks = min(-(-settle_cut(means, requests) // length), max(0, len(section["histograms"]) - MIN_BLOCKS))
+    cut = max(settle_cut(means, requests) if seconds_known else 0, math.ceil(floor))
+    blocks = min(-(-cut // length), max(0, len(section["histograms"]) - MIN_BLOCKS))
     cut = blocks * length
+    kept = {"secondMeans": means[cut:], "secondRequests": requests[cut:]} if seconds_known else {}
     return {**section, "histograms": section["histograms"][blocks:], "failures": section["failures"][blocks:],
-            "durations": section["durations"][blocks:], "secondMeans": means[cut:],
-            "secondRequests": requests[cut:]}, cut
+            "durations": section["durations"][blocks:], **kept}, cut
 
 
 def upward_trend(values: Sequence[float]) -> bool:

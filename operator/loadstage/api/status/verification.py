@@ -8,7 +8,7 @@ from typing import TypedDict
 from loadstage.api.schema import Int, ListOf, Num, Obj, Str
 
 VERIFICATION_PLACES = ("Local", "Cluster")
-VERIFICATION_RESULTS = ("Holds", "Breaks", "Undecided")
+VERIFICATION_RESULTS = ("Holds", "Breaks", "Undecided", "Running")
 STEP_OUTCOMES = ("Pass", "Near", "Fail", "Undecided")
 
 
@@ -27,6 +27,8 @@ class VerificationRecord(TypedDict, total=False):
     reason: str
     perPodLoad: float
     variant: int
+    copy: str
+    stepSeconds: float
     steps: list[VerificationStep]
 
 
@@ -42,13 +44,20 @@ STEP = Obj(VerificationStep, "One load the verification ran, and the objective's
 VERIFICATION = Obj(VerificationRecord, "With spec.verify, or `loadstage verify`: the exported settings run at the "
                                        "load the export promises, and whether the objective held.", {
     "where": Str("Local: one run of the exported pods at the load they are given (no autoscaler); Cluster: a "
-                 "ladder through the exported HPA.", enum=VERIFICATION_PLACES),
+                 "copy of the target with the exported HPA, through a ladder of arrival rates from "
+                 "spec.autoscale.minLoad to maxLoad.", enum=VERIFICATION_PLACES),
     "result": Str("Holds: every step met the objective (Pass, or Near: at it within spec.slo.tolerance); "
-                  "Breaks: a step failed it (reason names it); Undecided: a step could not tell.",
-                  enum=VERIFICATION_RESULTS),
+                  "Breaks: a step failed it, or the HPA could not scale (reason names it); Undecided: a step "
+                  "could not tell; Running: a cluster's ladder under way.", enum=VERIFICATION_RESULTS),
     "reason": Str("The result in words, with the step and figure that decided it."),
     "perPodLoad": Num("The load a pod is given: C (1 - headroom) with spec.autoscale, else the goal's rate over "
                       "the variant's pods, req/s."),
     "variant": Int("The verified variant's index (from 0)."),
+    "copy": Str("In a cluster: the copy's experiment name; its objects carry the label "
+                "loadstage.io/experiment=<copy>, and are deleted when the verification ends (its steps' results "
+                "ConfigMaps stay, owned by the LoadExperiment)."),
+    "stepSeconds": Num("In a cluster: each step's length, twice the time the HPA needs to bring a pod (its sync, "
+                       "metrics' resolution, spec.autoscale.readySeconds), so that the verdict's settle cut can "
+                       "drop the scale-up."),
     "steps": ListOf("Each load run, in order.", STEP),
 }, nullable=True)
