@@ -132,7 +132,7 @@ def test_in_a_cluster_a_copy_with_the_exported_hpa_climbs_from_min_to_max_load_i
     # four steps, each twice what a pod takes to come back (15 s sync + 15 s metrics + 10 s ready = 40 s)
     assert (planned.loads, planned.step_seconds, planned.replicas) == ((50, 234, 417, 600), 80, 1)
     spec = planned.document["spec"]
-    assert planned.document["metadata"] == {"name": "goal-vf-9f3c2a"} and planned.copy == "goal-vf-9f3c2a"
+    assert planned.document["metadata"] == {"name": "goal-vf-9f3c2a"} and planned.copy_name == "goal-vf-9f3c2a"
     assert spec["stages"] == [{"arrivalRate": load, "duration": "1m20s"} for load in (50, 234, 417, 600)]
     assert "stageEnd" not in spec and spec["cleanup"] == "Delete" and spec["warmup"]["arrivalRate"] == 50
     assert not {"goal", "autoscale", "verify", "search"} & spec.keys()

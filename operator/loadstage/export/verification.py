@@ -6,10 +6,9 @@ On this machine there is no autoscaler: the settings run at the load the export 
 - without: the goal's rate on the variant's own pods, the replicas the export writes.
 
 In a cluster (the operator, spec.verify) a copy of the target runs with the exported HPA, through a ladder of
-arrival rates from spec.autoscale's minLoad to its maxLoad (LADDER_STEPS), each step long enough for the HPA to
-add pods and for the verdict's settle cut (results.steady, at most half a stage) to drop that transient: twice
-the time a pod takes to come back (export.autoscaler.return_seconds). Without spec.autoscale there is no HPA:
-one step at the goal's rate on the exported replicas."""
+arrival rates from spec.autoscale's minLoad to its maxLoad (LADDER_STEPS), each step twice the time a pod takes
+to come back (export.autoscaler.return_seconds), and judged after that time (settled_after_reaction). Without
+spec.autoscale there is no HPA: one step at the goal's rate on the exported replicas."""
 
 from __future__ import annotations
 
@@ -159,12 +158,12 @@ class ClusterPlan:
     reaction_seconds: float = 0     # a step's seconds cut from its verdict at least: the HPA's time to add a pod
 
     @property
-    def copy(self) -> str:
+    def copy_name(self) -> str:
         return str(self.document["metadata"]["name"])
 
     def said(self) -> str:
         scaled = "with the exported HPA" if self.hpa else "without an autoscaler"
-        return (f"verify: variant {self.variant + 1} as exported, a copy ({self.copy}) of {self.replicas} pod(s) "
+        return (f"verify: variant {self.variant + 1} as exported, a copy ({self.copy_name}) of {self.replicas} pod(s) "
                 f"{scaled}, {len(self.loads)} step(s) of {self.step_seconds:g} s at "
                 f"{', '.join(map(str, self.loads))} req/s")
 
@@ -231,7 +230,7 @@ def cluster_record(planned: ClusterPlan, ran: RunStatus, replicas: list[int], *,
     stages = [settled_after_reaction(planned, s, (artifacts or {}).get((v.index, 1, s.stage)))
               for v in ran.variants for s in v.stages]
     steps = [(stage, step_of(stage, count, load)) for stage, count, load in zip(stages, replicas, planned.loads)]
-    base: VerificationRecord = {"where": "Cluster", "variant": planned.variant, "copy": planned.copy,
+    base: VerificationRecord = {"where": "Cluster", "variant": planned.variant, "copy": planned.copy_name,
                                 "stepSeconds": planned.step_seconds, "steps": [step for _, step in steps]}
     if running:
         return {**base, "result": "Running", "reason": f"{len(steps)} of {len(planned.loads)} steps done"}
