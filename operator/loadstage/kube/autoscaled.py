@@ -42,11 +42,11 @@ class AutoscaledBackend:
         if self.stuck is not None:
             raise ExperimentFailed("AutoscalerNotScaling", self.stuck)
         measured = await self.backend.run_stage(step)
+        if step.warmup:    # too soon to tell
+            return measured
         name = self.hpa["metadata"]["name"]
         deployment = await self.backend.children.read("Deployment", self.hpa["spec"]["scaleTargetRef"]["name"])
         ready = (deployment.status.ready_replicas or 0) if deployment is not None else 0
-        if step.warmup:    # too soon to tell
-            return measured
         self.replicas.append(ready)
         why = not_scaling(await self.backend.children.read("HorizontalPodAutoscaler", name), dt.datetime.now(dt.UTC),
                           self.patience)
