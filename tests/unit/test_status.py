@@ -5,17 +5,16 @@ import dataclasses
 import json
 
 import pytest
-import yaml
 
 from loadstage.api import conformance
 from loadstage.api.crd import build_crd, render_crd
 from loadstage.api.schema import Obj, ShapeError, Written
 from loadstage.api.status import STATUS, RunStatus
 from loadstage.api.status import run as run_status
+from support.documents import stored_result
 from support.fullest import fullest_status
-from support.waiting import ROOT
 
-STORED = {name: yaml.safe_load((ROOT / "tests" / "data" / "results" / name).read_text())
+STORED = {name: stored_result(name)
           for name in ("quickstart.yaml", "servers.json", "paced.yaml")}
 
 

@@ -15,14 +15,18 @@ from support.queue_sim import Users, recorded_seconds, true_percentile_ms_closed
 SECONDS, STAGES = 60.0, 24
 MODELS = {"72%": Users(users=40, think_ms=250.0, servers=4, service_ms=20.0),
           "96%": Users(users=40, think_ms=160.0, servers=4, service_ms=20.0)}
-_stages: dict[str, list] = {}
 
 
-def stages(load):
-    """STAGES seeded stages of the model, each once per test process."""
-    if load not in _stages:
-        _stages[load] = [recorded_seconds(MODELS[load].stage(SECONDS, seed=seed)) for seed in range(STAGES)]
-    return _stages[load]
+@pytest.fixture(scope="module")
+def stages():
+    """STAGES seeded stages of a model, each simulated once (a fixture of the module's: its tests share a worker)."""
+    made: dict[str, list] = {}
+
+    def of(load):
+        if load not in made:
+            made[load] = [recorded_seconds(MODELS[load].stage(SECONDS, seed=seed)) for seed in range(STAGES)]
+        return made[load]
+    return of
 
 
 def p99(ms):
@@ -45,7 +49,7 @@ def test_the_models_run_where_they_are_said_to():
 
 
 @pytest.mark.parametrize("load", MODELS)
-def test_the_p99s_interval_covers_the_true_p99_nine_times_in_ten(load):
+def test_the_p99s_interval_covers_the_true_p99_nine_times_in_ten(stages, load):
     truth = true_percentile_ms_closed(MODELS[load], 0.99)
     found = [judge(p99(truth), blocks_of(closed, SECONDS), 0.95, final=True).objectives[0].interval
              for closed in stages(load)]
@@ -54,14 +58,15 @@ def test_the_p99s_interval_covers_the_true_p99_nine_times_in_ten(load):
 
 
 @pytest.mark.parametrize("truth, wrong", [(0.9, "Fail"), (1.1, "Pass")])
-def test_a_stage_a_tenth_either_side_of_its_objective_is_almost_never_decided_on_the_wrong_side(truth, wrong):
+def test_a_stage_a_tenth_either_side_of_its_objective_is_almost_never_decided_on_the_wrong_side(stages, truth,
+                                                                                               wrong):
     limit = true_percentile_ms_closed(MODELS["96%"], 0.99) / truth
     found = [looked(closed, p99(limit)) for closed in stages("96%")]
     assert found.count(wrong) <= 0.05 * STAGES and found.count("Near") <= STAGES / 2, found
 
 
 @pytest.mark.parametrize("truth, right", [(0.8, "Pass"), (1.25, "Fail")])
-def test_a_stage_a_fifth_or_a_quarter_off_its_objective_is_decided_on_its_side(truth, right):
+def test_a_stage_a_fifth_or_a_quarter_off_its_objective_is_decided_on_its_side(stages, truth, right):
     limit = true_percentile_ms_closed(MODELS["96%"], 0.99) / truth
     found = [looked(closed, p99(limit)) for closed in stages("96%")]
     assert found.count(right) >= 0.9 * STAGES, found

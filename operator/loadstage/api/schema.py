@@ -566,16 +566,20 @@ def _described(schema: dict[str, Any], description: str | None) -> dict[str, Any
     return schema if description is None else {**schema, "description": description}
 
 
+@functools.cache
 def _attr(name: str) -> str:
     if keyword.iskeyword(name):
         return name + "_"
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def key_path(path: str, key: Any) -> str:
     """`spec.target`; a key that is not a plain name is quoted, so that an empty or dotted one still shows:
     `spec[""]`, `spec["a.b"]`."""
-    if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_-]+", key):
+    if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
         return f"{path}.{key}" if path else key
     shown = json.dumps(key) if isinstance(key, str) else str(key)
     return f"{path}[{shown}]"

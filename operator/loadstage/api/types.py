@@ -10,6 +10,7 @@ import math
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from loadstage.api.quantities import format_duration, format_percent
@@ -608,6 +609,11 @@ class Experiment:
         return self.metadata.name
 
     def variants(self) -> list[Variant]:
+        return list(self._variants)
+
+    @cached_property
+    def _variants(self) -> tuple[Variant, ...]:
+        """The matrix's variants, once an experiment (a planner asks for them at every step)."""
         m, t = self.spec.matrix, self.spec.target
         axes: dict[str, Sequence[Any]] = {
             "server": (m and m.server) or [server_of(t)],
@@ -643,7 +649,7 @@ class Experiment:
             if (unnumbered := replace(variant, index=0)) not in seen:
                 seen.add(unnumbered)
                 variants.append(variant)
-        return variants
+        return tuple(variants)
 
     def scaled(self, *, stage_duration: float | None = None, warmup_duration: float | None = None,
                users_scale: float | None = None) -> Experiment:

@@ -44,15 +44,12 @@ def sparse(histogram: HdrHistogram) -> Sparse:
         return {}
     counts: Sparse = {}
     layout = (histogram.unit_magnitude, histogram.sub_bucket_half_count_magnitude)
-    first = histogram.get_counts_array_index(histogram.get_min_value())
-    last = histogram.get_counts_array_index(histogram.get_max_value())
-    for index, count in enumerate(histogram.counts[first:last + 1], first):
-        if count:
-            value = _TOPS.get((*layout, index))
-            if value is None:
-                value = _TOPS[(*layout, index)] = histogram.get_highest_equivalent_value(
-                    histogram.get_value_from_index(index))
-            counts[value] = counts.get(value, 0) + count
+    for index, count in histograms.occupied(histogram):
+        value = _TOPS.get((*layout, index))
+        if value is None:
+            value = _TOPS[(*layout, index)] = histogram.get_highest_equivalent_value(
+                histogram.get_value_from_index(index))
+        counts[value] = counts.get(value, 0) + count
     return counts
 
 
