@@ -3,7 +3,9 @@ SECONDS long with PER_SECOND requests a second, so that a stage has blocks and i
 it in virtual time."""
 
 import asyncio
+import copy
 import dataclasses
+import functools
 
 import looptime
 from locust.stats import RequestStats
@@ -38,6 +40,23 @@ def p99_at(load, knee):
     return 10.0 * max(1.0, load / knee) ** 3
 
 
+@functools.cache
+def _recorded(tops, arrivals, injectors):
+    """What a master records of a played stage (its headline and artifact): PER_SECOND requests a second spread
+    from half of that second's top to it, through Locust's stats and loadstage's recorder; the same stage once."""
+    stats, recorder = RequestStats(), StageRecorder()
+    for second, top in enumerate(tops):
+        for i in range(PER_SECOND):
+            ms = top * (0.5 + 0.5 * i / (PER_SECOND - 1))
+            stats.log_request("GET", "/", ms, 10)
+            recorder.record("GET", "/", ms, at=1_000_000.0 + second + i / PER_SECOND)
+    recorder.keep_unsent()
+    recorder.close_windows()
+    if arrivals:
+        recorder.own_arrivals = arrivals
+    return build(stats, recorder, injectors=injectors)
+
+
 class KneeBackend:
     """A target whose requests take p99_at(load) at the p99 (spread from half of it to its whole), over
     SECONDS seconds, so that the stage has blocks and intervals; `noisy` loads answer across the objective, `near`
@@ -67,22 +86,16 @@ class KneeBackend:
                 "rps": step.stage.arrival_rate}[self.load] or 1   # a warm-up: injectors
         self.calls.append(("stage", step.variant.index, step.number, load, step.stage.duration))
         knee = self.knee[step.variant.index] if isinstance(self.knee, list) else self.knee
-        stats, recorder = RequestStats(), StageRecorder()
-        for second in range(SECONDS):
-            # a noisy load is under the objective but for one slow second: whether a resample holds that second
-            # decides its p99, so the interval straddles the objective
-            top = (40.0 if second == 7 else 28.0) if load in self.noisy else \
-                SLO_MS * (1.04 if second in AT_THE_OBJECTIVE else 0.96) if load in self.near else p99_at(load, knee)
-            for i in range(PER_SECOND):
-                ms = top * (0.5 + 0.5 * i / (PER_SECOND - 1))
-                stats.log_request("GET", "/", ms, 10)
-                recorder.record("GET", "/", ms, at=1_000_000.0 + second + i / PER_SECOND)
-        recorder.keep_unsent()
-        recorder.close_windows()
+        # a noisy load is under the objective but for one slow second: whether a resample holds that second
+        # decides its p99, so the interval straddles the objective
+        tops = tuple((40.0 if second == 7 else 28.0) if load in self.noisy else
+                     SLO_MS * (1.04 if second in AT_THE_OBJECTIVE else 0.96) if load in self.near else
+                     p99_at(load, knee) for second in range(SECONDS))
+        arrivals = None
         if step.stage.arrival_rate:
             arrived = step.stage.arrival_rate * SECONDS
-            recorder.own_arrivals = (arrived, arrived // 50 if self.drops_at and load >= self.drops_at else 0)
-        headline, artifact = build(stats, recorder, injectors=step.stage.injectors)
+            arrivals = (arrived, arrived // 50 if self.drops_at and load >= self.drops_at else 0)
+        headline, artifact = copy.deepcopy(_recorded(tops, arrivals, step.stage.injectors))
         if self.bound_at is not None and load >= self.bound_at:
             headline["injectorBound"] = True
         if self.ended_by:   # as the master writes it with --slo: the look that ended the stage is its verdict
