@@ -13,7 +13,7 @@ seeded records to benchmarks/results/goal-runs.jsonl:
 - `report`: the figures over every record of one method, each count with its Clopper-Pearson interval.
 
     python benchmarks/goal.py truth --seeds 1-3
-    python benchmarks/goal.py picks --seeds 1-15
+    python benchmarks/goal.py picks --seeds 1-30
     python benchmarks/goal.py report
     python benchmarks/goal.py --smoke      # every part, tiny, into a directory of its own
 """
@@ -135,14 +135,12 @@ def main() -> int:
         parser.error("name a part, or --smoke")
     with tempfile.TemporaryDirectory(prefix="loadstage-goal-") as tmp_dir:
         tmp = Path(tmp_dir)
-        records: list[dict] = []
-        for seed in parts.seeds(args.seeds):
-            if args.part == "truth":
-                records += run_truth(tmp, seed, MATRIX, TRUTH_SECONDS, truth.SETTLE_SECONDS, WARMUP_SECONDS)
-            elif args.part == "picks":
-                records.append(run_pick(tmp, seed, MATRIX, STAGE_END, WARMUP_SECONDS))
         if args.part != "report":
-            print(f"appended to {parts.append(RECORDS, records)}")
+            parts.refuse_uncommitted()   # before the first seed's hour, not after it
+        for seed in parts.seeds(args.seeds) if args.part != "report" else ():
+            records = run_truth(tmp, seed, MATRIX, TRUTH_SECONDS, truth.SETTLE_SECONDS, WARMUP_SECONDS) \
+                if args.part == "truth" else [run_pick(tmp, seed, MATRIX, STAGE_END, WARMUP_SECONDS)]
+            print(f"seed {seed}: appended to {parts.append(RECORDS, records)}")   # a stopped part keeps its seeds
     variants = len(MATRIX["workers"]) * len(MATRIX["threads"]) * len(MATRIX["cpu"])
     result = report(parts.read(RECORDS), args.method, variants)
     printed(result)

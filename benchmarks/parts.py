@@ -27,11 +27,17 @@ def uncommitted() -> bool:
     return bool(_git("status", "--porcelain", "--", "operator/loadstage"))
 
 
+def refuse_uncommitted() -> None:
+    """Exits where the operator's code is not committed: no record could name the method that produced it."""
+    if uncommitted():
+        raise SystemExit("operator/loadstage has uncommitted changes: commit them first")
+
+
 def append(name: str, records: list[dict], directory: Path = RESULTS) -> Path:
     """Appends `records` to <directory>/<name>.jsonl, each with the part's method, commit, time and machine (a
     smoke writes into a directory of its own, from any checkout)."""
-    if directory == RESULTS and uncommitted():
-        raise SystemExit("operator/loadstage has uncommitted changes: commit them first")
+    if directory == RESULTS:
+        refuse_uncommitted()
     directory.mkdir(exist_ok=True)
     path = directory / f"{name}.jsonl"
     stamp = {"method": method(), "commit": _git("rev-parse", "--short", "HEAD"),

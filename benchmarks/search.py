@@ -219,8 +219,10 @@ def main() -> int:
     knee = KNEES[args.knee]
     with tempfile.TemporaryDirectory(prefix="loadstage-search-") as tmp_dir:
         tmp = Path(tmp_dir)
-        records: list[dict] = []
-        for seed in parts.seeds(args.seeds):
+        if args.part != "report":
+            parts.refuse_uncommitted()   # before the first seed's hour, not after it
+        for seed in parts.seeds(args.seeds) if args.part != "report" else ():
+            records: list[dict] = []
             if args.part == "truth":
                 loads = [int(x) for x in args.loads.split(",")] if args.loads else knee["loads"]
                 records += run_truth(tmp, args.knee, seed, loads, TRUTH_SECONDS, truth.SETTLE_SECONDS)
@@ -229,8 +231,7 @@ def main() -> int:
                 records.append(run_search(tmp, args.knee, seed, search, STAGE_END))
             elif args.part in ("verdicts", "overload"):
                 records += measured_verdicts(tmp, args, seed)
-        if args.part != "report":
-            print(f"appended to {parts.append(RECORDS, records)}")
+            print(f"seed {seed}: appended to {parts.append(RECORDS, records)}")   # a stopped part keeps its seeds
     result = report(parts.read(RECORDS), args.method)
     printed(result)
     print(f"written to {write_result('search', result)}")
