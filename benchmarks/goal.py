@@ -135,12 +135,12 @@ def main() -> int:
         parser.error("name a part, or --smoke")
     with tempfile.TemporaryDirectory(prefix="loadstage-goal-") as tmp_dir:
         tmp = Path(tmp_dir)
-        if args.part != "report":
-            parts.refuse_uncommitted()   # before the first seed's hour, not after it
-        for seed in parts.seeds(args.seeds) if args.part != "report" else ():
-            records = run_truth(tmp, seed, MATRIX, TRUTH_SECONDS, truth.SETTLE_SECONDS, WARMUP_SECONDS) \
-                if args.part == "truth" else [run_pick(tmp, seed, MATRIX, STAGE_END, WARMUP_SECONDS)]
-            print(f"seed {seed}: appended to {parts.append(RECORDS, records)}")   # a stopped part keeps its seeds
+        if args.part == "truth":
+            parts.record_seeds(RECORDS, parts.seeds(args.seeds), lambda seed: run_truth(
+                tmp, seed, MATRIX, TRUTH_SECONDS, truth.SETTLE_SECONDS, WARMUP_SECONDS))
+        elif args.part == "picks":
+            parts.record_seeds(RECORDS, parts.seeds(args.seeds),
+                               lambda seed: [run_pick(tmp, seed, MATRIX, STAGE_END, WARMUP_SECONDS)])
     variants = len(MATRIX["workers"]) * len(MATRIX["threads"]) * len(MATRIX["cpu"])
     result = report(parts.read(RECORDS), args.method, variants)
     printed(result)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from common import RESULTS, ROOT, machine
@@ -31,6 +32,14 @@ def refuse_uncommitted() -> None:
     """Exits where the operator's code is not committed: no record could name the method that produced it."""
     if uncommitted():
         raise SystemExit("operator/loadstage has uncommitted changes: commit them first")
+
+
+def record_seeds(name: str, seeds: list[int], run_seed: Callable[[int], list[dict]]) -> None:
+    """Runs each seed and appends its records to <name>.jsonl as it ends, so that a stopped part keeps the seeds
+    it finished; refuses uncommitted operator code before the first seed, not after it."""
+    refuse_uncommitted()
+    for seed in seeds:
+        print(f"seed {seed}: appended to {append(name, run_seed(seed))}", flush=True)
 
 
 def append(name: str, records: list[dict], directory: Path = RESULTS) -> Path:

@@ -141,9 +141,8 @@ def main() -> int:
     where = args.where or ("realnode" if args.realnode else "local")
     if args.part == "run":
         with tempfile.TemporaryDirectory(prefix="loadstage-scale-") as tmp:
-            records = [recorded(on_the_real_node(seed), seed, "realnode") if args.realnode else run(Path(tmp), seed)
-                       for seed in parts.seeds(args.seeds)]
-        print(f"appended to {parts.append(RECORDS, records)}")
+            parts.record_seeds(RECORDS, parts.seeds(args.seeds), lambda seed: [
+                recorded(on_the_real_node(seed), seed, "realnode") if args.realnode else run(Path(tmp), seed)])
     result = report(parts.read(RECORDS), args.method, where)
     for n in PREDICTED:
         if f"at{n}" in result:

@@ -219,19 +219,16 @@ def main() -> int:
     knee = KNEES[args.knee]
     with tempfile.TemporaryDirectory(prefix="loadstage-search-") as tmp_dir:
         tmp = Path(tmp_dir)
-        if args.part != "report":
-            parts.refuse_uncommitted()   # before the first seed's hour, not after it
-        for seed in parts.seeds(args.seeds) if args.part != "report" else ():
-            records: list[dict] = []
+        def run_seed(seed: int) -> list[dict]:
             if args.part == "truth":
                 loads = [int(x) for x in args.loads.split(",")] if args.loads else knee["loads"]
-                records += run_truth(tmp, args.knee, seed, loads, TRUTH_SECONDS, truth.SETTLE_SECONDS)
-            elif args.part == "searches":
+                return run_truth(tmp, args.knee, seed, loads, TRUTH_SECONDS, truth.SETTLE_SECONDS)
+            if args.part == "searches":
                 search = {**knee["search"], "from": knee["from"][seed % len(knee["from"])]}
-                records.append(run_search(tmp, args.knee, seed, search, STAGE_END))
-            elif args.part in ("verdicts", "overload"):
-                records += measured_verdicts(tmp, args, seed)
-            print(f"seed {seed}: appended to {parts.append(RECORDS, records)}")   # a stopped part keeps its seeds
+                return [run_search(tmp, args.knee, seed, search, STAGE_END)]
+            return measured_verdicts(tmp, args, seed)
+        if args.part != "report":
+            parts.record_seeds(RECORDS, parts.seeds(args.seeds), run_seed)
     result = report(parts.read(RECORDS), args.method)
     printed(result)
     print(f"written to {write_result('search', result)}")
