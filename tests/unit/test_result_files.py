@@ -71,6 +71,9 @@ def written(tmp_path, document, name="r.json"):
      "status.recommendation.order[2]: must be the index of one of the status's variants (0 to 1), got 2"),
     (lambda s: s["variants"][1].update(index=0),
      "status.variants[1].index: must be 1, its place in status.variants, got 0"),
+    # found by Hypothesis: a traceback (a null winner is a pick's "none met it", an item of its front is not)
+    (lambda s: s.update(recommendation=dict(PICK, front=[None])),
+     "status.recommendation.front[0]: must be a mapping, got None"),
 ])
 @pytest.mark.parametrize("command", [["report"], ["report", "--format", "csv"], ["compare"]])
 def test_a_damaged_result_file_is_refused_naming_its_first_bad_path(tmp_path, capsys, change, said, command):

@@ -37,22 +37,22 @@ def test_a_search_doubles_until_a_stage_fails_then_bisects_to_its_resolution(bas
                                        "duration": "20s"})
     backend = KneeBackend(knee=100)
     writes = run(exp, backend)
-    # p99 = 1.0 x p99_at: passes up to 30 ms, i.e. load <= 100 x 3^(1/3) = 144.2; then each end once more
-    assert [load for load, _ in stages_run(backend)] == [10, 20, 40, 80, 160, 120, 140, 150, 140, 150]
+    # p99 = 1.0 x p99_at: passes up to 30 ms, i.e. load <= 100 x 3^(1/3) = 144.2; then the pass end once more
+    assert [load for load, _ in stages_run(backend)] == [10, 20, 40, 80, 160, 120, 140, 150, 140]
     final = writes[-1]
     assert final["phase"] == "Succeeded"
     search = final["variants"][0]["search"]
     assert (search["reason"], search["confirmed"]) == ("Found", True) and "contradictions" not in search
     assert (search["pass"], search["fail"]) == (140, 150)
-    assert search["resolution"] == round(10 / 140, 4) and search["stages"] == 10
-    assert search["loadSeconds"] == 10 * 20
+    assert search["resolution"] == round(10 / 140, 4) and search["stages"] == 9
+    assert search["loadSeconds"] == 9 * 20
     outcomes = [s["verdict"]["outcome"] for s in final["variants"][0]["stages"]]
-    assert outcomes == ["Pass"] * 4 + ["Fail", "Pass", "Pass", "Fail", "Pass", "Fail"]
+    assert outcomes == ["Pass"] * 4 + ["Fail", "Pass", "Pass", "Fail", "Pass"]
     p99 = next(o for o in final["variants"][0]["stages"][4]["verdict"]["objectives"] if o["name"] == "p99")
     assert p99["holds"] is False and p99["interval"][0] > SLO_MS
     assert final["latest"]["bracket"].startswith("140-150 users")
     assert "p99ByStage" not in final
-    assert [w["progress"]["stage"] for w in writes if w["phase"] == "Running"][-1] == "10"
+    assert [w["progress"]["stage"] for w in writes if w["phase"] == "Running"][-1] == "9"
     run_results = RunStatus.read(final)
     assert run_results.variants[0].search.bracket().startswith("140-150 users")
 
@@ -82,9 +82,9 @@ def test_an_undecided_stage_runs_once_more_twice_as_long_and_undecided_twice_cou
     assert stages[2]["verdict"]["undecided"] and not stages[2]["verdict"]["passed"]
     search = writes[-1]["variants"][0]["search"]
     assert (search["pass"], search["fail"], search["reason"]) == (30, 40, "Found") or search["fail"] == 40
-    # it bisects below 40; then confirms 40: undecided again, rerun, and again, so a fail once more
+    # it bisects below 40, a fail that no later stage could undo, and confirms its pass end
     bisected = [load for load, _ in stages_run(backend)[4:]]
-    assert all(load < 40 for load in bisected[:-2]) and stages_run(backend)[-2:] == [(40, 20), (40, 40)]
+    assert all(load < 40 for load in bisected) and bisected[-1] == bisected[-2] == search["pass"]
     # its rerun is not decided on fewer seconds than it had undecided
     rerun = progress(exp.spec.search, [StageResult.from_status(s) for s in stages[:3]])[1]
     assert (rerun.load, rerun.duration, rerun.decided_after) == (40, 40.0, 20.0)
@@ -167,9 +167,9 @@ def test_a_search_ends_in_a_bracket_around_any_knee_at_its_resolution_within_its
             <= search.resolution
     decided = decided_outcomes(stages)
     if result.passed is not None:
-        assert decided[result.passed].count("Pass") > len(decided[result.passed]) / 2
+        assert "Fail" not in decided[result.passed]
     if result.failed is not None:
-        assert decided[result.failed].count("Pass") < len(decided[result.failed]) / 2
+        assert "Fail" in decided[result.failed]
 
 
 def decided_outcomes(stages):
@@ -194,19 +194,29 @@ def searched(search, answer):
 
 
 def test_a_pass_end_its_confirmation_contradicts_moves_the_bracket_back_and_is_kept_as_a_contradiction():
-    """30 users passed once, by luck: its confirmation fails, a third stage breaks the tie, and the search bisects
-    below it, where it would have overwritten the pass with the fail and called 30-35 found."""
+    """30 users passed once, by luck: its confirmation fails, and the search bisects below it, where it would have
+    overwritten the pass with the fail and called 30-35 found."""
     search = Search("users", 10, 80, 0.2, 10.0)
     result, stages = searched(search, lambda load, visit: "Pass" if load < 30 or (load, visit) == (30, 1) else "Fail")
-    assert [s.users for s in stages] == [10, 20, 40, 30, 35, 30, 30, 25, 25]
+    assert [s.users for s in stages] == [10, 20, 40, 30, 35, 30, 25, 25]
     assert (result.reason, result.passed, result.failed, result.confirmed) == ("Found", 25, 30, True)
-    assert [(c.load, c.outcomes) for c in result.contradictions] == [(30, ("Pass", "Fail", "Fail"))]
+    assert [(c.load, c.outcomes) for c in result.contradictions] == [(30, ("Pass", "Fail"))]
     assert SearchResult.from_status(result.to_status()) == result
+
+
+def test_a_load_that_failed_once_stays_failed_however_often_it_passes_after():
+    """A target near its knee with rare long excursions (BENCHMARKS.md (i), four threads at 200/s: Fail, then two
+    passes): by majority the search called the load a pass and its knee 10% too high."""
+    search = Search("users", 10, 80, 0.2, 10.0)
+    result, stages = searched(search, lambda load, visit: "Pass" if load < 30 or (load == 30 and visit > 1) else "Fail")
+    assert [s.users for s in stages] == [10, 20, 40, 30, 25, 25]
+    assert (result.reason, result.passed, result.failed, result.confirmed) == ("Found", 25, 30, True)
+    assert progress(search, [*stages[:4], played(5, 30, "Pass"), played(6, 30, "Pass")])[0].failed == 30
 
 
 @settings(deadline=None)
 @given(start=st.integers(1, 100), span=st.integers(2, 500), data=st.data())
-def test_whatever_its_stages_say_a_search_ends_within_its_most_stages_and_found_is_confirmed_by_majorities(
+def test_whatever_its_stages_say_a_search_ends_within_its_most_stages_and_found_is_confirmed(
         start, span, data):
     search = Search("users", start, start + span, 0.1, 10.0)
     result, stages = searched(search, lambda load, visit: data.draw(st.sampled_from(["Pass", "Fail", "Undecided"])))
@@ -214,9 +224,8 @@ def test_whatever_its_stages_say_a_search_ends_within_its_most_stages_and_found_
     assert result.reason in ("Found", "Exhausted", "FloorFailed", "CeilingPassed")
     if result.reason == "Found":
         decided = decided_outcomes(stages)
-        assert result.confirmed and len(decided[result.passed]) >= 2 and len(decided[result.failed]) >= 2
-        assert decided[result.passed].count("Pass") > len(decided[result.passed]) / 2
-        assert decided[result.failed].count("Fail") > len(decided[result.failed]) / 2
+        assert result.confirmed and decided[result.passed] == ["Pass"] * len(decided[result.passed]) >= ["Pass"] * 2
+        assert "Fail" in decided[result.failed]
 
 
 bounds = st.tuples(st.floats(0.1, 2000), st.floats(0, 1000)).map(lambda b: [b[0], b[0] + b[1]])
@@ -330,7 +339,7 @@ def test_a_search_resumed_mid_way_goes_on_on_its_target_without_a_second_warm_up
     in_flight = next(copy.deepcopy(w) for w in writes if w["phase"] == "Running" and w["progress"]["stage"] == "3")
     resumed = KneeBackend(knee=100)
     run(exp, resumed, in_flight)
-    assert [c[2] for c in resumed.calls if c[0] == "stage"] == list(range(3, 11))
+    assert [c[2] for c in resumed.calls if c[0] == "stage"] == list(range(3, 10))
 
 
 def test_a_search_scaled_down_keeps_a_result_file_spec_that_parses(base_doc):
@@ -359,13 +368,13 @@ def test_a_search_over_an_arrival_rate_brackets_the_rate_on_as_many_injectors_as
                                        "duration": "20s"}, injectors={"maxRatePerInjector": 150})
     backend = KneeBackend(knee=400, load="rps")
     final = run(exp, backend)[-1]
-    # passes up to 400 x 3^(1/3) = 576.9 rps; then each end once more
-    assert [load for load, _ in stages_run(backend)] == [50, 100, 200, 400, 800, 600, 500, 550, 550, 600]
+    # passes up to 400 x 3^(1/3) = 576.9 rps; then the pass end once more
+    assert [load for load, _ in stages_run(backend)] == [50, 100, 200, 400, 800, 600, 500, 550, 550]
     search = final["variants"][0]["search"]
     assert (search["reason"], search["pass"], search["fail"], search["load"]) == ("Found", 550, 600, "rps")
     stages = final["variants"][0]["stages"]
-    assert [s["injectors"] for s in stages] == [1, 1, 2, 3, 6, 4, 4, 4, 4, 4]   # ceil(rps / maxRatePerInjector)
-    assert [s["arrivalRate"] for s in stages] == [50, 100, 200, 400, 800, 600, 500, 550, 550, 600]
+    assert [s["injectors"] for s in stages] == [1, 1, 2, 3, 6, 4, 4, 4, 4]   # ceil(rps / maxRatePerInjector)
+    assert [s["arrivalRate"] for s in stages] == [50, 100, 200, 400, 800, 600, 500, 550, 550]
     assert all(s["droppedArrivals"] == 0 and s["arrivals"] == s["arrivalRate"] * SECONDS for s in stages)
     assert final["latest"]["bracket"].startswith("550-600 rps")
 
@@ -394,7 +403,7 @@ def test_a_stage_that_drops_arrivals_while_it_fails_the_objective_is_a_fail_not_
                                        "duration": "20s"})
     backend = KneeBackend(knee=400, load="rps", drops_at=600)
     final = run(exp, backend)[-1]
-    assert [load for load, _ in stages_run(backend)] == [50, 100, 200, 400, 800, 600, 500, 550, 550, 600]
+    assert [load for load, _ in stages_run(backend)] == [50, 100, 200, 400, 800, 600, 500, 550, 550]
     stages = {s["arrivalRate"]: s for s in final["variants"][0]["stages"]}
     assert (stages[800]["injectorBound"], stages[800]["injectorCpuBound"], stages[800]["verdict"]["outcome"]) == \
         (True, False, "Fail")
@@ -454,7 +463,7 @@ def test_a_pivot_of_searches_lists_loads_in_order_with_a_rerun_load_once(base_do
     exp = search_experiment(base_doc, {"load": "users", "from": 10, "max": 400, "resolution": "10%",
                                        "duration": "20s"}, matrix={"threads": [1, 2]})
     final = RunStatus.read(run(exp, KneeBackend(knee=[20, 160], noisy={20}))[-1])
-    assert [s.users for s in final.variants[0].stages].count(20) == 4     # undecided, run again; and confirmed
+    assert [s.users for s in final.variants[0].stages].count(20) == 2     # undecided, run again: a fail
     _, (header, body), _ = pivot_table(final, ["users"], "threads", "p99")
     users = [int(row[0]) for row in body]
     assert users == sorted(set(users)) and header == ["users", "threads 1", "threads 2"]

@@ -81,7 +81,7 @@ def _sections(path: str, schema: dict[str, Any], out: list[str], seen: dict[str,
             else (f"{path}.{name}.*", value) if isinstance(value, dict) and "properties" in value else None
         description = field.get("description", "")
         if below is not None:
-            key = json.dumps(below[1], sort_keys=True)
+            key = json.dumps({k: v for k, v in below[1].items() if k != "nullable"}, sort_keys=True)
             if key in seen:
                 description += f" As [`{seen[key]}`](#{_anchor(seen[key])})."
             else:

@@ -457,6 +457,12 @@ class Obj(Node):
     def attr(self, key: str) -> str:
         return self.wire[key].attr or _attr(key)
 
+    def not_null(self) -> Obj:
+        """This object where null is not one (an item of a list of them)."""
+        found = copy.copy(self)
+        found.nullable = False
+        return found
+
     def fits(self, value: Any) -> bool:
         return isinstance(value, Mapping)
 

@@ -418,7 +418,7 @@ class Search:
 
 
 DOUBLINGS = 32   # more than any search runs: its loads are at most MAX_STAGE_USERS
-CONFIRMING_STAGES = 6   # each end of a bracket: a second stage, its rerun if undecided, and a third on a tie
+CONFIRMING_STAGES = 6   # a pass end's second stage and its rerun if undecided, for up to three pass ends in turn
 
 
 def times_doubled(start: float, below: float) -> int:

@@ -11,7 +11,11 @@ the two are one apart. A stage is:
 - undecided when an interval straddles its objective: it runs once more at the same load, twice as long, not
   decided on fewer seconds than it had (a breach still ends it); if it is undecided again, it counts as a fail,
   so that the bracket's low end is always a pass;
-- confirmed: before Found, each end of the bracket runs a second, fresh stage (progress() below).
+- failed once, failed: a load whose decided stages disagree is a fail. A fail is decided over a whole interval
+  (at most a 2.5% chance at a load that meets), while a target near its knee passes many short stages between
+  rare long excursions: a quiet stage does not outweigh an excursion seen;
+- confirmed: before Found, the pass end runs a second, fresh stage (progress() below); the fail end has failed,
+  and no further pass could undo it.
 - injector-bound when the injectors ran out of CPU, or (an arrival rate) dropped over 1% of its arrivals and did
   not fail: the target was not what was measured, and the search ends (InjectorBound) with the bracket it had. A
   stage that dropped arrivals because every user of its pools waited on a target breaking the objective fails."""
@@ -52,7 +56,7 @@ def outcome(stage: StageResult) -> str:
     return verdict.outcome
 
 
-CONFIRMATIONS = 2     # decided stages at each end of a bracket before it is Found
+CONFIRMATIONS = 2     # passes at the bracket's pass end before it is Found
 
 
 @dataclass
@@ -63,11 +67,9 @@ class _Decided:
     again: StageResult | None = None      # undecided once: to run again
     bound: bool = False                   # an injector-bound stage ended the search
 
-    def at(self, load: int) -> str | None:
-        """A load's outcome: the majority of its decided stages; None on a tie (it runs again)."""
-        found = self.outcomes[load]
-        passes, fails = found.count("Pass"), found.count("Fail")
-        return None if passes == fails else "Pass" if passes > fails else "Fail"
+    def at(self, load: int) -> str:
+        """A load's outcome: Fail if any of its decided stages failed."""
+        return "Fail" if "Fail" in self.outcomes[load] else "Pass"
 
 
 def _decided(search: Search, stages: list[StageResult]) -> _Decided:
@@ -103,19 +105,16 @@ def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 
              ) -> tuple[SearchResult, NextStage | None]:
     """The search's result so far and its next stage; None once it has ended (the result's reason says why).
 
-    Each load's outcome is the majority of its decided stages; on a tie (one each) it runs a third. Before Found,
-    each end of the bracket is confirmed: CONFIRMATIONS decided stages at it, the later ones fresh. A
-    confirmation that contradicts its end moves the bracket (noisy binary search, Karp & Kleinberg 2007): a pass
-    end that now fails is the bracket's new fail end, and the search goes on below it; the status keeps the
-    contradictions."""
+    A load that failed any decided stage has failed. Before Found, the pass end is confirmed: CONFIRMATIONS
+    passes at it, the later ones fresh. A confirmation that fails moves the bracket (noisy binary search, Karp &
+    Kleinberg 2007): the pass end that now fails is the bracket's new fail end, and the search goes on below it;
+    the status keeps the contradictions."""
     decided = _decided(search, stages)
     outcomes, near = decided.outcomes, decided.near
     fails = [load for load in outcomes if decided.at(load) == "Fail"]
     failed = min(fails, default=None)
     passed = max((load for load in outcomes if decided.at(load) == "Pass" and (failed is None or load < failed)),
                  default=None)
-    tied = sorted(load for load in outcomes if decided.at(load) is None and (passed is None or load > passed)
-                  and (failed is None or load < failed))
     reason, following, confirmed = "Searching", None, False
     if decided.bound:
         reason = "InjectorBound"
@@ -123,8 +122,6 @@ def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 
         reason = "Near"
     elif decided.again is not None:
         following = NextStage(load_of(search, decided.again), 2 * search.seconds, search.seconds)
-    elif tied:
-        following = NextStage(tied[0], search.seconds)
     elif not stages:
         following = NextStage(search.from_, search.seconds)
     elif passed is None:
@@ -135,9 +132,8 @@ def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 
         else:
             following = NextStage(min(2 * passed, search.max), search.seconds)
     elif failed - passed <= 1 or (failed - passed) / passed <= search.resolution:
-        unconfirmed = [end for end in (passed, failed) if len(outcomes[end]) < CONFIRMATIONS and search.confirm]
-        if unconfirmed:
-            following = NextStage(unconfirmed[0], search.seconds)
+        if search.confirm and len(outcomes[passed]) < CONFIRMATIONS:
+            following = NextStage(passed, search.seconds)
         else:
             reason, confirmed = "Found", search.confirm
     else:

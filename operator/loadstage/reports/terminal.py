@@ -69,7 +69,7 @@ def search_end(variant: VariantRecord) -> str:
     assert search is not None
     stage = last_injector_bound(variant.stages)
     if search.confirmed:
-        return f"{SEARCH_ENDS[search.reason]}, each end confirmed"
+        return f"{SEARCH_ENDS[search.reason]}, its pass end confirmed"
     if search.reason != "InjectorBound" or stage is None:
         return SEARCH_ENDS.get(search.reason, "stopped: its injectors, not its target, ran out")
     load = {"users": stage.users, "injectors": stage.injectors, "rps": stage.arrival_rate}[search.load]

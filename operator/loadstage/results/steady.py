@@ -4,10 +4,13 @@ its first seconds are the best it will ever have: a verdict drawn from them is a
 
 - The settling seconds (MSER-5, White 1997): the per-second mean latency in batches of MSER_BATCH seconds; the
   cut is the number of leading batches whose removal minimises the squared standard error of the rest's mean,
-  searched over at most the first half and leaving at least two batches. No floor: a stage's first seconds are
-  cut only where the data says so (so not before 15 s, three batches), which keeps a clear stage's 10 s look; near
-  its objective a stage waits longer anyway (results.judgement). A verdict is drawn from the seconds after the
-  cut (whole blocks of the intervals); the stage's histograms keep them all.
+  searched over at most the first half and leaving at least two batches, and only among cuts of an optimistic
+  start (the seconds cut faster on average than those kept). A stage's transient is its queue filling up, which
+  flatters it; a slow start (a variant's cold start is its warm-up's) is the target's own state: a target that
+  collapses and recovers within a stage has collapsed, and MSER alone would cut the collapse. No floor: a stage's
+  first seconds are cut only where the data says so (so not before 15 s, three batches), which keeps a clear
+  stage's 10 s look; near its objective a stage waits longer anyway (results.judgement). A verdict is drawn from
+  the seconds after the cut (whole blocks of the intervals); the stage's histograms keep them all.
 - A climb: Mann-Kendall's test, one-sided at TREND_ALPHA, on the mean latency of the settled seconds' batches
   (results.batch_means: batches whose means are not autocorrelated, as the test assumes; per-second means near
   saturation are, and made steady stages look like climbs), or of its blocks where no such batches form; and a
@@ -31,7 +34,8 @@ MSER_BATCH = 5
 
 
 def settle_cut(means: Sequence[float], requests: Sequence[int]) -> int:
-    """How many leading seconds to cut: MSER-5 over the per-second means (weighted by their requests)."""
+    """How many leading seconds to cut: MSER-5 over the per-second means (weighted by their requests), of an
+    optimistic start only."""
     series = []
     for i in range(0, len(means) - MSER_BATCH + 1, MSER_BATCH):
         served = sum(requests[i:i + MSER_BATCH])
@@ -43,6 +47,8 @@ def settle_cut(means: Sequence[float], requests: Sequence[int]) -> int:
     for at in range(min(len(batches) // 2, len(batches) - 2) + 1):
         rest = batches[at:]
         centre = sum(rest) / len(rest)
+        if at and sum(batches[:at]) / at > centre:
+            continue
         mser = sum((x - centre) ** 2 for x in rest) / len(rest) ** 2
         if mser < best:
             best, cut = mser, at

@@ -204,7 +204,7 @@ RECOMMENDATION = Obj(Recommendation, "With spec.goal: the cheapest variant that 
     "margin": MARGIN,
     "order": Field(ListOf("The order the variants ran in: their indices.", Int("An index.")), absent=()),
     "front": Field(ListOf("With maximize: the variants no other costs less than and serves more than.",
-                          CANDIDATE), absent=(), omit=omit_empty),
+                          CANDIDATE.not_null()), absent=(), omit=omit_empty),
     "equivalent": Field(ListOf("Variants that met the objective at the winner's cost with figures within "
                                "slo.tolerance of the winner's: no better or worse than it beyond noise; goal.prefer "
                                "chose among them.", Int("An index in status.variants.")), absent=(),

@@ -140,7 +140,7 @@ class SearchResult(Written):
     reason: str
     near: int | None = None     # the load decided at the objective, within slo.tolerance (reason Near)
     near_rps: float | None = None
-    confirmed: bool = False     # Found, each end of its bracket decided the same way by two stages or more
+    confirmed: bool = False     # Found, its pass end passed by two stages or more, its fail end failed
     contradictions: tuple[Contradiction, ...] = ()
     limited_by: LimitedBy | None = None   # at its fail end (or its Near load)
 
@@ -180,19 +180,19 @@ SEARCH = Obj(SearchResult, "With spec.search: the variant's capacity search so f
     "resolution": Num("(fail - pass) / pass, once both are known.", nullable=True),
     "stages": Int("Stages it ran."),
     "loadSeconds": Num("The load time it spent, warm-up included, seconds."),
-    "reason": Str("Searching; or why it ended: Found (its bracket within its resolution, each end "
-                  "confirmed), Near (a load decided at the objective, within slo.tolerance), CeilingPassed (passed "
+    "reason": Str("Searching; or why it ended: Found (its bracket within its resolution, its pass "
+                  "end confirmed), Near (a load decided at the objective, within slo.tolerance), CeilingPassed (passed "
                   "at search.max), FloorFailed (failed at search.from), InjectorBound, or Exhausted (it ran the "
                   "most stages a search may before its bracket was confirmed: its stages kept contradicting each "
                   "other).", enum=SEARCH_REASONS),
     "near": Field(Int("The load decided at the objective, within slo.tolerance (reason Near).", nullable=True),
                   omit=omit_none),
     "nearRps": Field(Num("Requests a second measured there.", nullable=True), attr="near_rps", omit=omit_none),
-    "confirmed": Field(Bool("Found, and each end of the bracket confirmed: a second, fresh stage at it decided "
-                            "the same way (a load's outcome is the majority of its stages)."), absent=False,
+    "confirmed": Field(Bool("Found, and the bracket's pass end confirmed: a second, fresh stage at it passed too "
+                            "(a load that failed any stage has failed: no pass outweighs it)."), absent=False,
                        omit=omit_empty),
-    "contradictions": Field(ListOf("The loads whose stages disagreed, or that passed above a lower load that "
-                                   "failed: where the bracket moved back.", CONTRADICTION), absent=(),
+    "contradictions": Field(ListOf("The loads whose stages disagreed (each a fail), or that passed above a lower "
+                                   "load that failed: where the bracket moved back.", CONTRADICTION), absent=(),
                             omit=omit_empty),
     "limitedBy": Field(LIMITED_BY, omit=omit_none),
 }, required=("load", "stages", "loadSeconds", "reason"), nullable=True, on_read=_bracket_in_order)
