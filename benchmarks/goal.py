@@ -87,11 +87,17 @@ def run_pick(tmp: Path, seed: int, matrix: dict, stage_end: dict | None, warmup_
 
 
 def report(records: list[dict], method: str | None, variants: int) -> dict:
-    known = truth.pooled_by([r for r in records if r["part"] == "truth"], "variant")
-    labels = {r["variant"]: (r["label"], r["cores"]) for r in records if r["part"] == "truth"}
-    picks = [r for r in records if r["part"] == "pick"]
-    method = method or (picks[-1]["method"] if picks else None)
-    picks = [r for r in picks if r["method"] == method]
+    """The picks of one method scored against the truth of the machine with the most truth records; picks on
+    another machine are counted as unscored (which variant meets is the machine's)."""
+    truths = [r for r in records if r["part"] == "truth"]
+    cpus = [r["machine"]["cpu"] for r in truths]
+    machine = max(set(cpus), key=cpus.count, default=None)
+    known = truth.pooled_by([r for r in truths if r["machine"]["cpu"] == machine], "variant")
+    labels = {r["variant"]: (r["label"], r["cores"]) for r in truths}
+    every = [r for r in records if r["part"] == "pick"]
+    method = method or (every[-1]["method"] if every else None)
+    every = [r for r in every if r["method"] == method]
+    picks = [r for r in every if r["machine"]["cpu"] == machine]
     classes = {v: truth.classify(t, SLO_MS) for v, t in known.items()}
     least = min((labels[v][1] for v, c in classes.items() if c == "meets"), default=None)
 
@@ -104,7 +110,8 @@ def report(records: list[dict], method: str | None, variants: int) -> dict:
     judged = [right(p) for p in picks]
     grid_seconds = variants * (GRID_STAGE_SECONDS + WARMUP_SECONDS)
     share = [p["loadSeconds"] / grid_seconds for p in picks]
-    return {"rps": RPS, "sloMs": SLO_MS, "tolerance": 0.1, "method": method,
+    return {"rps": RPS, "sloMs": SLO_MS, "tolerance": 0.1, "method": method, "truthMachine": machine,
+            "unscored": len(every) - len(picks),
             "truth": {labels[v][0]: {**t, "class": classes[v], "cores": labels[v][1]} for v, t in known.items()},
             "leastCostThatMeets": least, "right": parts.rate(sum(judged), len(judged)),
             "winners": {labels[w][0] if w in labels else str(w): sum(p["winner"] == w for p in picks)

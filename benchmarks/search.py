@@ -9,7 +9,8 @@ seeded records to benchmarks/results/search-runs.jsonl:
   run; the truth of each load pools its repeats (benchmarks/truth.py);
 - `searches`: seeded searches (`search: {load: rps}`, stages that end once decided, `from` varied by the seed);
   a search is right when the truth's p99 at its pass end is at most 1.1 L and at its fail end at least 0.9 L
-  (a Near load: within both), and its load time is against a fixed ladder's at the same resolution;
+  (a Near load: within both), the truth of its own machine (its CPU model; a search where the knee has none is
+  counted as unscored), and its load time is against a fixed ladder's at the same resolution;
 - `verdicts`: stages at one load of the truth, with the objective set so that the truth's p99 sits at 0.9x, 1.1x,
   0.8x or 1.25x it: at 0.9x and 0.8x a Fail is wrong, at 1.1x and 1.25x a Pass, at 0.8x and 1.25x a Near too;
 - `overload`: stages at a load past the target's capacity (utilisation >= 1): any Pass is wrong;
@@ -110,8 +111,12 @@ def run_verdicts(tmp: Path, knee: str, seed: int, load: float, limit_ms: float, 
              "limitMs": limit_ms, **row} for row in rows]
 
 
-def truths(records: list[dict], knee: str) -> dict[float, dict]:
-    return truth.pooled_by([r for r in records if r["part"] == "truth" and r["knee"] == knee], "load")
+def truths(records: list[dict], knee: str) -> dict[str, dict[float, dict]]:
+    """Each machine's truth of the knee, by its CPU model: a search is scored against its own machine's only (a
+    knee's capacity is the machine's)."""
+    known = [r for r in records if r["part"] == "truth" and r["knee"] == knee]
+    return {cpu: truth.pooled_by([r for r in known if r["machine"]["cpu"] == cpu], "load")
+            for cpu in sorted({r["machine"]["cpu"] for r in known})}
 
 
 def right(record: dict, known: dict[float, dict], limit_ms: float = SLO_MS, tolerance: float = 0.1) -> bool:
@@ -136,17 +141,21 @@ def report(records: list[dict], method: str | None) -> dict:
     result: dict = {"sloMs": SLO_MS, "tolerance": 0.1, "method": method, "knees": {}}
     all_searches, all_right, shares = [], 0, []
     for knee in KNEES:
-        known = truths(records, knee)
-        if not known:
+        by_machine = truths(records, knee)
+        if not by_machine:
             continue
-        searches = [r for r in measured if r["part"] == "search" and r["knee"] == knee]
-        judged = [right(r, known) for r in searches]
+        machine, known = max(by_machine.items(), key=lambda m: len(m[1]))
+        searched = [r for r in measured if r["part"] == "search" and r["knee"] == knee]
+        searches = [r for r in searched if r["machine"]["cpu"] in by_machine]
+        judged = [right(r, by_machine[r["machine"]["cpu"]]) for r in searches]
         stage_seconds = float(STAGE_END["max"].rstrip("s"))
         share = [r["loadSeconds"] / fixed_ladder_seconds(r["search"], stage_seconds) for r in searches]
         all_searches += searches
         all_right += sum(judged)
         shares += share
         result["knees"][knee] = {
+            "truthMachine": machine, "otherMachines": sorted(set(by_machine) - {machine}),
+            "unscored": len(searched) - len(searches),   # run where the knee has no truth
             "truth": {str(load): {**t, "class": truth.classify(t, SLO_MS)} for load, t in known.items()},
             "kneeRps": truth.knee(known, SLO_MS),
             "searches": {"right": parts.rate(sum(judged), len(judged)),
@@ -184,7 +193,8 @@ def overload_figures(rows: list[dict]) -> dict | None:
 
 def printed(result: dict) -> None:
     for knee, figures in result["knees"].items():
-        print(f"{knee}: knee {figures['kneeRps'] and round(figures['kneeRps'], 1)}/s; truth " + ", ".join(
+        print(f"{knee}: knee {figures['kneeRps'] and round(figures['kneeRps'], 1)}/s on {figures['truthMachine']}; "
+              f"{figures['unscored']} searches on a machine without its truth; truth " + ", ".join(
             f"{load}/s p99 {t['p99Ms']} ms [{t['interval'][0]}, {t['interval'][1]}] {t['class']}"
             for load, t in figures["truth"].items()))
         s = figures["searches"]
