@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from loadstage.api.load import parse_experiment
 from loadstage.api.status import Latency, RunStatus, SearchResult, StageResult, TargetFigures, TargetPodHealth, Verdict
 from loadstage.api.types import Search, Slo
-from loadstage.engine.search import outcome, progress
+from loadstage.engine.search import NextStage, outcome, progress
 from loadstage.locust.recorder import StageRecorder
 from loadstage.reports import compare, tables
 from loadstage.reports.pivot import pivot_table
@@ -45,7 +45,7 @@ def test_a_search_doubles_until_a_stage_fails_then_bisects_to_its_resolution(bas
     assert (search["reason"], search["confirmed"]) == ("Found", True) and "contradictions" not in search
     assert (search["pass"], search["fail"]) == (140, 150)
     assert search["resolution"] == round(10 / 140, 4) and search["stages"] == 9
-    assert search["loadSeconds"] == 9 * 20
+    assert search["loadSeconds"] == 8 * 20 + 40 and stages_run(backend)[-1] == (140, 40)   # confirmed twice as long
     outcomes = [s["verdict"]["outcome"] for s in final["variants"][0]["stages"]]
     assert outcomes == ["Pass"] * 4 + ["Fail", "Pass", "Pass", "Fail", "Pass"]
     p99 = next(o for o in final["variants"][0]["stages"][4]["verdict"]["objectives"] if o["name"] == "p99")
@@ -212,6 +212,8 @@ def test_a_load_that_failed_once_stays_failed_however_often_it_passes_after():
     assert [s.users for s in stages] == [10, 20, 40, 30, 25, 25]
     assert (result.reason, result.passed, result.failed, result.confirmed) == ("Found", 25, 30, True)
     assert progress(search, [*stages[:4], played(5, 30, "Pass"), played(6, 30, "Pass")])[0].failed == 30
+    # the pass end's confirmation runs twice as long, and is not decided on fewer seconds than a stage has
+    assert progress(search, stages[:5])[1] == NextStage(25, 20.0, 10.0)
 
 
 @settings(deadline=None)

@@ -14,8 +14,9 @@ the two are one apart. A stage is:
 - failed once, failed: a load whose decided stages disagree is a fail. A fail is decided over a whole interval
   (at most a 2.5% chance at a load that meets), while a target near its knee passes many short stages between
   rare long excursions: a quiet stage does not outweigh an excursion seen;
-- confirmed: before Found, the pass end runs a second, fresh stage (progress() below); the fail end has failed,
-  and no further pass could undo it.
+- confirmed: before Found, the pass end runs a second, fresh stage, twice as long and not decided on fewer
+  seconds than a stage has (progress() below): just below a knee a backlog can grow by under a request a second,
+  and shows in the p99 only after tens of seconds; the fail end has failed, and no further pass could undo it.
 - injector-bound when the injectors ran out of CPU, or (an arrival rate) dropped over 1% of its arrivals and did
   not fail: the target was not what was measured, and the search ends (InjectorBound) with the bracket it had. A
   stage that dropped arrivals because every user of its pools waited on a target breaking the objective fails."""
@@ -106,9 +107,9 @@ def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 
     """The search's result so far and its next stage; None once it has ended (the result's reason says why).
 
     A load that failed any decided stage has failed. Before Found, the pass end is confirmed: CONFIRMATIONS
-    passes at it, the later ones fresh. A confirmation that fails moves the bracket (noisy binary search, Karp &
-    Kleinberg 2007): the pass end that now fails is the bracket's new fail end, and the search goes on below it;
-    the status keeps the contradictions."""
+    passes at it, the later ones fresh and twice as long. A confirmation that fails moves the bracket (noisy
+    binary search, Karp & Kleinberg 2007): the pass end that now fails is the bracket's new fail end, and the
+    search goes on below it; the status keeps the contradictions."""
     decided = _decided(search, stages)
     outcomes, near = decided.outcomes, decided.near
     fails = [load for load in outcomes if decided.at(load) == "Fail"]
@@ -133,7 +134,7 @@ def progress(search: Search, stages: list[StageResult], warmup_seconds: float = 
             following = NextStage(min(2 * passed, search.max), search.seconds)
     elif failed - passed <= 1 or (failed - passed) / passed <= search.resolution:
         if search.confirm and len(outcomes[passed]) < CONFIRMATIONS:
-            following = NextStage(passed, search.seconds)
+            following = NextStage(passed, 2 * search.seconds, search.seconds)
         else:
             reason, confirmed = "Found", search.confirm
     else:
