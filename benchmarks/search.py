@@ -36,7 +36,7 @@ from pathlib import Path
 
 import parts
 import truth
-from common import run_experiment, spread, write_result
+from common import machine, run_experiment, spread, write_result
 
 SLO_MS = 100.0
 KNEES = {
@@ -252,9 +252,10 @@ def measured_verdicts(tmp: Path, args: argparse.Namespace, seed: int) -> list[di
                             None)
     if args.factor is None:
         raise SystemExit("verdicts needs --factor")
-    known = truths(parts.read(RECORDS), args.knee)
+    known = truths(parts.read(RECORDS), args.knee).get(machine()["cpu"], {})
     if knee["verdictLoad"] not in known:
-        raise SystemExit(f"no truth at {knee['verdictLoad']}/s for {args.knee}: run its truth part first")
+        raise SystemExit(f"no truth at {knee['verdictLoad']}/s for {args.knee} on this machine: run its truth part "
+                         f"first")
     limit = known[knee["verdictLoad"]]["p99Ms"] / args.factor
     return run_verdicts(tmp, args.knee, seed, knee["verdictLoad"], limit, args.stages, STAGE_END, STAGE_END["max"],
                         args.factor)
@@ -268,7 +269,7 @@ def smoke() -> int:
         records = run_truth(tmp, knee, 1, [40, 200], 12, 2)
         records.append(run_search(tmp, knee, 1, {"load": "rps", "from": 40, "max": 80, "resolution": "50%",
                                                  "duration": "3s"}, None))
-        known = truths(records, knee)
+        known = truth.pooled_by(records[:-1], "load")   # the truth's records, before they name their machine
         records += run_verdicts(tmp, knee, 1, 40, known[40]["p99Ms"] / 0.9, 1, None, "3s", 0.9)
         records += run_verdicts(tmp, knee, 1, 200, SLO_MS, 1, None, "3s", None)
         parts.append(RECORDS, records, directory=tmp / "results")
