@@ -38,17 +38,22 @@ def users(arrivals, count, work_seconds, started):
     return [gevent.spawn(user) for _ in range(count)]
 
 
-def run_until(arrivals, pool, count):
+def run_until(arrivals, pool, count, stalls=None):
     """(how late each handed arrival began, how long the scheduler took to make `count` arrivals). It stops on
-    the count, not on a clock, so that a stall of the machine near the end cannot cut arrivals short."""
+    the count, not on a clock, so that a stall of the machine near the end cannot cut arrivals short. `stalls`
+    gets each pause of this process over 20 ms, in seconds, as this loop saw it (a busy machine's)."""
     lateness = []
     greenlets = users(arrivals, *pool, lateness)
     gevent.sleep(0)   # the users wait before the first arrival
-    began = time.time()
+    began = last = time.time()
     arrivals.start(began)
     with gevent.Timeout(30):
         while arrivals.arrived < count:
             gevent.sleep(0.001)
+            now = time.time()
+            if stalls is not None and now - last > 0.02:
+                stalls.append(now - last)
+            last = now
     ran = time.time() - began
     arrivals.stop()
     gevent.killall(greenlets)
@@ -61,11 +66,15 @@ def median(values):
 
 def test_a_pool_with_a_free_user_for_every_arrival_drops_none_and_starts_each_on_time():
     arrivals = Arrivals(rate=200, injectors=2, index=1)    # 100 a second on this injector, from 5 ms on
-    lateness, ran = run_until(arrivals, (10, 0.001), 50)
+    stalls = []
+    lateness, ran = run_until(arrivals, (10, 0.001), 50, stalls)
     assert ran >= offset(200, 2, 1, 49)  # never early: the 50th arrival is due 0.495 s in
-    # a stall of the machine bunches arrivals: only one of over 100 ms (10 arrivals due, on a busy machine) could
-    # find the 10 users all busy; none is dropped otherwise (3 users dropped 4 beside a busy machine)
-    assert arrivals.dropped <= 2 and len(lateness) == arrivals.arrived - arrivals.dropped
+    # a stall of the machine bunches arrivals: after one of over 100 ms (10 arrivals due) the 10 users cannot take
+    # them all, and the rest are dropped; none is dropped otherwise (3 users dropped 4 beside a busy machine; a
+    # busy suite once stalled this process long enough to drop 19)
+    bunched = sum(max(0, math.ceil(100 * stall) - 10) for stall in stalls)
+    assert arrivals.dropped <= 2 + bunched, (arrivals.dropped, stalls)
+    assert len(lateness) == arrivals.arrived - arrivals.dropped
     assert min(lateness) >= 0 and median(lateness) < 0.01   # begun when intended: not early, not batched late
 
 
