@@ -90,9 +90,9 @@ def report(records: list[dict], method: str | None, variants: int) -> dict:
     """The picks of one method scored against the truth of the machine with the most truth records; picks on
     another machine are counted as unscored (which variant meets is the machine's)."""
     truths = [r for r in records if r["part"] == "truth"]
-    cpus = [r["machine"]["cpu"] for r in truths]
-    machine = max(set(cpus), key=cpus.count, default=None)
-    known = truth.pooled_by([r for r in truths if r["machine"]["cpu"] == machine], "variant")
+    machines = truth.by_machine(truths, "variant")
+    machine = next(iter(machines), None)
+    known = machines[machine] if machine is not None else {}
     labels = {r["variant"]: (r["label"], r["cores"]) for r in truths}
     every = [r for r in records if r["part"] == "pick"]
     method = method or (every[-1]["method"] if every else None)

@@ -112,11 +112,8 @@ def run_verdicts(tmp: Path, knee: str, seed: int, load: float, limit_ms: float, 
 
 
 def truths(records: list[dict], knee: str) -> dict[str, dict[float, dict]]:
-    """Each machine's truth of the knee, by its CPU model: a search is scored against its own machine's only (a
-    knee's capacity is the machine's)."""
-    known = [r for r in records if r["part"] == "truth" and r["knee"] == knee]
-    return {cpu: truth.pooled_by([r for r in known if r["machine"]["cpu"] == cpu], "load")
-            for cpu in sorted({r["machine"]["cpu"] for r in known})}
+    """Each machine's truth of the knee (truth.by_machine): a search is scored against its own machine's only."""
+    return truth.by_machine([r for r in records if r["part"] == "truth" and r["knee"] == knee], "load")
 
 
 def right(record: dict, known: dict[float, dict], limit_ms: float = SLO_MS, tolerance: float = 0.1) -> bool:
@@ -144,7 +141,7 @@ def report(records: list[dict], method: str | None) -> dict:
         by_machine = truths(records, knee)
         if not by_machine:
             continue
-        machine, known = max(by_machine.items(), key=lambda m: len(m[1]))
+        machine, known = next(iter(by_machine.items()))
         searched = [r for r in measured if r["part"] == "search" and r["knee"] == knee]
         searches = [r for r in searched if r["machine"]["cpu"] in by_machine]
         judged = [right(r, by_machine[r["machine"]["cpu"]]) for r in searches]

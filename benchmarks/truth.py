@@ -64,6 +64,15 @@ def pooled_by(records: list[dict[str, Any]], key: str) -> dict[Any, dict[str, An
     return {k: pooled(sections) for k, sections in sorted(grouped.items())}
 
 
+def by_machine(records: list[dict[str, Any]], key: str) -> dict[str, dict[Any, dict[str, Any]]]:
+    """The truth records pooled by `key` on each machine they ran on (its CPU model: a target's capacity is the
+    machine's), the machine with the most records first."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        grouped.setdefault(r["machine"]["cpu"], []).append(r)
+    return {cpu: pooled_by(found, key) for cpu, found in sorted(grouped.items(), key=lambda g: -len(g[1]))}
+
+
 def classify(truth: dict[str, Any], limit_ms: float, tolerance: float = TOLERANCE) -> str:
     low, high = truth["interval"]
     if high is not None and high <= (1 - tolerance) * limit_ms:
