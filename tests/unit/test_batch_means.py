@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from loadstage.api.types import Slo
 from loadstage.results import histograms
-from loadstage.results.batch_means import Batches, batches_of, intervals, t_quantile, von_neumann
+from loadstage.results.batch_means import Batches, _Tail, batches_of, intervals, ratio_interval, t_quantile, von_neumann
 from loadstage.results.intervals import Block, as_histogram
 from loadstage.results.thresholds import held
 
@@ -83,6 +83,16 @@ def test_every_percentiles_interval_holds_the_percentile_of_the_merged_histogram
             low, high = found[name]
             assert low <= merged[name] <= high, (name, found[name], merged[name])
     assert found["rps"][0] <= sum(len(ms) for ms in batches_ms) / len(blocks) <= found["rps"][1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.dictionaries(st.integers(1, 400), st.integers(1, 100_000), min_size=1, max_size=30),
+                min_size=2, max_size=40), st.sampled_from([(1.0, 1.0), (1.0, 2.5)]))
+def test_a_percentiles_share_slower_has_the_ratio_estimators_interval_from_sums_kept_exact(counts, inflation):
+    tail = _Tail([Block({ms * 1_000_000: n for ms, n in c.items()}, 0, 1.0) for c in counts], inflation)
+    for index in range(-1, len(tail.grid)):
+        expected = ratio_interval(tail.slower(index), tail.requests, 0.95, inflation)
+        assert tail.slower_interval(index, 0.95) == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 def _counts(ms):

@@ -21,6 +21,7 @@ enough: its verdicts near the objective may be wrong (docs/measurement.md)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -40,6 +41,7 @@ MAX_CORRELATION = 0.8
 BUCKET_WIDTH = 0.001   # of an HDR bucket (3 significant digits), relative: below its top lies its lowest value
 
 
+@functools.cache
 def t_quantile(probability: float, freedom: int) -> float:
     """Student's t quantile (Cornish-Fisher in the normal quantile; within 0.002 from 9 degrees of freedom)."""
     z, v = NormalDist().inv_cdf(probability), float(freedom)
@@ -134,6 +136,11 @@ def ratio_interval(numerators: Sequence[float], denominators: Sequence[float], c
         return None
     ratio = sum(numerators) / total
     residuals = sum((y - ratio * x) ** 2 for y, x in zip(numerators, denominators))
+    return _t_bounds(ratio, residuals, k, total, confidence, inflation)
+
+
+def _t_bounds(ratio: float, residuals: float, k: int, total: float, confidence: float,
+              inflation: tuple[float, float]) -> tuple[float, float]:
     error = math.sqrt(residuals / (k * (k - 1))) / (total / k)
     half = t_quantile(1 - (1 - confidence) / 2, k - 1) * error
     return ratio - half * inflation[0], ratio + half * inflation[1]
@@ -150,6 +157,8 @@ class _Tail:
         self.total = sum(self.requests)
         self.cumulative = cumulative_rows(batches, position)
         self.pooled = [sum(column) for column in zip(*self.cumulative)]
+        self._squares = sum(n * n for n in self.requests)
+        self._sums: dict[int, tuple[int, int]] = {}
 
     def slower(self, index: int) -> list[int]:
         """Each batch's requests slower than grid[index] (index -1: than anything below the grid, so all)."""
@@ -157,14 +166,32 @@ class _Tail:
             return list(self.requests)
         return [n - row[index] for n, row in zip(self.requests, self.cumulative)]
 
+    def events(self, index: int) -> int:
+        """The requests slower than grid[index], over every batch."""
+        return self.total - self.pooled[index] if index >= 0 else self.total
+
+    def slower_interval(self, index: int, confidence: float) -> tuple[float, float] | None:
+        """ratio_interval(slower(index), requests), its residuals summed exactly in integers from sums cached by
+        index: the percentiles' scans cross the same bucket tops, hundreds of times a verdict."""
+        k, total = len(self.requests), self.total
+        if k < 2 or not total:
+            return None
+        sums = self._sums.get(index)
+        if sums is None:
+            slow = self.slower(index)
+            sums = self._sums[index] = (sum(s * s for s in slow),
+                                        sum(s * n for s, n in zip(slow, self.requests)))
+        events, (squares, products) = self.events(index), sums
+        scaled = squares * total * total - 2 * total * events * products + events * events * self._squares
+        return _t_bounds(events / total, max(0, scaled) / (total * total), k, total, confidence, self.inflation)
+
     def share_is(self, index: int, share: float, confidence: float) -> str | None:
         """'below' or 'above' where the share slower than grid[index] is confidently below or above `share`, by
         the batches' t-interval and the pooled counts' exact test alike; else None."""
-        slow = self.slower(index)
-        found = ratio_interval(slow, self.requests, confidence, self.inflation)
+        found = self.slower_interval(index, confidence)
         if found is None:
             return None
-        events, tail = sum(slow), (1 - confidence) / 2
+        events, tail = self.events(index), (1 - confidence) / 2
         if found[1] < share and (events == self.total or 1 - regularized_beta(events + 1, self.total - events,
                                                                                 share) <= tail):
             return "below"
