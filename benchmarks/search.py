@@ -10,7 +10,8 @@ seeded records to benchmarks/results/search-runs.jsonl:
 - `searches`: seeded searches (`search: {load: rps}`, stages that end once decided, `from` varied by the seed);
   a search is right when the truth's p99 at its pass end is at most 1.1 L and at its fail end at least 0.9 L
   (a Near load: within both), the truth of its own machine (its CPU model; a search where the knee has none is
-  counted as unscored), and its load time is against a fixed ladder's at the same resolution;
+  counted as unscored), and its load time is against a fixed ladder's at the same resolution; a search is also
+  counted unrefuted where the truth's intervals leave its answer possible (its pass end no load that fails);
 - `verdicts`: stages at one load of the truth, with the objective set so that the truth's p99 sits at 0.9x, 1.1x,
   0.8x or 1.25x it: at 0.9x and 0.8x a Fail is wrong, at 1.1x and 1.25x a Pass, at 0.8x and 1.25x a Near too;
 - `overload`: stages at a load past the target's capacity (utilisation >= 1): any Pass is wrong;
@@ -125,6 +126,18 @@ def right(record: dict, known: dict[float, dict], limit_ms: float = SLO_MS, tole
         truth.p99_at(known, record["fail"]) >= (1 - tolerance) * limit_ms
 
 
+def unrefuted(record: dict, known: dict[float, dict], limit_ms: float = SLO_MS) -> bool:
+    """Whether the truth's intervals leave the search's answer possible: its pass end not a load that fails, its
+    fail end not one that meets (a Near load: one that is near); looser than right(), which reads the truth's
+    p99 where its interval is too wide to tell a load from the objective."""
+    if record.get("near") is not None:
+        return truth.class_at(known, record["near"], limit_ms) == "near"
+    if record["pass"] is None or record["fail"] is None:
+        return False
+    return truth.class_at(known, record["pass"], limit_ms) != "fails" and \
+        truth.class_at(known, record["fail"], limit_ms) != "meets"
+
+
 def fixed_ladder_seconds(search: dict, stage_seconds: float) -> float:
     """A geometric ladder over [from, max] whose steps are the search's resolution, every stage run whole."""
     step = 1 + float(search["resolution"].rstrip("%")) / 100
@@ -136,7 +149,7 @@ def report(records: list[dict], method: str | None) -> dict:
     method = method or (measured[-1]["method"] if measured else None)
     measured = [r for r in measured if r["method"] == method]
     result: dict = {"sloMs": SLO_MS, "tolerance": 0.1, "method": method, "knees": {}}
-    all_searches, all_right, shares = [], 0, []
+    all_searches, all_right, all_unrefuted, shares = [], 0, 0, []
     for knee in KNEES:
         by_machine = truths(records, knee)
         if not by_machine:
@@ -145,10 +158,12 @@ def report(records: list[dict], method: str | None) -> dict:
         searched = [r for r in measured if r["part"] == "search" and r["knee"] == knee]
         searches = [r for r in searched if r["machine"]["cpu"] in by_machine]
         judged = [right(r, by_machine[r["machine"]["cpu"]]) for r in searches]
+        possible = [unrefuted(r, by_machine[r["machine"]["cpu"]]) for r in searches]
         stage_seconds = float(STAGE_END["max"].rstrip("s"))
         share = [r["loadSeconds"] / fixed_ladder_seconds(r["search"], stage_seconds) for r in searches]
         all_searches += searches
         all_right += sum(judged)
+        all_unrefuted += sum(possible)
         shares += share
         result["knees"][knee] = {
             "truthMachine": machine, "otherMachines": sorted(set(by_machine) - {machine}),
@@ -156,13 +171,17 @@ def report(records: list[dict], method: str | None) -> dict:
             "truth": {str(load): {**t, "class": truth.classify(t, SLO_MS)} for load, t in known.items()},
             "kneeRps": truth.knee(known, SLO_MS),
             "searches": {"right": parts.rate(sum(judged), len(judged)),
+                         "unrefuted": parts.rate(sum(possible), len(possible)),
                          "brackets": sorted({(r["pass"], r["fail"], r["near"]) for r in searches}, key=str),
                          "loadShare": spread(share) if share else None,
-                         "wrong": [{k: r[k] for k in ("seed", "pass", "fail", "near", "reason")}
+                         "wrong": [{**{k: r[k] for k in ("seed", "pass", "fail", "near", "reason")},
+                                    "truthP99Ms": {end: round(truth.p99_at(by_machine[r["machine"]["cpu"]], r[end]), 1)
+                                                   for end in ("pass", "fail", "near") if r.get(end) is not None}}
                                    for r, ok in zip(searches, judged) if not ok]},
             "verdicts": verdict_figures([r for r in measured if r["part"] == "verdict" and r["knee"] == knee]),
             "overload": overload_figures([r for r in measured if r["part"] == "overload" and r["knee"] == knee])}
     result["searches"] = {"right": parts.rate(all_right, len(all_searches)),
+                          "unrefuted": parts.rate(all_unrefuted, len(all_searches)),
                           "loadShare": spread(shares) if shares else None}
     return result
 
@@ -196,15 +215,17 @@ def printed(result: dict) -> None:
             for load, t in figures["truth"].items()))
         s = figures["searches"]
         if s["right"]["of"]:
-            print(f"{knee}: searches right {parts.said(s['right'])}; load share {s['loadShare']['median']:.1%} "
-                  f"(median); brackets {s['brackets']}")
+            print(f"{knee}: searches right {parts.said(s['right'])}, unrefuted by the truth's intervals "
+                  f"{parts.said(s['unrefuted'])}; load share {s['loadShare']['median']:.1%} (median); brackets "
+                  f"{s['brackets']}")
         for factor, v in figures["verdicts"].items():
             print(f"{knee}: at {factor} wrong {parts.said(v['wrong'])}, near {parts.said(v['near'])}, decided "
                   f"{parts.said(v['decided'])}")
         if figures["overload"]:
             print(f"{knee}: overload passed {parts.said(figures['overload']['passed'])}")
     if result["searches"]["right"]["of"]:
-        print(f"searches right {parts.said(result['searches']['right'])}; load share "
+        print(f"searches right {parts.said(result['searches']['right'])}, unrefuted "
+              f"{parts.said(result['searches']['unrefuted'])}; load share "
               f"{result['searches']['loadShare']['median']:.1%} of a fixed ladder (median)")
 
 

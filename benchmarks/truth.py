@@ -82,6 +82,21 @@ def classify(truth: dict[str, Any], limit_ms: float, tolerance: float = TOLERANC
     return "near"
 
 
+def class_at(truths: dict[float, dict[str, Any]], load: float, limit_ms: float) -> str:
+    """The truth's class at a load: a measured load's own; between two, theirs where they agree, else near; below
+    the lowest load, meets where it does (a lighter load queues less), above the highest, fails where it does."""
+    loads = sorted(truths)
+    classes = {x: classify(truths[x], limit_ms) for x in loads}
+    if load in classes:
+        return classes[load]
+    if load < loads[0]:
+        return "meets" if classes[loads[0]] == "meets" else "near"
+    if load > loads[-1]:
+        return "fails" if classes[loads[-1]] == "fails" else "near"
+    below, above = next((b, a) for b, a in itertools.pairwise(loads) if b < load < a)
+    return classes[below] if classes[below] == classes[above] else "near"
+
+
 def p99_at(truths: dict[float, dict[str, Any]], load: float) -> float:
     """The truth's p99 at a load, interpolated in log p99 between the loads around it; below the lowest load, the
     lowest's (a lighter load queues less), above the highest, the highest's."""

@@ -158,6 +158,10 @@ def test_the_headline_fits_a_termination_message_and_the_rows_go_to_the_artifact
     assert other["name"] == "(other)" and other["folded"] == headline["endpointsFolded"] == 1400 - MAX_ENDPOINTS
     assert other["requests"] + sum(r["requests"] for r in rows) == headline["requests"] == 4200
     assert histograms.decode(other["histogram"]).get_total_count() == other["requests"]
+    for field in ("histogram", "correctedHistogram"):   # the stage's is its methods' and its rows' merged
+        stage = histograms.latency_ms(histograms.decode(artifact[field]))
+        for parts in (artifact["byMethod"].values(), artifact["endpoints"]):
+            assert histograms.latency_ms(histograms.merge_encoded(p[field] for p in parts)) == stage
 
 
 def test_5000_ungrouped_request_names_fold_into_one_row_and_the_artifact_fits_a_configmap():

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from hdrh.histogram import HdrHistogram
+
 from loadstage.api.status import ExceptionCount, Latency, TaskExceptions
 from loadstage.api.types import DROPPED_ARRIVALS_BOUND
 from loadstage.api.wire import HEADLINE, METHOD_ROW, MethodRow, StageHeadline
@@ -31,23 +33,37 @@ def _rows_of(recorded: dict[Row, Any], keys: Iterable[Row]):
     return [recorded[k] for k in keys if k in recorded]
 
 
-def _figures(entries: list, raw: list, corrected: list) -> MethodRow:
-    """requests, failures, meanMs and latencyMs (and correctedLatencyMs) of some Locust entries."""
+def _figures(entries: list, raw: HdrHistogram, corrected: HdrHistogram | None) -> MethodRow:
+    """requests, failures, meanMs and latencyMs (and correctedLatencyMs) of some Locust entries, from their
+    merged histograms."""
     requests = sum(e.num_requests for e in entries)
     max_ms = max((e.max_response_time for e in entries if e.num_requests), default=None)
     row = MethodRow(
         requests=requests,
         failures=sum(e.num_failures for e in entries),
         meanMs=round(sum(e.total_response_time for e in entries) / requests, 3) if requests else None,
-        latencyMs=Latency.from_status(histograms.latency_ms(histograms.merge(raw), max_ms)),
+        latencyMs=Latency.from_status(histograms.latency_ms(raw, max_ms)),
     )
-    if corrected:
-        row["correctedLatencyMs"] = Latency.from_status(histograms.latency_ms(histograms.merge(corrected)))
+    if corrected is not None:
+        row["correctedLatencyMs"] = Latency.from_status(histograms.latency_ms(corrected))
     return row
 
 
-def _encoded(recorded: list) -> str:
-    return histograms.encode(histograms.merge(recorded))
+class _Merged:
+    """The merged histogram of each selection of rows, merged once: a stage's rows are merged for its figures and
+    again for its artifact, and the stage's own from its methods' (each row is in one method's)."""
+
+    def __init__(self, recorded: dict[Row, Any], methods: dict[str, list[Row]]):
+        self.recorded = recorded
+        self.known: dict[tuple[Row, ...], HdrHistogram] = {}
+        everything = [k for keys in methods.values() for k in keys]
+        self.known[tuple(sorted(everything))] = histograms.merge(self.of(keys) for keys in methods.values())
+
+    def of(self, selected: list[Row]) -> HdrHistogram:
+        key = tuple(sorted(selected))
+        if key not in self.known:
+            self.known[key] = histograms.merge(_rows_of(self.recorded, selected))
+        return self.known[key]
 
 
 def build(stats, recorder: StageRecorder, **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -75,9 +91,13 @@ def figures(stats, recorder: StageRecorder, *, injectors: int | None = None, ser
     arrived, dropped = counted or (0, 0)
     cpu_bound = (recorder.cpu_peak_percent or 0) > bound_percent
 
+    by_method = {m: [k for k in keys if k[0] == m] for m in methods}
+    raw, corrected = _Merged(recorder.raw, by_method), _Merged(recorder.corrected, by_method) if pacing else None
+
     def figures_of(selected: list[Row]) -> MethodRow:
-        return _figures([entries[k] for k in selected], _rows_of(recorder.raw, selected),
-                        _rows_of(recorder.corrected, selected) if pacing else [])
+        paced = corrected is not None and any(k in recorder.corrected for k in selected)
+        return _figures([entries[k] for k in selected], raw.of(selected),
+                        corrected.of(selected) if paced and corrected is not None else None)
 
     def row_of(selected: list[Row]) -> dict[str, Any]:
         row: dict[str, Any] = METHOD_ROW.dump(figures_of(selected), "row")
@@ -95,7 +115,7 @@ def figures(stats, recorder: StageRecorder, *, injectors: int | None = None, ser
         "injectorBound": cpu_bound or dropped > DROPPED_ARRIVALS_BOUND * arrived,
         "masterLagSeconds": None if recorder.merge_lag_peak is None else round(recorder.merge_lag_peak, 3),
         "masterBound": (recorder.merge_lag_peak or 0) > MASTER_BOUND_LAG_SECONDS,
-        "byMethod": {m: figures_of([k for k in keys if k[0] == m]) for m in methods},
+        "byMethod": {m: figures_of(selected) for m, selected in by_method.items()},
         "errorKinds": len(stats.errors),
     }
     if counted is not None:   # injector-bound by its CPU, or by its pools (too many drops)
@@ -106,9 +126,9 @@ def figures(stats, recorder: StageRecorder, *, injectors: int | None = None, ser
                                                 tuple(ExceptionCount(said, count) for said, count in top))
 
     def histogram_fields(selected: list[Row]) -> dict[str, str]:
-        fields = {"histogram": _encoded(_rows_of(recorder.raw, selected))}
-        if pacing:
-            fields["correctedHistogram"] = _encoded(_rows_of(recorder.corrected, selected))
+        fields = {"histogram": histograms.encode(raw.of(selected))}
+        if corrected is not None:
+            fields["correctedHistogram"] = histograms.encode(corrected.of(selected))
         return fields
 
     endpoints = [{"method": m, "name": n, **row_of([(m, n)]), **histogram_fields([(m, n)])}
@@ -120,7 +140,7 @@ def figures(stats, recorder: StageRecorder, *, injectors: int | None = None, ser
     artifact: dict[str, Any] = {
         "histogramUnit": "ns",
         **histogram_fields(keys),
-        "byMethod": {m: histogram_fields([k for k in keys if k[0] == m]) for m in methods},
+        "byMethod": {m: histogram_fields(selected) for m, selected in by_method.items()},
         "endpoints": endpoints,
         "errors": [{"method": err.method, "name": err.name, "error": str(err.error)[:500],
                     "occurrences": err.occurrences}
