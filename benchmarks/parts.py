@@ -50,11 +50,23 @@ def append(name: str, records: list[dict], directory: Path = RESULTS) -> Path:
     directory.mkdir(exist_ok=True)
     path = directory / f"{name}.jsonl"
     stamp = {"method": method(), "commit": _git("rev-parse", "--short", "HEAD"),
-             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine()}
+             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(),
+             "hostSpeed": host_speed()}
     with path.open("a") as out:
         for record in records:
             out.write(json.dumps({**stamp, **record}, separators=(",", ":")) + "\n")
     return path
+
+
+def host_speed(seconds: float = 0.3) -> float:
+    """Millions of additions a second that a Python loop makes now: a shared host's speed changes by a third
+    within hours (2.2 s, then 3.2 s, for 20 million on 2026-12-06), and a knee's capacity with it, so each
+    record says how fast the machine was when it was appended."""
+    done, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        for _ in range(100_000):
+            done += 1
+    return round(done / elapsed / 1e6, 2)
 
 
 def read(name: str, directory: Path = RESULTS) -> list[dict]:
