@@ -161,8 +161,9 @@ def report(records: list[dict], method: str | None) -> dict:
         machine = collections.Counter(r["machine"]["cpu"] for r in searches).most_common(1)[0][0] if searches \
             else next(iter(by_machine))
         known = by_machine[machine]
-        judged = [right(r, by_machine[r["machine"]["cpu"]]) for r in searches]
-        possible = [unrefuted(r, by_machine[r["machine"]["cpu"]]) for r in searches]
+        own = [by_machine[r["machine"]["cpu"]] for r in searches]   # each search's own machine's truth
+        judged = [right(r, t) for r, t in zip(searches, own)]
+        possible = [unrefuted(r, t) for r, t in zip(searches, own)]
         stage_seconds = float(STAGE_END["max"].rstrip("s"))
         share = [r["loadSeconds"] / fixed_ladder_seconds(r["search"], stage_seconds) for r in searches]
         all_searches += searches
@@ -179,9 +180,9 @@ def report(records: list[dict], method: str | None) -> dict:
                          "brackets": sorted({(r["pass"], r["fail"], r["near"]) for r in searches}, key=str),
                          "loadShare": spread(share) if share else None,
                          "wrong": [{**{k: r[k] for k in ("seed", "pass", "fail", "near", "reason")},
-                                    "truthP99Ms": {end: round(truth.p99_at(by_machine[r["machine"]["cpu"]], r[end]), 1)
+                                    "truthP99Ms": {end: round(truth.p99_at(t, r[end]), 1)
                                                    for end in ("pass", "fail", "near") if r.get(end) is not None}}
-                                   for r, ok in zip(searches, judged) if not ok]},
+                                   for r, t, ok in zip(searches, own, judged) if not ok]},
             "verdicts": verdict_figures([r for r in measured if r["part"] == "verdict" and r["knee"] == knee]),
             "overload": overload_figures([r for r in measured if r["part"] == "overload" and r["knee"] == knee])}
     result["searches"] = {"right": parts.rate(all_right, len(all_searches)),

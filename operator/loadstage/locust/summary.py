@@ -95,9 +95,9 @@ def figures(stats, recorder: StageRecorder, *, injectors: int | None = None, ser
     raw, corrected = _Merged(recorder.raw, by_method), _Merged(recorder.corrected, by_method) if pacing else None
 
     def figures_of(selected: list[Row]) -> MethodRow:
-        paced = corrected is not None and any(k in recorder.corrected for k in selected)
         return _figures([entries[k] for k in selected], raw.of(selected),
-                        corrected.of(selected) if paced and corrected is not None else None)
+                        corrected.of(selected) if corrected is not None and any(k in recorder.corrected
+                                                                                for k in selected) else None)
 
     def row_of(selected: list[Row]) -> dict[str, Any]:
         row: dict[str, Any] = METHOD_ROW.dump(figures_of(selected), "row")
