@@ -1,5 +1,5 @@
-"""Batch means (results.batch_means): Student's t without scipy, autocorrelated blocks merged into longer
-batches, and a percentile's interval by inversion that always holds the percentile of the merged histogram."""
+"""Batch means (results.batch_means): autocorrelated blocks merged into longer batches, and a percentile's
+interval by inversion that always holds the percentile of the merged histogram."""
 
 import math
 import random
@@ -10,15 +10,9 @@ from hypothesis import strategies as st
 
 from loadstage.api.types import Slo
 from loadstage.results import histograms
-from loadstage.results.batch_means import Batches, _Tail, batches_of, intervals, ratio_interval, t_quantile, von_neumann
+from loadstage.results.batch_means import Batches, _Tail, batches_of, intervals, ratio_interval, von_neumann
 from loadstage.results.intervals import Block, as_histogram
 from loadstage.results.thresholds import held
-
-
-@pytest.mark.parametrize("freedom, probability, expected", [
-    (9, 0.975, 2.2622), (14, 0.975, 2.1448), (29, 0.975, 2.0452), (9, 0.9995, 4.7809), (19, 0.995, 2.8609)])
-def test_students_t_quantile_is_within_a_thousandth_of_the_tables(freedom, probability, expected):
-    assert t_quantile(probability, freedom) == pytest.approx(expected, abs=2e-3)
 
 
 def ar1(rng, n, phi):

@@ -21,7 +21,6 @@ enough: its verdicts near the objective may be wrong (docs/measurement.md)."""
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -34,20 +33,12 @@ from loadstage.results import histograms
 from loadstage.results.intervals import MIN_BLOCKS, Block, blocks_from_artifact, cumulative_rows
 from loadstage.results.proportions import regularized_beta
 from loadstage.results.steady import rise
+from loadstage.results.students_t import t_quantile
 
 MIN_BATCHES = MIN_BLOCKS   # a t-interval from fewer says little; the blocks are never fewer
 AUTOCORRELATION_ALPHA = 0.10
 MAX_CORRELATION = 0.8
 BUCKET_WIDTH = 0.001   # of an HDR bucket (3 significant digits), relative: below its top lies its lowest value
-
-
-@functools.cache
-def t_quantile(probability: float, freedom: int) -> float:
-    """Student's t quantile (Cornish-Fisher in the normal quantile; within 0.002 from 9 degrees of freedom)."""
-    z, v = NormalDist().inv_cdf(probability), float(freedom)
-    return (z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v ** 2)
-            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * v ** 3)
-            + (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / (92160 * v ** 4))
 
 
 def von_neumann(series: Sequence[float]) -> tuple[bool, float]:
@@ -142,7 +133,7 @@ def ratio_interval(numerators: Sequence[float], denominators: Sequence[float], c
 def _t_bounds(ratio: float, residuals: float, k: int, total: float, confidence: float,
               inflation: tuple[float, float]) -> tuple[float, float]:
     error = math.sqrt(residuals / (k * (k - 1))) / (total / k)
-    half = t_quantile(1 - (1 - confidence) / 2, k - 1) * error
+    half = t_quantile(confidence, k - 1) * error
     return ratio - half * inflation[0], ratio + half * inflation[1]
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from loadstage.results.repeats import _two_sided, t_quantile
+from loadstage.results.students_t import t_quantile, two_sided
 
 if TYPE_CHECKING:   # numpy is imported where a series is searched: at the operator's start it would add a thread
     import numpy as np
@@ -87,7 +87,7 @@ def t_test(before: Sequence[float], after: Sequence[float]) -> tuple[float, floa
     se = math.sqrt(pooled * (1 / m + 1 / n))
     if se == 0:
         return diff, 0.0, 0.0 if diff else 1.0
-    return diff, se, min(1.0, max(0.0, 1 - _two_sided(abs(diff) / se, freedom)))   # the tail rounds past 1
+    return diff, se, min(1.0, max(0.0, 1 - two_sided(abs(diff) / se, freedom)))   # the tail rounds past 1
 
 
 def change_points(values: Sequence[float], p_value: float = P_VALUE) -> list[int]:

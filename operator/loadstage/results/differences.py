@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from loadstage.api.status.figures import Intervals, bounds_of
-from loadstage.results.repeats import t_quantile
+from loadstage.results.students_t import t_quantile
 
 CONFIDENCE = 0.95
 RESOLUTION = 2.0 ** -10   # HDR histograms at 3 significant digits: a bucket is this wide, relatively

@@ -17,35 +17,10 @@ from loadstage.api.status import Headline
 from loadstage.api.status.figures import FIGURES, Intervals, with_bounds
 from loadstage.results import histograms
 from loadstage.results.intervals import CONFIDENCE, four_digits
+from loadstage.results.students_t import t_quantile
 
 MIN_REPEATS = 3
 LINEAR = ("errorRate",)
-
-
-def _two_sided(t: float, df: int) -> float:
-    """P(|T| < t) for Student's t with `df` degrees of freedom (Abramowitz and Stegun 26.7.3 and 26.7.4)."""
-    theta = math.atan(t / math.sqrt(df))
-    c2, s = math.cos(theta) ** 2, math.sin(theta)
-    if df % 2:
-        term, total = math.cos(theta), 0.0
-        for k in range(1, (df - 1) // 2 + 1):
-            total += term
-            term *= c2 * (2 * k) / (2 * k + 1)
-        return 2 / math.pi * (theta + s * total) if df > 1 else 2 * theta / math.pi
-    term, total = 1.0, 0.0
-    for k in range(1, df // 2 + 1):
-        total += term
-        term *= c2 * (2 * k - 1) / (2 * k)
-    return s * total
-
-
-def t_quantile(confidence: float, df: int) -> float:
-    """The t with P(|T| < t) = confidence: the half-width of a `confidence` interval, in standard errors."""
-    lo, hi = 0.0, 1e6
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _two_sided(mid, df) < confidence else (lo, mid)
-    return (lo + hi) / 2
 
 
 def _interval(values: Sequence[float], confidence: float, log: bool, share: bool) -> list[float]:
