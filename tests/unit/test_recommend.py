@@ -322,6 +322,19 @@ def test_a_winner_that_fails_its_confirmation_is_dropped_and_the_next_is_confirm
                                  f"pods=3, needs 3 cores")
 
 
+def test_a_confirmation_after_another_variant_ran_warms_up_its_target_deployed_again(base_doc):
+    doc = copy.deepcopy(base_doc)
+    doc["spec"]["warmup"] = {"injectors": 1, "duration": "5s"}
+    exp = goal_experiment(doc, {"pods": [1, 2, 3]}, target={"resources": {"limits": {"cpu": "1"}}})
+    backend = KneeBackend(knee=[160, 160, 160])
+    final = run(exp, backend)[-1]
+    # pods=1 and pods=2 met it; pods=1's confirmation runs on its target deployed again after pods=2's ran:
+    # a cold start measured as the variant's second stage would flatter nothing and fail it on its start-up
+    assert [c[1:3] for c in backend.calls if c[0] in ("stage", "prepare")] == [
+        (0,), (0, None), (0, 1), (1,), (1, None), (1, 1), (0,), (0, None), (0, 2)]
+    assert final["recommendation"]["winner"]["confirmed"] is True and final["recommendation"]["variant"] == 0
+
+
 def test_equivalent_variants_of_one_cost_are_chosen_by_the_declared_preference_not_by_their_noise(base_doc):
     """workers=4 answers at 10 ms, workers=2 at 11.1 ms: within slo.tolerance (10%) of each other, so the most
     headroom is noise; fewer processes wins, and both are confirmed."""

@@ -25,6 +25,13 @@ class Planned:
     position: int
 
 
+def started_anew(variant: Variant, prepared: Variant | None, resuming: bool) -> bool:
+    """Whether `variant` runs on a target started anew, so that a warm-up goes first: another variant's target was
+    the one deployed (a variant that ran before had its target torn down when the run moved on). A run resumed
+    goes on on the target it finds."""
+    return prepared != variant and not resuming
+
+
 class Planner(Protocol):
     def next(self, status: RunStatus, prepared: Variant | None, resuming: bool) -> Planned | None:
         """The next stage, None once the run is done; it may note in `status` what it decided (a pick)."""

@@ -10,7 +10,7 @@ from dataclasses import replace
 from loadstage.api.status import RunStatus, StageResult, VariantRecord
 from loadstage.api.types import MAX_INJECTORS, MAX_VARIANTS, Experiment, Search, Stage, Variant, load_stage
 from loadstage.engine import recommend
-from loadstage.engine.planners import Planned
+from loadstage.engine.planners import Planned, started_anew
 from loadstage.engine.search import progress
 from loadstage.engine.steps import Step, decided_step, goal_step
 
@@ -69,7 +69,8 @@ class GoalPlanner:
         step = goal_step(self.experiment, variant, len(record.stages) + 1, following.duration,
                          following.decided_after)
         steps, position = self._ahead(status, step)
-        return Planned(step, not record.stages, lambda: self._last(status, variant), steps, position)
+        fresh = not record.stages or started_anew(variant, prepared, resuming)
+        return Planned(step, fresh, lambda: self._last(status, variant), steps, position)
 
     def _winner_searched(self, status: RunStatus, pick: recommend.Pick, prepared: Variant | None,
                          resuming: bool) -> Planned | None:
@@ -86,8 +87,7 @@ class GoalPlanner:
         done = [self.finished(status, v, 1, s.stage) for v in self.experiment.variants()
                 for s in status.variants[v.index].stages]
         ahead = [step] * max(1, search.most_stages() // 2 - len(record.stages))
-        # its target was torn down once the pick moved on to another variant; a run resumed goes on on its own
-        return Planned(step, prepared != variant and not resuming,
+        return Planned(step, started_anew(variant, prepared, resuming),
                        lambda: progress(search, record.stages)[1] is None, done + ahead, len(done))
 
     def _last(self, status: RunStatus, variant: Variant) -> bool:
@@ -118,3 +118,4 @@ def _stage_of(experiment: Experiment, stage: StageResult) -> Stage:
     if goal.rps is not None and stage.arrival_rate is not None:
         return load_stage("rps", stage.arrival_rate, stage.duration_seconds)
     return goal.stage(stage.duration_seconds)
+

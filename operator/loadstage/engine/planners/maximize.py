@@ -6,7 +6,7 @@ from __future__ import annotations
 from loadstage.api.status import RunStatus
 from loadstage.api.types import Experiment, Variant
 from loadstage.engine import halving
-from loadstage.engine.planners import Planned
+from loadstage.engine.planners import Planned, started_anew
 from loadstage.engine.planners.goal import note_pick
 from loadstage.engine.planners.search import finished_search_step, searches_ahead
 from loadstage.engine.search import progress
@@ -36,8 +36,7 @@ class MaximizePlanner:
         step = search_step(self.experiment, variant, len(record.stages) + 1, following.load, following.duration,
                            following.decided_after)
         steps, position = searches_ahead(self.experiment, self.fine, self.experiment.variants(), records, step)
-        # a variant searched again after others is on a target started anew; a run resumed goes on on its own
-        return Planned(step, prepared != variant and not resuming,
+        return Planned(step, started_anew(variant, prepared, resuming),
                        lambda: halving.halving(self.experiment, records).variant != variant, steps, position)
 
     def finished(self, status: RunStatus, variant: Variant, repeat: int, number: int) -> Step:
