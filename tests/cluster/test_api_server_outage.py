@@ -49,7 +49,9 @@ def test_a_stage_outlives_an_api_server_outage_and_is_recorded_exactly_once(
     assert stage["requests"] == real_stage.summary["requests"] and "retries" not in stage, stage
     assert stage.get("attempts", 1) == 1
     assert variant["aggregate"]["latencyMs"]["n"] == real_stage.summary["requests"]
-    reasons = event_reasons(cluster, namespace, "cluster-ladder")
+    # Kopf posts events from a queue of its own, which the outage may have left behind the status
+    reasons = wait_for(lambda: (found := event_reasons(cluster, namespace, "cluster-ladder")).count("StageFinished")
+                       and found, timeout=30, explain=lambda: event_reasons(cluster, namespace, "cluster-ladder"))
     assert reasons.count("StageFinished") == 1 and "StageDisrupted" not in reasons, reasons
     assert reasons.count("StageStarted") == 1 and "StageResumed" in reasons, reasons
     # the Redis peak covers only what was sampled after the resumption, and says so
