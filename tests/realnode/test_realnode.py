@@ -112,6 +112,10 @@ def test_a_whole_experiment_runs_in_real_pods_under_cpu_limits_and_reports_real_
         cpu = [s["target"].get("peakCpuCores") for s in stages]
         memory = [s["target"].get("peakMemoryBytes") for s in stages]
         assert any(cpu) and all(m > 20 * 2**20 for m in memory if m), stages
+        # the mean of the windows within a stage's load: each of them was one of the samples the peak saw
+        means = [(s["target"].get("meanCpuCores"), s["target"].get("peakCpuCores")) for s in stages]
+        assert all(0 < mean <= peak for mean, peak in means if mean is not None), means
+        print(f"\nvariant {variant['index']}: (mean, peak) CPU of each stage, cores: {means}")
         peaks.append(max(c for c in cpu if c))
 
         # the aggregates, and every stage's artifact in its ConfigMap, read from the master pod's real log

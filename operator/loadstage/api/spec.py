@@ -548,9 +548,9 @@ SEARCH = Obj(Search, "A capacity search instead of a ladder: stages from `from` 
 GOAL = Obj(Goal, "Let loadstage pick: the cheapest variant of spec.matrix that meets spec.slo at a load (rps, "
                  "users or injectors), or the one with the most capacity per core (maximize). With a load, each "
                  "variant runs one stage at it, ended by spec.stageEnd, cheapest first (a variant's cost is its "
-                 "pods x its CPU limit, or request; without either, its measured CPU: locally its mean over the "
-                 "stage's settled seconds, in a cluster its peak); once one passes, and a dearer one after it, the "
-                 "dearer rest are not run. With maximize, each variant's search "
+                 "pods x its CPU limit, or request; without either, its measured CPU: its mean over the stage's "
+                 "settled seconds, or its peak where no reading lay within them); once one passes, and a dearer "
+                 "one after it, the dearer rest are not run. With maximize, each variant's search "
                  "(spec.search) runs first to a coarse bracket; the variants that cannot reach the best's capacity "
                  "per core are dropped, and the rest searched on to spec.search.resolution. "
                  "status.recommendation names the winner and the runner-up.", {

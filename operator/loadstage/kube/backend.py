@@ -131,6 +131,7 @@ class KubernetesBackend:
                                             f"from {sampling_from}: the operator resumed the stage "
                                             f"(it restarted, or lost the API server)"),
             target_peak_cpu_cores=pod_metrics.peak_cpu, target_peak_memory_bytes=pod_metrics.peak_memory,
+            target_cpu_readings=tuple(pod_metrics.cpu_readings), target_cpu_span=pod_metrics.cpu_span,
             proxy_peak_cpu_cores=pod_metrics.proxy_peak_cpu, proxy_peak_memory_bytes=pod_metrics.proxy_peak_memory,
             lost_injectors=lost, target_pods=(unsteady := await target_health.pods()),
             saturation=Saturation(

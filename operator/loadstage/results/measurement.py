@@ -19,7 +19,8 @@ class StageMeasurement:
     redis_connections_received: int | None = None
     redis_peak_covers: str = "stage"        # "stage", or "resumed" when an operator restart lost the start
     target_peak_cpu_cores: float | None = None
-    target_cpu_readings: tuple[tuple[float, float], ...] = ()   # (epoch seconds, cores) every half second (local)
+    target_cpu_readings: tuple[tuple[float, float], ...] = ()   # (epoch seconds, cores since the reading before)
+    target_cpu_span: float = 0.0   # where longer than a local half second: the seconds one reading covers to its time
     target_peak_memory_bytes: int | None = None
     target_processes: int | None = None            # the most processes one pod had at once (local)
     target_peak_process_rss_bytes: int | None = None   # the largest resident set of one process (local)

@@ -80,11 +80,12 @@ def stage_result(experiment: Experiment, number: int, stage: Stage, m: StageMeas
 
 
 def _with_mean_cpu(target: TargetFigures, m: StageMeasurement, verdict: Verdict | None) -> TargetFigures:
-    """The target's mean CPU from its settle cut (the verdict's; none without one) to the stage's last second."""
+    """The target's mean CPU from its settle cut (the verdict's; none without one) to the stage's last second: the
+    readings whose span lies within."""
     window = load_window(m.artifact)
     if not m.target_cpu_readings or window is None:
         return target
-    start = window[0] + ((verdict.settle_seconds or 0) if verdict else 0)
+    start = window[0] + ((verdict.settle_seconds or 0) if verdict else 0) + m.target_cpu_span
     found = cpu_use.settled_mean(m.target_cpu_readings, start, window[1], CONFIDENCE)
     if found is None:
         return target

@@ -75,7 +75,7 @@ class Cost(Written):
 
 COST = Obj(Cost, "With spec.goal: what the variant reserves.", {
     "cores": Num("Its pods x each one's CPU limit (or request), cores; measured: its mean CPU over the stage's "
-                 "settled seconds (locally), or its peak (in a cluster).", nullable=True),
+                 "settled seconds, or its peak where no reading lay within them.", nullable=True),
     "from": Field(Str("Where the cores come from: limit, request or measured.", enum=COST_SOURCES),
                   attr="source"),
     "memoryBytes": Int("Its pods x each one's memory limit (or request), bytes; beside the cores, not folded in.",

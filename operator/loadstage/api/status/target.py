@@ -49,12 +49,12 @@ class TargetFigures(Written):
     peak_process_rss_bytes: int | None = None   # the largest resident set of one process (local)
     proxy_peak_cpu_cores: float | None = None   # the front proxies (spec.target.proxy), apart from the above
     proxy_peak_memory_bytes: int | None = None
-    mean_cpu_cores: float | None = None    # over the stage's settled seconds (local)
+    mean_cpu_cores: float | None = None    # over the stage's settled seconds
     mean_cpu_interval: tuple[float, float] | None = None
 
     @property
     def cpu_cores(self) -> float | None:
-        """The CPU it used: its mean over the settled seconds where measured (local), else its peak."""
+        """The CPU it used: its mean over the settled seconds where measured, else its peak."""
         return self.mean_cpu_cores if self.mean_cpu_cores is not None else self.peak_cpu_cores
 
     @property
@@ -91,8 +91,9 @@ def _no_proxy(value: object, target: TargetFigures) -> bool:
 TARGET = Obj(TargetFigures, "The target during the stage: its resources, its own count of requests, its health.", {
     "peakCpuCores": Num("The target's peak CPU, cores (all its pods; sampled every second).", nullable=True),
     "peakMemoryBytes": Int("The target's peak memory, bytes (all its pods).", nullable=True),
-    "meanCpuCores": Field(Num("Locally: the target's mean CPU over the stage's settled seconds, cores (all its "
-                              "pods; read every half second).", nullable=True), omit=omit_none),
+    "meanCpuCores": Field(Num("The target's mean CPU over the stage's settled seconds, cores (all its pods; "
+                              "locally read every half second, in a cluster metrics-server's windows).",
+                              nullable=True), omit=omit_none),
     "meanCpuInterval": Field(Pair("Its 95% interval: a t-interval over 10 batches of the readings.", nullable=True),
                              omit=omit_none),
     "servedRequests": Int("Requests the target itself counted (its /metrics), to check Locust's count.",
