@@ -110,7 +110,7 @@ def warmup_note(experiment: Experiment) -> str | None:
 
 
 def measured_cost(stage: StageResult) -> Cost:
-    """The target's mean CPU over the stage's settled seconds; its peak where no mean was measured (in a cluster)."""
+    """The target's mean CPU over the stage's settled seconds; its peak where no reading lay within them."""
     cores = stage.target.cpu_cores
     return Cost(None if cores is None else round(cores, 3), "measured", stage.target.peak_memory_bytes)
 

@@ -32,7 +32,7 @@ class Evidence:
 
     @property
     def cpu_per_pod(self) -> float | None:
-        """Cores a pod used at that stage (a cluster's peak counts the pods together)."""
+        """Cores a pod used at that stage (the target's figure counts the pods together)."""
         cores = self.stage.target.cpu_cores
         return None if cores is None else cores / self.pods
 

@@ -14,7 +14,7 @@ RESOURCES = ("Cpu", "Concurrency", "Backlog", "Redis", "Memory", "Injectors", "U
 @dataclass(frozen=True)
 class Saturation(Written):
     """Each signal None where it was not measured (a cluster cannot see it, Redis is not deployed, ...)."""
-    cpu_cores: float | None = None           # the target's mean CPU over the stage (a cluster: its peak sample)
+    cpu_cores: float | None = None           # the target's mean CPU over the settled seconds, else its peak
     cpu_capacity_cores: float | None = None  # what it can use: its limit, one core a worker process, the machine
     throttled_share: float | None = None     # of the CFS periods in which it ran, the share throttled
     in_flight: float | None = None           # requests in the target at once (Little's law)
@@ -52,8 +52,9 @@ def _share(text: str) -> Num:
 
 
 SATURATION = Obj(Saturation, "How close each resource came to its limit during the stage (absent: not measured).", {
-    "cpuCores": Field(Num("The target's CPU, cores: locally its mean over the stage (cgroup or process times, "
-                          "every half second); in a cluster the peak of metrics.k8s.io's samples.", nullable=True),
+    "cpuCores": Field(Num("The target's CPU, cores: its mean over the stage's settled seconds (locally cgroup or "
+                          "process times every half second, in a cluster metrics.k8s.io's windows), else its peak.",
+                          nullable=True),
                       omit=omit_none),
     "cpuCapacityCores": Field(Num("The CPU it can use, cores: per pod the least of its CPU limit and one core a "
                                   "worker process (the GIL); locally at most the machine's cores.", nullable=True),
