@@ -26,8 +26,8 @@ def run(write_experiment, tmp_path, name, *, keep_alive, stages, scenario="respo
                       "scenario": scenario},
         "stages": stages}}, name=f"{name}.yaml")
     before = accepted_connections()
-    done = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(path), "-o", str(tmp_path / "r.json")],
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(path), "-o", str(tmp_path / "r.json"),
+                           "--workdir", str(tmp_path / "w")], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     stages = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"]
     return done.stdout, stages, accepted_connections() - before

@@ -81,7 +81,7 @@ def test_prometheus_scrapes_a_local_run_every_dashboard_query_has_data_and_the_c
         "stages": [{"injectors": 1, "duration": "6s"}, {"injectors": 2, "duration": "6s"}]}})
     began = time.time()
     run = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(experiment), "-o", str(tmp_path / "r.json"),
-                          "--metrics-port", str(port), "--metrics-hold", "3s", "-q"],
+                          "--metrics-port", str(port), "--metrics-hold", "3s", "-q", "--workdir", str(tmp_path / "w")],
                          capture_output=True, text=True, timeout=180)
     ended = time.time()
     assert run.returncode == 0, run.stderr

@@ -274,7 +274,8 @@ def test_local_pods_share_a_port_only_where_the_server_can(write_experiment, tmp
         target={"server": "uwsgi", "pods": 2, "workers": 1, "threads": 2},
         injectors={"usersPerInjector": 10, "waitTime": {"min": "20ms", "max": "50ms"}},
         stages=[{"users": 10, "duration": "5s"}]))
-    code, _out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 120)
+    code, _out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json",
+                                                "--workdir", tmp_path / "w"), 120)
     assert code == 0, err
     (stage,) = json.loads((tmp_path / "r.json").read_text())["status"]["variants"][0]["stages"]
     served = stage["target"]["servedRequests"]   # the sum of both instances' /metrics on their own ports
@@ -289,7 +290,7 @@ def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, t
         injectors={"usersPerInjector": 5, "waitTime": {"min": "10ms", "max": "50ms"}},
         stages=[{"injectors": 1, "duration": "4s"}, {"injectors": 1, "duration": "60s"}]))
     out_file = tmp_path / "result.yaml"
-    proc = start_cli("run", path, "-o", out_file)
+    proc = start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w")
 
     def second_stage_running():
         import yaml
@@ -328,7 +329,7 @@ def test_sigterm_keeps_finished_stages_and_leaves_no_process(write_experiment, t
 def test_ctrl_c_mid_stage_exits_130_stops_everything_and_keeps_the_result_file(write_experiment, tmp_path):
     path = write_experiment(spec_doc(injectors={"usersPerInjector": 3, "waitTime": {"min": "50ms", "max": "100ms"}},
                                      stages=[{"injectors": 1, "duration": "60s"}]))
-    proc = start_cli("run", path, "-q", "-o", tmp_path / "r.json")
+    proc = start_cli("run", path, "-q", "-o", tmp_path / "r.json", "--workdir", tmp_path / "w")
     wait_for(lambda: any("--worker" in " ".join(p.cmdline()) for p in alive(descendants(proc.pid))), timeout=60)
     started = descendants(proc.pid)
     proc.send_signal(signal.SIGINT)
@@ -372,7 +373,8 @@ def test_redis_password_secret_is_refused_locally_with_the_field(write_experimen
 def test_target_that_cannot_start_fails_with_its_log_and_no_orphans(write_experiment, tmp_path):
     path = write_experiment(spec_doc(target={"app": "no_such_module:app"},
                                      stages=[{"injectors": 1, "duration": "5s"}]))
-    code, _out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 60)
+    code, _out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json",
+                                                "--workdir", tmp_path / "w"), 60)
     assert code == 1
     assert "gunicorn pod 1 exited with code" in err and "No module named 'no_such_module'" in err
     assert "Traceback (most recent call last):\n  File \"" not in err.split("end of")[0]
@@ -475,7 +477,7 @@ def test_a_task_that_raises_is_counted_and_a_stage_where_every_request_failed_ex
     path = write_experiment(spec_doc(injectors={"usersPerInjector": 3, "locustfile": {"path": "raising.py"},
                                                 "waitTime": {"min": "50ms", "max": "100ms"}},
                                      stages=[{"injectors": 1, "duration": "3s"}]))
-    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
+    code, out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json", "--workdir", tmp_path / "w"), 90)
     assert code == 5, err
     status = json.loads((tmp_path / "r.json").read_text())["status"]
     (stage,) = status["variants"][0]["stages"]
@@ -548,7 +550,8 @@ def test_gunicorn_workers_that_die_mid_stage_are_restarts_and_the_stage_is_not_s
         injectors={"usersPerInjector": 3, "waitTime": {"min": "20ms", "max": "50ms"},
                    "locustfile": {"path": "reader.py"}},
         stages=[{"injectors": 1, "duration": "4s"}]))
-    code, out, err, _started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
+    code, out, err, _started = finish(start_cli("run", path, "-o", tmp_path / "r.json",
+                                                "--workdir", tmp_path / "w"), 90)
     assert code == 0, err
     (variant,) = json.loads((tmp_path / "r.json").read_text())["status"]["variants"]
     (stage,) = variant["stages"]
@@ -569,7 +572,8 @@ def test_a_crashing_injector_fails_the_stage_with_its_cause(write_experiment, tm
         "        pass\n")
     path = write_experiment(spec_doc(injectors={"locustfile": {"path": "broken.py"}},
                                      stages=[{"injectors": 1, "duration": "3s"}]))
-    code, _out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json"), 90)
+    code, _out, err, started = finish(start_cli("run", path, "-o", tmp_path / "r.json",
+                                                "--workdir", tmp_path / "w"), 90)
     assert code == 1
     assert "locust worker 1 exited with code 2" in err
     assert "cause: TypeError: Broken.start() takes 1 positional argument but 2 were given" in err
@@ -615,7 +619,7 @@ def test_pacing_shows_the_stall_that_the_closed_model_hides(write_experiment, tm
         injectors={"usersPerInjector": 5, "pacing": "50ms"},
         stages=[{"injectors": 1, "duration": "20s"}]))
     out_file = tmp_path / "result.json"
-    code, _out, err, _ = finish(start_cli("run", path, "-o", out_file), 180)
+    code, _out, err, _ = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 180)
     assert code == 0, err
     stage = json.loads(out_file.read_text())["status"]["variants"][0]["stages"][0]
     raw, corrected = stage["latencyMs"], stage["correctedLatencyMs"]
@@ -642,7 +646,7 @@ def test_an_injector_that_saturates_its_cpu_marks_the_stage_and_gets_no_capacity
         injectors={"usersPerInjector": 20, "locustfile": {"path": "heavy.py"}},
         stages=[{"injectors": 1, "duration": "8s"}], thresholds={"p99": "500ms"}))
     out_file = tmp_path / "result.json"
-    code, out, err, _ = finish(start_cli("run", path, "-o", out_file), 120)
+    code, out, err, _ = finish(start_cli("run", path, "-o", out_file, "--workdir", tmp_path / "w"), 120)
     assert code == 0, err
     variant = json.loads(out_file.read_text())["status"]["variants"][0]
     stage = variant["stages"][0]

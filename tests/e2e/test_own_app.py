@@ -63,7 +63,8 @@ def serving(started, app):
 
 
 def run(path, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "loadstage.cli", "run", str(path), "-o", str(tmp_path / "r.json")],
+    proc = subprocess.Popen([sys.executable, "-m", "loadstage.cli", "run", str(path), "-o", str(tmp_path / "r.json"),
+                             "--workdir", str(tmp_path / "w")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = {}
 
@@ -188,8 +189,8 @@ def test_an_app_whose_interface_cannot_be_inspected_fails_its_first_stage_naming
         "injectors": {"usersPerInjector": 2, "waitTime": {"min": "50ms", "max": "100ms"},
                       "locustfile": {"path": str(ROOT / "examples" / "own-app-locustfile.py")}},
         "stages": [{"injectors": 1, "duration": "3s"}, {"injectors": 1, "duration": "3s"}]}})
-    done = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(path), "-o", str(tmp_path / "r.json")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(path), "-o", str(tmp_path / "r.json"),
+                           "--workdir", str(tmp_path / "w")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     status = json.loads((tmp_path / "r.json").read_text())["status"]
     assert (status["phase"], status["reason"]) == ("Failed", "InterfaceMismatch")

@@ -45,7 +45,8 @@ def runs(tmp_path_factory):
     for delay in ("fast", "slow"):
         spec, result = directory / f"{delay}.yaml", directory / f"{delay}.json"
         spec.write_text(yaml.safe_dump(experiment_doc(delay)))
-        run = subprocess.Popen([sys.executable, "-m", "loadstage.cli", "run", spec, "-o", result, "-q"],
+        run = subprocess.Popen([sys.executable, "-m", "loadstage.cli", "run", spec, "-o", result, "-q",
+                                "--workdir", directory / f"{delay}-work"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         follow = None
         if delay == "fast":

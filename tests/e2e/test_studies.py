@@ -46,6 +46,7 @@ def test_a_study_runs_scaled_down(path, tmp_path):
     small = tmp_path / path.name
     small.write_text(yaml.safe_dump(doc))
     done = subprocess.run([sys.executable, "-m", "loadstage.cli", "run", str(small), "-o", str(tmp_path / "r.json"),
+                           "--workdir", str(tmp_path / "w"),
                            "--stage-duration", "12s" if "search" in spec else "3s", "--warmup-duration", "2s",
                            "--users-scale", "0.05"],
                           capture_output=True, text=True, timeout=600)

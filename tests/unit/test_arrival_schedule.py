@@ -85,7 +85,11 @@ def test_an_arrival_that_finds_every_user_busy_is_dropped_not_queued():
     assert len(lateness) == arrivals.arrived - arrivals.dropped
     # the user takes about one arrival in five (a stall only makes it fewer): the rest are dropped, not kept
     assert len(lateness) >= 5 and arrivals.dropped / arrivals.arrived >= 0.6
-    assert median(lateness) < 0.01       # a dropped arrival is not run late instead
+    # a dropped arrival is not run late instead: queued, the i-th taken would begin some i x 35 ms late (its user
+    # busy 45 ms an arrival due every 10 ms); taken at once, only a stall of the machine delays one (13.7 ms the
+    # median beside a busy suite's image builds, once)
+    queued = median([i * 0.035 for i in range(len(lateness))])
+    assert median(lateness) < queued / 2, (lateness, queued)
 
 
 def test_a_stage_of_given_seconds_makes_its_share_of_arrivals_from_the_masters_instant_and_ends_by_itself():
