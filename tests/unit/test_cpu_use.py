@@ -69,7 +69,9 @@ def pod_metrics(name, end, cores, window="10.2s", proxy=None):
 
 
 def test_metrics_servers_windows_are_each_read_once_with_every_pods_server_cpu_and_the_span_they_cover():
-    sampler = PodMetricsSampler(None, "ns", "app=x", 5.0)
+    sampler = PodMetricsSampler(None, "ns", "app=x", 5.0, pods=2)
+    sampler.take([pod_metrics("a", 1000.0, 0.2)])       # b not scraped yet: no reading of the target
+    assert sampler.cpu_readings == [] and sampler.peak_cpu == 0.2
     sampler.take([pod_metrics("a", 1010.0, 0.2, proxy=0.05), pod_metrics("b", 1012.0, 0.15, "9.8s")])
     assert abs(sampler.cpu_span - 12.2) < 1e-9    # from a's start to b's end
     sampler.take([pod_metrics("a", 1010.0, 0.2, proxy=0.05), pod_metrics("b", 1012.0, 0.15, "9.8s")])  # no scrape
@@ -78,6 +80,7 @@ def test_metrics_servers_windows_are_each_read_once_with_every_pods_server_cpu_a
     assert abs(sampler.cpu_span - 60.5) < 1e-9 and sampler.peak_cpu == 0.6   # b's minute, to its end
     assert cpu_window([pod_metrics("a", 1010.0, 0.2), {"metadata": {"name": "new"}, "containers": []}]) is None
     assert cpu_window([]) is None
+    assert cpu_window([{**pod_metrics("a", 1010.0, 0.2), "window": "10 seconds"}]) is None   # unreadable: skipped
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("10.5s", 10.5), ("1m0.25s", 60.25), ("1h2m3s", 3723.0),

@@ -110,7 +110,7 @@ class KubernetesBackend:
             sampling_from = now()
             async with AsyncRedisSampler(redis_url, password=self.redis_password) as redis_sampler, \
                     PodMetricsSampler(c.custom, c.namespace, selector,
-                                      metrics_interval(step.stage.duration)) as pod_metrics:
+                                      metrics_interval(step.stage.duration), step.variant.pods) as pod_metrics:
                 with metrics.LIVE.stage(series_labels(exp, step),
                                         lambda: target_samples(pod_metrics.now, redis_sampler.now)):
                     pod, terminated, lost = await self.stage_watch.wait_for_master(step, resumed=not created)

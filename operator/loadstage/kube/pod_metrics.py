@@ -47,15 +47,18 @@ def parse_go_duration(text: str) -> float:
 def cpu_window(items: list[dict]) -> tuple[float, float, float] | None:
     """From one listing of the target's PodMetrics: the epoch seconds its windows end, the seconds they span
     (back to the earliest window's start) and the server containers' cores over them, all pods together; None
-    where a pod has no window or no server container."""
+    where a pod has no window or no server container, or one it cannot read."""
     spans = []
     for item in items:
         server = [c for c in item.get("containers", []) if c.get("name") != PROXY_CONTAINER]
         if not server or not item.get("timestamp") or not item.get("window"):
             return None
-        end = datetime.fromisoformat(item["timestamp"]).timestamp()
-        cores = sum(parse_cpu(c["usage"]["cpu"]) for c in server)
-        spans.append((end - parse_go_duration(item["window"]), end, cores))
+        try:
+            end = datetime.fromisoformat(item["timestamp"]).timestamp()
+            spans.append((end - parse_go_duration(item["window"]), end,
+                          sum(parse_cpu(c["usage"]["cpu"]) for c in server)))
+        except (ValueError, KeyError, TypeError):
+            return None
     if not spans:
         return None
     end = max(s[1] for s in spans)
@@ -73,8 +76,10 @@ class PodMetricsSampler:
     """Use as an async context manager around a stage. Stops sampling for good where the cluster has no
     metrics API (or the operator may not read it)."""
 
-    def __init__(self, custom: client.CustomObjectsApi, namespace: str, selector: str, interval: float):
+    def __init__(self, custom: client.CustomObjectsApi, namespace: str, selector: str, interval: float,
+                 pods: int = 1):
         self._custom, self._namespace, self._selector = custom, namespace, selector
+        self._pods = pods   # a listing of fewer (one not yet scraped) is no reading of the target's CPU
         self._loop = PeriodicTask(self._sample, interval, keep_going=lambda: self.available)
         self.available = True
         self.peak_cpu: float | None = None
@@ -109,7 +114,7 @@ class PodMetricsSampler:
             self.now = _peaks(server, None, None)
             self.peak_cpu, self.peak_memory = _peaks(server, self.peak_cpu, self.peak_memory)
         windows = frozenset((item.get("metadata", {}).get("name"), item.get("timestamp")) for item in items)
-        found = None if windows == self._windows else cpu_window(items)
+        found = None if windows == self._windows or len(items) < self._pods else cpu_window(items)
         if found is not None:
             self._windows = windows
             self.cpu_readings.append((found[0], found[2]))
