@@ -74,6 +74,7 @@ class Cluster:
         name = f"lstest-{os.getpid()}-{purpose}"
         with tempfile.TemporaryDirectory(prefix="loadstage-kwok-") as tmp:
             cluster = cls.up(name, fixed_ports_config(Path(tmp) / "kwok.yaml") if stoppable else None)
+            cluster.log_dir = Path(tmp)     # the master logs kwok serves go with the cluster
             try:
                 print(f"\ncluster {cluster.name} up in {cluster.up_seconds:.1f}s")
                 installed = cluster.kubectl("apply", "-f", str(ROOT / "crds"))
@@ -88,6 +89,7 @@ class Cluster:
         self.bin = bin_dir
         self.kubeconfig = kubeconfig
         self.up_seconds = None
+        self.log_dir: Path | None = None
         self.api = config.new_client_from_config(config_file=self.kubeconfig)
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
@@ -270,7 +272,8 @@ def serve_master_log(cluster, namespace, pod_name, artifact: dict, log_dir: Path
 def finish_stage(cluster, namespace, master, workers, stage: RealStage, log_dir: Path | None = None,
                  cut: int | None = None):
     (pod,) = [p for p in pods(cluster, namespace, f"job-name={master}") if p.status.container_statuses]
-    serve_master_log(cluster, namespace, pod.metadata.name, stage.artifact, log_dir or Path(tempfile.gettempdir()), cut)
+    serve_master_log(cluster, namespace, pod.metadata.name, stage.artifact,
+                     log_dir or cluster.log_dir or Path(tempfile.gettempdir()), cut)
     assert finish_job_pods(cluster, namespace, master, json.dumps(stage.summary)) == 1
     finish_job_pods(cluster, namespace, workers)
 
