@@ -40,7 +40,8 @@ class Browser:
              "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
              f"--window-size={width},{height}", "--remote-debugging-address=127.0.0.1",
              "--remote-debugging-port=0", f"--user-data-dir={self.profile}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            env={**os.environ, "TMPDIR": self.profile})    # its own temporary files go with its profile
         port_file = Path(self.profile) / "DevToolsActivePort"
         deadline = time.monotonic() + 30
         while not (port_file.exists() and port_file.read_text().strip()):

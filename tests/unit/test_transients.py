@@ -114,3 +114,22 @@ def test_a_floor_cuts_at_least_its_seconds_in_whole_blocks_and_leaves_enough_for
     assert len(settled(blocks, floor=1000)[0]["histograms"]) == MIN_BLOCKS   # never below an interval's blocks
     plain = {k: v for k, v in blocks.items() if k not in ("secondMeans", "secondRequests")}   # none kept
     assert settled(plain)[1] == 0 and settled(plain, floor=15)[1] == 16
+
+
+def test_a_cut_shortened_to_leave_enough_blocks_is_still_only_an_optimistic_start():
+    """A real stage (BENCHMARKS.md (j), 2026-12-07, pick 4, workers=2 threads=4 at 0.1 cores): a burst in its second
+    second (124 ms against ~21), quiet, then climbing to 33-49 ms. MSER cut its first 15 s, faster on average than
+    the climbing rest; its 11 blocks of 3 s left room for one, so the cut became the burst's 3 s alone, and the
+    stage passed on p99 80 ms where its whole p99 was 168 ms. A cut that is not an optimistic start is none."""
+    from loadstage.results.steady import settled
+    means = [31.7, 124.1, 20.8, 20.8, 27.5, 21.2, 21.1, 22.3, 19.6, 21.0, 21.7, 21.4, 21.1, 23.0, 23.7, 21.0, 29.8,
+             44.4, 41.0, 39.3, 38.6, 33.0, 30.9, 27.5, 33.3, 26.3, 48.3, 47.5, 49.3, 33.8, 34.1]
+    requests = [59, 89] + [80] * 28 + [12]
+    assert settle_cut(means, requests) == 15
+    blocks = {"seconds": 3, "histograms": ["h"] * 11, "failures": [0] * 11, "durations": [2.907] * 10 + [0.969],
+              "secondMeans": means, "secondRequests": requests}
+    kept, cut = settled(blocks)
+    assert cut == 0 and len(kept["histograms"]) == 11
+    longer = {**blocks, "histograms": ["h"] * 16, "failures": [0] * 16, "durations": [3.0] * 16,
+              "secondMeans": means + [34.0] * 17, "secondRequests": requests[:-1] + [80] * 18}
+    assert settled(longer)[1] == settle_cut(longer["secondMeans"], longer["secondRequests"])   # room: cut whole

@@ -10,7 +10,8 @@ its first seconds are the best it will ever have: a verdict drawn from them is a
   collapses and recovers within a stage has collapsed, and MSER alone would cut the collapse. No floor: a stage's
   first seconds are cut only where the data says so (so not before 15 s, three batches), which keeps a clear
   stage's 10 s look; near its objective a stage waits longer anyway (results.judgement). A verdict is drawn from
-  the seconds after the cut (whole blocks of the intervals); the stage's histograms keep them all.
+  the seconds after the cut (whole blocks of the intervals, leaving enough for an interval: a cut shortened so is
+  shortened until it is still an optimistic start); the stage's histograms keep them all.
 - A climb: Mann-Kendall's test, one-sided at TREND_ALPHA, on the mean latency of the settled seconds' batches
   (results.batch_means: batches whose means are not autocorrelated, as the test assumes; per-second means near
   saturation are, and made steady stages look like climbs), or of its blocks where no such batches form; and a
@@ -65,11 +66,23 @@ def settled(section: dict[str, Any], floor: float = 0) -> tuple[dict[str, Any], 
         return section, 0
     length = section["seconds"]
     cut = max(settle_cut(means, requests) if seconds_known else 0, math.ceil(floor))
-    blocks = min(-(-cut // length), max(0, len(section["histograms"]) - MIN_BLOCKS))
+    most = max(0, len(section["histograms"]) - MIN_BLOCKS)
+    blocks, floor_blocks = min(-(-cut // length), most), min(-(-math.ceil(floor) // length), most)
+    while blocks > floor_blocks and seconds_known and not _optimistic(means, requests, blocks * length):
+        blocks -= 1     # shortened to whole blocks, the cut must still be an optimistic start
     cut = blocks * length
     kept = {"secondMeans": means[cut:], "secondRequests": requests[cut:]} if seconds_known else {}
     return {**section, "histograms": section["histograms"][blocks:], "failures": section["failures"][blocks:],
             "durations": section["durations"][blocks:], **kept}, cut
+
+
+def _optimistic(means: Sequence[float], requests: Sequence[int], cut: int) -> bool:
+    """Whether the first `cut` seconds were faster on average than the rest (seconds without a request are as slow
+    as any)."""
+    def mean(a: int, b: int | None) -> float:
+        served = sum(requests[a:b])
+        return sum(m * n for m, n in zip(means[a:b], requests[a:b])) / served if served else math.inf
+    return mean(0, cut) <= mean(cut, None)
 
 
 def upward_trend(values: Sequence[float]) -> bool:
