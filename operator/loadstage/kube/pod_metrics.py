@@ -44,6 +44,10 @@ def parse_go_duration(text: str) -> float:
     return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
+def _cores(containers: list[dict]) -> float:
+    return sum(parse_cpu(c["usage"]["cpu"]) for c in containers)
+
+
 def cpu_window(items: list[dict]) -> tuple[float, float, float] | None:
     """From one listing of the target's PodMetrics: the epoch seconds its windows end, the seconds they span
     (back to the earliest window's start) and the server containers' cores over them, all pods together; None
@@ -55,8 +59,7 @@ def cpu_window(items: list[dict]) -> tuple[float, float, float] | None:
             return None
         try:
             end = datetime.fromisoformat(item["timestamp"]).timestamp()
-            spans.append((end - parse_go_duration(item["window"]), end,
-                          sum(parse_cpu(c["usage"]["cpu"]) for c in server)))
+            spans.append((end - parse_go_duration(item["window"]), end, _cores(server)))
         except (ValueError, KeyError, TypeError):
             return None
     if not spans:
@@ -67,7 +70,7 @@ def cpu_window(items: list[dict]) -> tuple[float, float, float] | None:
 
 def _peaks(containers: list[dict], cpu: float | None, memory: int | None) -> tuple[float, int]:
     """The containers' CPU and memory together, raised to the peaks so far."""
-    now_cpu = sum(parse_cpu(c["usage"]["cpu"]) for c in containers)
+    now_cpu = _cores(containers)
     now_memory = sum(parse_bytes(c["usage"]["memory"]) for c in containers)
     return max(cpu or 0.0, round(now_cpu, 3)), max(memory or 0, now_memory)
 

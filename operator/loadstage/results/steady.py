@@ -34,14 +34,17 @@ MATERIAL_RISE = 0.10
 MSER_BATCH = 5
 
 
+def _served_mean(means: Sequence[float], requests: Sequence[int]) -> float | None:
+    """The mean latency of seconds, each weighted by its requests; None where none was served."""
+    served = sum(requests)
+    return sum(m * n for m, n in zip(means, requests)) / served if served else None
+
+
 def settle_cut(means: Sequence[float], requests: Sequence[int]) -> int:
     """How many leading seconds to cut: MSER-5 over the per-second means (weighted by their requests), of an
     optimistic start only."""
-    series = []
-    for i in range(0, len(means) - MSER_BATCH + 1, MSER_BATCH):
-        served = sum(requests[i:i + MSER_BATCH])
-        series.append(sum(m * n for m, n in zip(means[i:i + MSER_BATCH], requests[i:i + MSER_BATCH])) / served
-                      if served else None)
+    series = [_served_mean(means[i:i + MSER_BATCH], requests[i:i + MSER_BATCH])
+              for i in range(0, len(means) - MSER_BATCH + 1, MSER_BATCH)]
     worst = max((m for m in series if m is not None), default=0.0)
     batches = [worst if m is None else m for m in series]   # a batch without an answer is as slow as any
     best, cut = math.inf, 0
@@ -79,10 +82,8 @@ def settled(section: dict[str, Any], floor: float = 0) -> tuple[dict[str, Any], 
 def _optimistic(means: Sequence[float], requests: Sequence[int], cut: int) -> bool:
     """Whether the first `cut` seconds were faster on average than the rest (seconds without a request are as slow
     as any)."""
-    def mean(a: int, b: int | None) -> float:
-        served = sum(requests[a:b])
-        return sum(m * n for m, n in zip(means[a:b], requests[a:b])) / served if served else math.inf
-    return mean(0, cut) <= mean(cut, None)
+    cut_mean, kept_mean = _served_mean(means[:cut], requests[:cut]), _served_mean(means[cut:], requests[cut:])
+    return (math.inf if cut_mean is None else cut_mean) <= (math.inf if kept_mean is None else kept_mean)
 
 
 def upward_trend(values: Sequence[float]) -> bool:

@@ -118,4 +118,3 @@ def _stage_of(experiment: Experiment, stage: StageResult) -> Stage:
     if goal.rps is not None and stage.arrival_rate is not None:
         return load_stage("rps", stage.arrival_rate, stage.duration_seconds)
     return goal.stage(stage.duration_seconds)
-
