@@ -310,9 +310,9 @@ def test_a_winner_that_fails_its_confirmation_is_dropped_and_the_next_is_confirm
     exp = goal_experiment(base_doc, {"pods": [1, 2, 3]}, target={"resources": {"limits": {"cpu": "1"}}})
     backend = FlakyBackend(knee=[160, 160, 160], flaky=0)
     final = run(exp, backend)[-1]
-    # pods=1 and pods=2 met it (pods=3 costs more than both: not run yet); pods=1 failed its second stage and
-    # pods=2 passed its; with one left that met it, pods=3 runs for a runner-up
-    assert variants_run(backend) == [0, 1, 0, 1, 2]
+    # pods=1 and pods=2 met it (pods=3 costs more than both: not run yet); pods=1 failed its second stage: with
+    # one left that met it, pods=3 runs for a runner-up, then pods=2 passes its second stage
+    assert variants_run(backend) == [0, 1, 0, 2, 1]
     found = final["recommendation"]
     assert (found["reason"], found["variant"], found["winner"]["confirmed"]) == ("Found", 1, True)
     dropped = final["variants"][0]["dropped"]
@@ -391,3 +391,48 @@ def test_with_autoscale_the_winner_is_searched_from_the_goals_rate_and_exported_
     again = run(exp, resumed, in_flight)[-1]
     assert [c[3] for c in resumed.calls if c[0] == "stage"] == loads[4:]
     assert without_wall_clock(again["variants"][1]["search"]) == without_wall_clock(search)
+
+
+class SlowerSecondBackend(KneeBackend):
+    """Each variant's second stage answers at the knee `second[index]` instead of its own."""
+
+    def __init__(self, knee, second):
+        super().__init__(knee)
+        self.second = second
+
+    def run_stage(self, step):
+        again = variants_run(self).count(step.variant.index) == 1
+        knee, self.knee = self.knee, self.second if again else self.knee
+        try:
+            return super().run_stage(step)
+        finally:
+            self.knee = knee
+
+
+def test_a_winner_whose_confirmation_has_less_headroom_than_the_next_gives_way_to_it_confirmed(base_doc):
+    """threads=2 answers in 10 ms at its first stage, 25 ms at its confirmation; threads=4 in 17 ms at both.
+    Ranked by its first stage alone, threads=2 won on its luckiest stage (a winner's curse); by its worse
+    stage, threads=4 has the more headroom, and wins once confirmed too."""
+    exp = goal_experiment(base_doc, {"threads": [2, 4]}, target={"resources": {"limits": {"cpu": "1"}}})
+    backend = SlowerSecondBackend(knee=[160, 50], second=[44, 50])
+    final = run(exp, backend)[-1]
+    assert variants_run(backend) == [0, 1, 0, 1]
+    found = final["recommendation"]
+    assert (found["reason"], found["variant"], found["runnerUp"]["variant"]) == ("Found", 1, 0)
+    assert found["winner"]["confirmed"] and found["runnerUp"]["confirmed"]   # each ran its second stage
+    p99 = {c: next(o["value"] for o in found[c]["objectives"] if o["name"] == "p99") for c in ("winner", "runnerUp")}
+    assert p99["winner"] < 20 < p99["runnerUp"] < 30, p99    # threads=2's headroom is its confirmation's
+    assert 0 < found["runnerUp"]["headroom"] < 0.2 < found["winner"]["headroom"]
+
+
+def test_a_confirming_stage_is_not_ended_early_on_a_pass(base_doc):
+    """A confirmation is the pick's last look: it runs to stageEnd.max (a breach still ends it), where a first
+    stage may pass at its first look."""
+    exp = goal_experiment(base_doc, {"threads": [2, 4]}, target={"resources": {"limits": {"cpu": "1"}}})
+    backend = StepsBackend(knee=[160, 20])
+    run(exp, backend)
+    stages = [s.stage for s in backend.steps]
+    assert [(s.decided_after or 0) >= s.duration for s in stages] == [False, False, True]
+    argv = locust_master_command(exp, stages[2], host="http://127.0.0.1:8000", summary_file="s", artifact_file="a",
+                                 target_metrics=[], decide=True)
+    assert (argv[argv.index("--decide-min") + 1], argv[argv.index("--stage-seconds") + 1]) == ("20", "20")

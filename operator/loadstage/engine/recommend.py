@@ -10,12 +10,13 @@ left is not run. Otherwise every variant runs, and its cost is the CPU its targe
 MEASURED_TIE of each other are a tie. The winner is the cheapest pass, a tie going to the most headroom, except
 among variants whose figures lie within slo.tolerance of each other (equivalent: the difference is noise), where
 goal.prefer chooses; the runner-up is the next by the same order. Before Found, the winner (and a runner-up
-equivalent to it) runs a second, fresh stage: failing it, it is dropped and the next one is confirmed.
+equivalent to it) runs a second, fresh stage, whole: failing it, it is dropped; passing it, it is ranked by the
+worse of its two stages (its first look's luck is no headroom), and the new winner is confirmed in turn.
 It is over 300 lines: the pick, its confirmation, its costs and its sentence read together."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from loadstage.api.quantities import cpu_cores, memory_bytes
 from loadstage.api.status import Candidate, Cost, Dropped, Margin, Objective, Recommendation, StageResult, VariantRecord
@@ -198,17 +199,23 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
         ran.append(i)
         first_stage, found = decided[0]
         cost = costs.setdefault(i, measured_cost(first_stage))
-        if found in MEETS:
-            passes.append(Candidate(i, variant.settings(), labels[i], cost, headroom(first_stage),
-                                    first_stage.verdict.objectives if first_stage.verdict else (),
-                                    limited_by=limited_by(first_stage, None, GOAL_LOAD)))
-        else:
+        if found not in MEETS:
             dropped[i] = Dropped(len(record.stages), _failure(first_stage, found),
                                  limited_by(first_stage, None, GOAL_LOAD))
+        elif len(decided) > 1 and decided[1][1] not in MEETS:
+            stage, found = decided[1]
+            dropped[i] = Dropped(len(record.stages), "met the objective at its first stage, then "
+                                                     f"{_failure(stage, found)} at its second",
+                                 limited_by(stage, None, GOAL_LOAD))
+        else:
+            worst = min((s for s, _ in decided[:2]), key=headroom)   # its confirmation's, if that was slower
+            passes.append(Candidate(i, variant.settings(), labels[i], cost, headroom(worst),
+                                    worst.verdict.objectives if worst.verdict else (), confirmed=len(decided) > 1,
+                                    limited_by=limited_by(first_stage, None, GOAL_LOAD)))
     prefer = tuple(goal.prefer or DEFAULT_PREFER)
     best = ranked(passes, 0.0 if by_cost else MEASURED_TIE, slo.tolerance, prefer)
     if following is None:
-        best, following = _confirmed(best, records, dropped, by_index, duration, slo.tolerance)
+        following = _confirmed(best, records, by_index, duration, slo.tolerance)
     winner, runner_up = ([*best, None, None])[:2]
     reason = "Searching" if following else "Found" if winner else "NonePassed"
     left = sum(1 for v in variants if v.index not in ran and v.index not in dropped)
@@ -220,35 +227,20 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
     return Pick(recommendation, following, dropped, {c.variant: c for c in best}, costs)
 
 
-def _confirmed(best: list[Candidate], records: list[VariantRecord], dropped: dict[int, Dropped],
-               by_index: dict[int, Variant], duration: float, tolerance: float
-               ) -> tuple[list[Candidate], NextGoalStage | None]:
-    """The ranking once its winner (and a runner-up equivalent to it) met the objective at a second stage too;
-    one that failed it is dropped (into `dropped`), and the next one confirmed. Else the next confirming stage."""
-    order = list(best)
-    position = 0
-    while position < len(order) and position < 2:
-        candidate = order[position]
-        if position == 1 and not alike(order[0], candidate, tolerance):
+def _confirmed(best: list[Candidate], records: list[VariantRecord], by_index: dict[int, Variant], duration: float,
+               tolerance: float) -> NextGoalStage | None:
+    """The next confirming stage: of the winner, then of a runner-up equivalent to it; None once both met the
+    objective at a second, fresh stage (a variant that failed it was dropped before the ranking). A confirmation
+    runs whole (decided no sooner than its end): a pass at its first look is what it is there to doubt."""
+    for position, candidate in enumerate(best[:2]):
+        if position == 1 and not alike(best[0], candidate, tolerance):
             break
-        record = records[candidate.variant]
-        if not record.stages:      # kept from before its stages were left out of the status
-            position += 1
+        if candidate.confirmed or not records[candidate.variant].stages:   # kept from before its stages were left out
             continue
-        decided, again = _decided(record.stages)
-        if len(decided) < 2:
-            variant = by_index[candidate.variant]
-            return order, NextGoalStage(variant, 2 * duration, duration) if again else NextGoalStage(variant, duration)
-        stage, found = decided[1]
-        if found not in MEETS:
-            dropped[candidate.variant] = Dropped(len(record.stages), "met the objective at its first stage, then "
-                                                                      f"{_failure(stage, found)} at its second",
-                                                 limited_by(stage, None, GOAL_LOAD))
-            order.pop(position)
-            continue
-        order[position] = replace(candidate, confirmed=True)
-        position += 1
-    return order, None
+        again = _decided(records[candidate.variant].stages)[1]
+        seconds = 2 * duration if again else duration
+        return NextGoalStage(by_index[candidate.variant], seconds, seconds)
+    return None
 
 
 def latency_margin(records: list[VariantRecord], winner: Candidate | None,

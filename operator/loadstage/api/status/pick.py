@@ -86,9 +86,9 @@ COST = Obj(Cost, "With spec.goal: what the variant reserves.", {
 @dataclass(frozen=True)
 class Candidate(Written):
     """A variant that met the objective: at the goal's load, its cost and its headroom (the least share by
-    which a figure stays within its objective, from the deciding look's figures); with maximize, its cost and
-    its capacity per core, [low, high] in req/s a core (its search's bracket over its cost; high may be
-    None: it passed even at search.max)."""
+    which a figure stays within its objective, from the deciding look's figures, of its first stage or its
+    confirmation, whichever has less); with maximize, its cost and its capacity per core, [low, high] in req/s
+    a core (its search's bracket over its cost; high may be None: it passed even at search.max)."""
     variant: int
     settings: Settings
     label: str
@@ -117,8 +117,10 @@ CANDIDATE = Obj(Candidate, "A variant that met the objective at the goal's load 
     "settings": SETTINGS,
     "label": Str("Its settings in words, e.g. workers=3 threads=4."),
     "cost": COST,
-    "headroom": Num("The least share by which a figure stays within its objective, at the deciding look."),
-    "objectives": Field(ListOf("Each objective against its figure.", OBJECTIVE), absent=()),
+    "headroom": Num("The least share by which a figure stays within its objective, at the deciding look; with "
+                    "a load, of its first stage or its confirmation, whichever has less."),
+    "objectives": Field(ListOf("Each objective against its figure (of the stage its headroom is from).",
+                               OBJECTIVE), absent=()),
     "perCore": Field(OpenPair("With maximize: its capacity per core, [low, high] req/s a core (high null: it "
                              "passed even at search.max).", nullable=True), attr="per_core", omit=omit_empty),
     "confirmed": Field(Bool("With a load: a second, fresh stage at the goal's load met the objective too (the "
