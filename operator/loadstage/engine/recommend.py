@@ -10,8 +10,8 @@ left is not run. Otherwise every variant runs, and its cost is the CPU its targe
 MEASURED_TIE of each other are a tie. The winner is the cheapest pass, a tie going to the most headroom, except
 among variants whose figures lie within slo.tolerance of each other (equivalent: the difference is noise), where
 goal.prefer chooses; the runner-up is the next by the same order. Before Found, the winner (and a runner-up
-equivalent to it) runs a second, fresh stage, whole: failing it, it is dropped; passing it, it is ranked by the
-worse of its two stages (its first look's luck is no headroom), and the new winner is confirmed in turn.
+equivalent to it) runs a second, fresh stage, as the search confirms: failing it, it is dropped; passing it, it
+is ranked by the worse of its two stages (its first look's luck is no headroom), and a new winner is confirmed.
 It is over 300 lines: the pick, its confirmation, its costs and its sentence read together."""
 
 from __future__ import annotations
@@ -230,16 +230,14 @@ def progress(experiment: Experiment, records: list[VariantRecord]) -> Pick:
 def _confirmed(best: list[Candidate], records: list[VariantRecord], by_index: dict[int, Variant], duration: float,
                tolerance: float) -> NextGoalStage | None:
     """The next confirming stage: of the winner, then of a runner-up equivalent to it; None once both met the
-    objective at a second, fresh stage (a variant that failed it was dropped before the ranking). A confirmation
-    runs whole (decided no sooner than its end): a pass at its first look is what it is there to doubt."""
+    objective at a second, fresh stage (a variant that failed it was dropped before the ranking). As the search's
+    (engine.search): twice as long, and not decided on fewer seconds than a stage has, for a pass at a first look
+    is what it is there to doubt."""
     for position, candidate in enumerate(best[:2]):
         if position == 1 and not alike(best[0], candidate, tolerance):
             break
-        if candidate.confirmed or not records[candidate.variant].stages:   # kept from before its stages were left out
-            continue
-        again = _decided(records[candidate.variant].stages)[1]
-        seconds = 2 * duration if again else duration
-        return NextGoalStage(by_index[candidate.variant], seconds, seconds)
+        if not candidate.confirmed and records[candidate.variant].stages:   # else kept from before they were left out
+            return NextGoalStage(by_index[candidate.variant], 2 * duration, duration)
     return None
 
 
