@@ -52,7 +52,7 @@ def judge(slo: Slo, section: dict[str, Any] | None, confidence: float, *, raised
     `requests`: the stage's requests so far; `settle_floor`: seconds cut at least (results.steady.settled)."""
     if not section:
         return verdict_of(held(slo, {}, None), final=final, confidence=confidence)
-    steady, cut = settled(section, settle_floor)
+    steady, cut = settled(section, settle_floor, slo.latency_limits_ms().values())
     blocks = blocks_from_artifact(steady)
     batches = batch_means.batches_from(blocks, float(steady["seconds"]))
     figures, counted = {}, 0

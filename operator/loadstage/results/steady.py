@@ -11,7 +11,9 @@ its first seconds are the best it will ever have: a verdict drawn from them is a
   first seconds are cut only where the data says so (so not before 15 s, three batches), which keeps a clear
   stage's 10 s look; near its objective a stage waits longer anyway (results.judgement). A verdict is drawn from
   the seconds after the cut (whole blocks of the intervals, leaving enough for an interval: a cut shortened so is
-  shortened until it is still an optimistic start); the stage's histograms keep them all.
+  shortened until it is still an optimistic start, and until its blocks hold no larger share of requests slower
+  than a latency objective than the rest: a start faster on average can hold the tail); the stage's histograms
+  keep them all.
 - A climb: Mann-Kendall's test, one-sided at TREND_ALPHA, on the mean latency of the settled seconds' batches
   (results.batch_means: batches whose means are not autocorrelated, as the test assumes; per-second means near
   saturation are, and made steady stages look like climbs), or of its blocks where no such batches form; and a
@@ -23,11 +25,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from statistics import NormalDist
 from typing import Any
 
-from loadstage.results.intervals import MIN_BLOCKS
+from loadstage.results import histograms
+from loadstage.results.intervals import MIN_BLOCKS, sparse
 
 TREND_ALPHA = 0.01
 MATERIAL_RISE = 0.10
@@ -59,10 +62,12 @@ def settle_cut(means: Sequence[float], requests: Sequence[int]) -> int:
     return cut * MSER_BATCH
 
 
-def settled(section: dict[str, Any], floor: float = 0) -> tuple[dict[str, Any], int]:
+def settled(section: dict[str, Any], floor: float = 0, slow_ms: Iterable[float] = ()) -> tuple[dict[str, Any], int]:
     """A stage's blocks (as the Locust master records them, with each second's mean latency and requests beside
     them) without its settling seconds, cut in whole blocks and leaving enough for an interval; and how many
-    seconds were cut. `floor`: seconds cut whatever the data says (a verification's step, while its HPA acts)."""
+    seconds were cut. `floor`: seconds cut whatever the data says (a verification's step, while its HPA acts).
+    `slow_ms`: latency objectives; the blocks cut must not hold a larger share of requests slower than one than
+    the blocks kept (a start faster on average can still hold the stage's tail)."""
     means, requests = section.get("secondMeans") or [], section.get("secondRequests") or []
     seconds_known = bool(means) and len(means) == len(requests)
     if not seconds_known and not floor:
@@ -71,7 +76,9 @@ def settled(section: dict[str, Any], floor: float = 0) -> tuple[dict[str, Any], 
     cut = max(settle_cut(means, requests) if seconds_known else 0, math.ceil(floor))
     most = max(0, len(section["histograms"]) - MIN_BLOCKS)
     blocks, floor_blocks = min(-(-cut // length), most), min(-(-math.ceil(floor) // length), most)
-    while blocks > floor_blocks and seconds_known and not _optimistic(means, requests, blocks * length):
+    tails = _tails(section["histograms"], slow_ms) if blocks > floor_blocks else []
+    while blocks > floor_blocks and seconds_known and not (_optimistic(means, requests, blocks * length) and
+                                                           _lighter_tail(tails, blocks)):
         blocks -= 1     # shortened to whole blocks, the cut must still be an optimistic start
     cut = blocks * length
     kept = {"secondMeans": means[cut:], "secondRequests": requests[cut:]} if seconds_known else {}
@@ -84,6 +91,25 @@ def _optimistic(means: Sequence[float], requests: Sequence[int], cut: int) -> bo
     as any)."""
     cut_mean, kept_mean = _served_mean(means[:cut], requests[:cut]), _served_mean(means[cut:], requests[cut:])
     return (math.inf if cut_mean is None else cut_mean) <= (math.inf if kept_mean is None else kept_mean)
+
+
+def _tails(encoded: Sequence[str], slow_ms: Iterable[float]) -> list[tuple[int, ...]]:
+    """Each block's requests, and how many of them were slower than each of `slow_ms` (by their buckets' tops)."""
+    limits = [histograms.to_ns(ms) for ms in slow_ms]
+    if not limits:
+        return []
+    tails = []
+    for counts in (sparse(histograms.decode(e)) for e in encoded):
+        tails.append((sum(counts.values()), *(sum(n for v, n in counts.items() if v > limit) for limit in limits)))
+    return tails
+
+
+def _lighter_tail(tails: Sequence[tuple[int, ...]], cut: int) -> bool:
+    """Whether the first `cut` blocks held no larger share of slow requests than the rest, for every limit."""
+    if not tails:
+        return True
+    early, late = [sum(column) for column in zip(*tails[:cut])], [sum(column) for column in zip(*tails[cut:])]
+    return all(early[i] * late[0] <= late[i] * early[0] for i in range(1, len(early)))
 
 
 def upward_trend(values: Sequence[float]) -> bool:
