@@ -13,6 +13,7 @@ seeded records to benchmarks/results/goal-runs.jsonl:
 - `report`: the figures over every record of one method, each count with its Clopper-Pearson interval.
 
     python benchmarks/goal.py truth --seeds 1-3
+    python benchmarks/goal.py truth --seeds 4-6 --matrix '{"workers": [1], "threads": [2, 4], "cpu": ["100m"]}'
     python benchmarks/goal.py picks --seeds 1-30
     python benchmarks/goal.py report
     python benchmarks/goal.py --smoke      # every part, tiny, into a directory of its own
@@ -21,6 +22,7 @@ seeded records to benchmarks/results/goal-runs.jsonl:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -59,14 +61,24 @@ def cores(settings: dict) -> float:
     return CORES[settings["cpu"]]
 
 
-def run_truth(tmp: Path, seed: int, matrix: dict, seconds: float, settle: float, warmup_seconds: float) -> list[dict]:
+def grid_index(settings: dict, grid: dict) -> int:
+    """A variant's index in `grid`'s cross product (its last key varying fastest), from its settings."""
+    index = 0
+    for key, values in grid.items():
+        index = index * len(values) + values.index(settings[key])
+    return index
+
+
+def run_truth(tmp: Path, seed: int, matrix: dict, seconds: float, settle: float, warmup_seconds: float,
+              grid: dict | None = None) -> list[dict]:
+    """Each variant of `matrix` (the grid, or a part of it: each record has its index in `grid`)."""
     name = f"truth-{seed}"
     status = run_experiment(tmp, experiment(name, seed, matrix, warmup_seconds, order="Random", seed=seed,
                                             stages=[{"arrivalRate": RPS, "duration": f"{seconds:g}s"}]))
     records = []
     for variant in status["variants"]:
         blocks = truth.settled(truth.stage_blocks(tmp / f"{name}-work", 1, variant["index"] + 1), settle)
-        records.append({"part": "truth", "seed": seed, "variant": variant["index"],
+        records.append({"part": "truth", "seed": seed, "variant": grid_index(variant["settings"], grid or matrix),
                         "label": label(variant["settings"]), "cores": cores(variant["settings"]),
                         "p99Ms": truth.pooled([blocks])["p99Ms"], "blocks": blocks})
         print(f"truth seed {seed}: {records[-1]['label']} settled p99 {records[-1]['p99Ms']} ms", flush=True)
@@ -134,6 +146,9 @@ def main() -> int:
     parser.add_argument("part", nargs="?", choices=["truth", "picks", "report"])
     parser.add_argument("--seeds", default="1")
     parser.add_argument("--method", help="report this method's records (default: the latest part's)")
+    parser.add_argument("--matrix", type=json.loads, default=MATRIX,
+                        help="truth: more repeats of a part of the grid, e.g. '{\"workers\": [1], \"threads\": [2, "
+                             "4], \"cpu\": [\"100m\"]}'")
     parser.add_argument("--smoke", action="store_true", help="every part, tiny, into a directory of its own")
     args = parser.parse_args()
     if args.smoke:
@@ -144,7 +159,7 @@ def main() -> int:
         tmp = Path(tmp_dir)
         if args.part == "truth":
             parts.record_seeds(RECORDS, parts.seeds(args.seeds), lambda seed: run_truth(
-                tmp, seed, MATRIX, TRUTH_SECONDS, truth.SETTLE_SECONDS, WARMUP_SECONDS))
+                tmp, seed, args.matrix, TRUTH_SECONDS, truth.SETTLE_SECONDS, WARMUP_SECONDS, MATRIX))
         elif args.part == "picks":
             parts.record_seeds(RECORDS, parts.seeds(args.seeds),
                                lambda seed: [run_pick(tmp, seed, MATRIX, STAGE_END, WARMUP_SECONDS)])
