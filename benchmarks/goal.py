@@ -10,7 +10,9 @@ seeded records to benchmarks/results/goal-runs.jsonl:
 - `picks`: seeded picks (`goal: {rps: 80}`, stages that end once decided). A pick is right when its winner's
   truth p99 is at most 1.1 L and its cost is at most the least cost among the variants whose truth meets the
   objective; its load time is against the grid's, one 30 s stage and its warm-up a variant;
-- `report`: the figures over every record of one method, each count with its Clopper-Pearson interval.
+- `report`: the figures over every record of one method, each count with its Clopper-Pearson interval, each
+  pick scored against the truth of the machine it ran on (truth.machine_of), where that truth has its winner
+  and every cheaper variant.
 
     python benchmarks/goal.py truth --seeds 1-3
     python benchmarks/goal.py truth --seeds 4-6 --matrix '{"workers": [1], "threads": [2, 4], "cpu": ["100m"]}'
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -98,9 +101,23 @@ def run_pick(tmp: Path, seed: int, matrix: dict, stage_end: dict | None, warmup_
     return record
 
 
+def scored(pick: dict, known: dict, labels: dict, variants: int) -> bool | None:
+    """Whether a pick is right against its machine's truth (`known`, by variant): its winner's truth p99 at most
+    1.1 L, and no variant cheaper than it meets; None where that truth lacks the winner or a cheaper variant."""
+    winner = pick["winner"]
+    cost = math.inf if winner is None else labels[winner][1]
+    cheaper = [v for v in range(variants) if v not in labels or labels[v][1] < cost]
+    if (winner is not None and winner not in known) or any(v not in known for v in cheaper):
+        return None
+    if any(truth.classify(known[v], SLO_MS) == "meets" for v in cheaper):
+        return False
+    return winner is None or known[winner]["p99Ms"] <= 1.1 * SLO_MS
+
+
 def report(records: list[dict], method: str | None, variants: int) -> dict:
-    """The picks of one method scored against the truth of the machine with the most truth records; picks on
-    another machine are counted as unscored (which variant meets is the machine's)."""
+    """The picks of one method, each scored against the truth of the machine it ran on (which variant meets is
+    the machine's); a pick whose machine's truth cannot score it is counted as unscored. The truth shown is
+    that of the machine with the most truth records."""
     truths = [r for r in records if r["part"] == "truth"]
     machines = truth.by_machine(truths, "variant")
     machine = next(iter(machines), None)
@@ -109,20 +126,18 @@ def report(records: list[dict], method: str | None, variants: int) -> dict:
     every = [r for r in records if r["part"] == "pick"]
     method = method or (every[-1]["method"] if every else None)
     every = [r for r in every if r["method"] == method]
-    picks = [r for r in every if r["machine"]["cpu"] == machine]
+    verdicts = [scored(p, machines.get(truth.machine_of(p), {}), labels, variants) for p in every]
+    picks = [p for p, ok in zip(every, verdicts) if ok is not None]
+    judged = [ok for ok in verdicts if ok is not None]
     classes = {v: truth.classify(t, SLO_MS) for v, t in known.items()}
     least = min((labels[v][1] for v, c in classes.items() if c == "meets"), default=None)
-
-    def right(pick: dict) -> bool:
-        winner = pick["winner"]
-        if winner is None or winner not in known:
-            return least is None and winner is None
-        return known[winner]["p99Ms"] <= 1.1 * SLO_MS and least is not None and labels[winner][1] <= least
-
-    judged = [right(p) for p in picks]
     grid_seconds = variants * (GRID_STAGE_SECONDS + WARMUP_SECONDS)
     share = [p["loadSeconds"] / grid_seconds for p in picks]
     return {"rps": RPS, "sloMs": SLO_MS, "tolerance": 0.1, "method": method, "truthMachine": machine,
+            "scoredOn": {m: sum(truth.machine_of(p) == m for p in picks) for m in sorted({truth.machine_of(p)
+                                                                                        for p in picks})},
+            "otherTruths": {m: {labels[v][0]: {**t, "class": truth.classify(t, SLO_MS)} for v, t in found.items()}
+                            for m, found in machines.items() if m != machine},
             "unscored": len(every) - len(picks),
             "truth": {labels[v][0]: {**t, "class": classes[v], "cores": labels[v][1]} for v, t in known.items()},
             "leastCostThatMeets": least, "right": parts.rate(sum(judged), len(judged)),
@@ -136,8 +151,12 @@ def printed(result: dict) -> None:
     print("truth: " + "; ".join(f"{name} p99 {t['p99Ms']} ms [{t['interval'][0]}, {t['interval'][1]}] {t['class']}"
                                 for name, t in result["truth"].items()))
     print(f"the least cost that meets the objective: {result['leastCostThatMeets']} cores")
+    for machine, truths in result["otherTruths"].items():
+        print(f"truth on {machine}: " + "; ".join(f"{name} p99 {t['p99Ms']} ms {t['class']}"
+                                                  for name, t in truths.items()))
     if result["right"]["of"]:
-        print(f"picks right {parts.said(result['right'])}; winners {result['winners']}; load share "
+        print(f"picks right {parts.said(result['right'])}, each against its machine's truth {result['scoredOn']}; "
+              f"{result['unscored']} unscored; winners {result['winners']}; load share "
               f"{result['loadShare']['median']:.1%} of the grid (median)")
 
 

@@ -156,12 +156,12 @@ def report(records: list[dict], method: str | None) -> dict:
         if not by_machine:
             continue
         searched = [r for r in measured if r["part"] == "search" and r["knee"] == knee]
-        searches = [r for r in searched if r["machine"]["cpu"] in by_machine]
+        searches = [r for r in searched if truth.machine_of(r) in by_machine]
         # the truth shown: that of the machine most of the method's searches ran on (each is scored on its own)
-        machine = collections.Counter(r["machine"]["cpu"] for r in searches).most_common(1)[0][0] if searches \
+        machine = collections.Counter(truth.machine_of(r) for r in searches).most_common(1)[0][0] if searches \
             else next(iter(by_machine))
         known = by_machine[machine]
-        own = [by_machine[r["machine"]["cpu"]] for r in searches]   # each search's own machine's truth
+        own = [by_machine[truth.machine_of(r)] for r in searches]   # each search's own machine's truth
         judged = [right(r, t) for r, t in zip(searches, own)]
         possible = [unrefuted(r, t) for r, t in zip(searches, own)]
         stage_seconds = float(STAGE_END["max"].rstrip("s"))

@@ -64,12 +64,18 @@ def pooled_by(records: list[dict[str, Any]], key: str) -> dict[Any, dict[str, An
     return {k: pooled(sections) for k, sections in sorted(grouped.items())}
 
 
+def machine_of(record: dict[str, Any]) -> str:
+    """The machine a record ran on: its CPU model and its kernel's build (two instances of one CPU model differed:
+    a variant at 80-100% of a 0.1-core quota collapsed on one, never on the other, BENCHMARKS.md (j))."""
+    return f"{record['machine']['cpu']}, kernel {record['machine'].get('kernel')}"
+
+
 def by_machine(records: list[dict[str, Any]], key: str) -> dict[str, dict[Any, dict[str, Any]]]:
-    """The truth records pooled by `key` on each machine they ran on (its CPU model: a target's capacity is the
+    """The truth records pooled by `key` on each machine they ran on (machine_of: a target's capacity is the
     machine's), the machine with the most records first."""
     grouped: dict[str, list[dict[str, Any]]] = {}
     for r in records:
-        grouped.setdefault(r["machine"]["cpu"], []).append(r)
+        grouped.setdefault(machine_of(r), []).append(r)
     return {cpu: pooled_by(found, key) for cpu, found in sorted(grouped.items(), key=lambda g: -len(g[1]))}
 
 
