@@ -52,8 +52,9 @@ def judge(slo: Slo, section: dict[str, Any] | None, confidence: float, *, raised
     `requests`: the stage's requests so far; `settle_floor`: seconds cut at least (results.steady.settled)."""
     if not section:
         return verdict_of(held(slo, {}, None), final=final, confidence=confidence)
-    steady, cut = settled(section, settle_floor, slo.latency_limits_ms().values())
-    blocks = blocks_from_artifact(steady)
+    every = blocks_from_artifact(section)
+    steady, cut = settled(section, settle_floor, slo.latency_limits_ms().values(), every)
+    blocks = every[len(every) - len(steady["histograms"]):]   # the kept ones, decoded once
     batches = batch_means.batches_from(blocks, float(steady["seconds"]))
     figures, counted = {}, 0
     if steady["histograms"]:

@@ -30,7 +30,7 @@ from statistics import NormalDist
 from typing import Any
 
 from loadstage.results import histograms
-from loadstage.results.intervals import MIN_BLOCKS, sparse
+from loadstage.results.intervals import MIN_BLOCKS, Block, blocks_from_artifact
 
 TREND_ALPHA = 0.01
 MATERIAL_RISE = 0.10
@@ -62,12 +62,14 @@ def settle_cut(means: Sequence[float], requests: Sequence[int]) -> int:
     return cut * MSER_BATCH
 
 
-def settled(section: dict[str, Any], floor: float = 0, slow_ms: Iterable[float] = ()) -> tuple[dict[str, Any], int]:
+def settled(section: dict[str, Any], floor: float = 0, slow_ms: Iterable[float] = (),
+            every: Sequence[Block] | None = None) -> tuple[dict[str, Any], int]:
     """A stage's blocks (as the Locust master records them, with each second's mean latency and requests beside
     them) without its settling seconds, cut in whole blocks and leaving enough for an interval; and how many
     seconds were cut. `floor`: seconds cut whatever the data says (a verification's step, while its HPA acts).
     `slow_ms`: latency objectives; the blocks cut must not hold a larger share of requests slower than one than
-    the blocks kept (a start faster on average can still hold the stage's tail)."""
+    the blocks kept (a start faster on average can still hold the stage's tail); `every`: the section's blocks,
+    where the caller has them decoded already."""
     means, requests = section.get("secondMeans") or [], section.get("secondRequests") or []
     seconds_known = bool(means) and len(means) == len(requests)
     if not seconds_known and not floor:
@@ -76,7 +78,8 @@ def settled(section: dict[str, Any], floor: float = 0, slow_ms: Iterable[float] 
     cut = max(settle_cut(means, requests) if seconds_known else 0, math.ceil(floor))
     most = max(0, len(section["histograms"]) - MIN_BLOCKS)
     blocks, floor_blocks = min(-(-cut // length), most), min(-(-math.ceil(floor) // length), most)
-    tails = _tails(section["histograms"], slow_ms) if blocks > floor_blocks else []
+    limits = [histograms.to_ns(ms) for ms in slow_ms] if blocks > floor_blocks else []
+    tails = _tails(blocks_from_artifact(section) if every is None else every, limits) if limits else []
     while blocks > floor_blocks and seconds_known and not (_optimistic(means, requests, blocks * length) and
                                                            _lighter_tail(tails, blocks)):
         blocks -= 1     # shortened to whole blocks, the cut must still be an optimistic start
@@ -93,15 +96,10 @@ def _optimistic(means: Sequence[float], requests: Sequence[int], cut: int) -> bo
     return (math.inf if cut_mean is None else cut_mean) <= (math.inf if kept_mean is None else kept_mean)
 
 
-def _tails(encoded: Sequence[str], slow_ms: Iterable[float]) -> list[tuple[int, ...]]:
-    """Each block's requests, and how many of them were slower than each of `slow_ms` (by their buckets' tops)."""
-    limits = [histograms.to_ns(ms) for ms in slow_ms]
-    if not limits:
-        return []
-    tails = []
-    for counts in (sparse(histograms.decode(e)) for e in encoded):
-        tails.append((sum(counts.values()), *(sum(n for v, n in counts.items() if v > limit) for limit in limits)))
-    return tails
+def _tails(blocks: Sequence[Block], limits: Sequence[int]) -> list[tuple[int, ...]]:
+    """Each block's requests, and how many of them were slower than each of `limits` (ns, by their buckets'
+    tops)."""
+    return [(b.requests, *(sum(n for v, n in b.counts.items() if v > limit) for limit in limits)) for b in blocks]
 
 
 def _lighter_tail(tails: Sequence[tuple[int, ...]], cut: int) -> bool:
